@@ -1,0 +1,1 @@
+//! Run-time CPU feature detection (filled in by the foundation work).

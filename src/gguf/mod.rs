@@ -1,0 +1,232 @@
+//! GGUF reader over a shared, read-only memory mapping.
+//!
+//! Everything in the header is validated before use (magic, version, counts, string and array
+//! lengths, tensor dims and types, every tensor's byte range inside the file), so a truncated or
+//! corrupt file is a typed error, never a panic or a SIGBUS. Tensor data is never copied: views
+//! borrow from the mapping, which the page cache shares between processes.
+
+mod reader;
+mod value;
+
+pub use reader::parse_header;
+pub use value::{MetaArray, MetaValue};
+
+use crate::quant::GgmlType;
+use memmap2::Mmap;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Largest number of dimensions a ggml tensor can have (`GGML_MAX_DIMS`).
+pub const MAX_DIMS: usize = 4;
+/// Alignment of the tensor data section when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// Everything that can be wrong with a GGUF file.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("cannot open model file {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("not a GGUF file (magic bytes {0:02x?}, expected \"GGUF\")")]
+    BadMagic([u8; 4]),
+    #[error("unsupported GGUF version {0} (supported: 2 and 3)")]
+    UnsupportedVersion(u32),
+    #[error("GGUF file is truncated: needed {needed} bytes at offset {offset} while reading {what}, file has {file_len}")]
+    Truncated { what: &'static str, offset: u64, needed: u64, file_len: u64 },
+    #[error("GGUF header is corrupt: {0}")]
+    Corrupt(String),
+    #[error("GGUF metadata key {key:?} has an unknown value type {ty}")]
+    UnknownValueType { key: String, ty: u32 },
+    #[error("tensor {name:?} has unknown or unsupported type id {id}")]
+    UnknownTensorType { name: String, id: u32 },
+    #[error("tensor {name:?} (offset {offset}, {size} bytes) lies outside the file's data section ({data_len} bytes)")]
+    TensorOutOfBounds { name: String, offset: u64, size: u64, data_len: u64 },
+    #[error("metadata key {0:?} is missing")]
+    MissingKey(String),
+    #[error("metadata key {key:?} has type {found}, expected {expected}")]
+    WrongType { key: String, expected: &'static str, found: &'static str },
+    #[error("tensor {0:?} is missing")]
+    MissingTensor(String),
+}
+
+/// Where one tensor lives and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub ty: GgmlType,
+    /// ggml order: `dims[0]` is the row length (innermost, contiguous), `dims[1]` the number of rows, …
+    pub dims: Vec<u64>,
+    /// Absolute byte offset of the tensor's first byte in the file.
+    pub offset: u64,
+    /// Byte size of the tensor's data (validated: `offset + size <= file length`).
+    pub size: u64,
+}
+
+impl TensorInfo {
+    /// Number of elements.
+    pub fn n_elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// Row length (`dims[0]`).
+    pub fn row_len(&self) -> usize {
+        self.dims[0] as usize
+    }
+
+    /// Number of rows (product of all dims but the first).
+    pub fn n_rows(&self) -> usize {
+        self.dims[1..].iter().product::<u64>() as usize
+    }
+
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        // Validated at parse time: dims[0] is a whole number of blocks.
+        self.ty.row_bytes(self.dims[0]).expect("validated row size") as usize
+    }
+}
+
+/// The parsed header of a GGUF file: version, metadata and tensor directory.
+#[derive(Debug, Clone)]
+pub struct GgufHeader {
+    pub version: u32,
+    pub metadata: HashMap<String, MetaValue>,
+    /// Metadata keys in file order (for listing and deterministic output).
+    pub metadata_order: Vec<String>,
+    pub tensors: Vec<TensorInfo>,
+    /// Absolute offset of the tensor data section.
+    pub data_offset: u64,
+    pub alignment: u64,
+}
+
+/// An open GGUF model file: the mapping plus its parsed header.
+pub struct GgufFile {
+    path: PathBuf,
+    map: Mmap,
+    header: GgufHeader,
+    by_name: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .field("tensors", &self.header.tensors.len())
+            .finish()
+    }
+}
+
+/// A tensor whose data borrows from the mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorView<'a> {
+    pub info: &'a TensorInfo,
+    pub data: &'a [u8],
+}
+
+impl GgufFile {
+    /// Maps `path` read-only and shared, and validates its header and tensor directory.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| GgufError::Io { path: path.clone(), source };
+        let file = File::open(&path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::other("not a regular file")));
+        }
+        if meta.len() < 4 {
+            return Err(GgufError::Truncated { what: "magic", offset: 0, needed: 4, file_len: meta.len() });
+        }
+        // SAFETY: the mapping is read-only and private to this process's address space; the file
+        // could still be truncated by another process while mapped, which we cannot prevent, but
+        // every range we hand out was checked against the length seen here.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        Self::from_map(path, map)
+    }
+
+    fn from_map(path: PathBuf, map: Mmap) -> Result<GgufFile, GgufError> {
+        let header = parse_header(&map)?;
+        let mut by_name = HashMap::with_capacity(header.tensors.len());
+        for (i, t) in header.tensors.iter().enumerate() {
+            if by_name.insert(t.name.clone(), i).is_some() {
+                return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", t.name)));
+            }
+        }
+        Ok(GgufFile { path, map, header, by_name })
+    }
+
+    /// The file this was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// True for an empty mapping (never, for a file that parsed).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &GgufHeader {
+        &self.header
+    }
+
+    /// A metadata value by key.
+    pub fn get(&self, key: &str) -> Option<&MetaValue> {
+        self.header.metadata.get(key)
+    }
+
+    /// A required string value.
+    pub fn get_str(&self, key: &str) -> Result<&str, GgufError> {
+        let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
+        v.as_str().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "string", found: v.type_name() })
+    }
+
+    /// A required non-negative integer value (any integer width).
+    pub fn get_u64(&self, key: &str) -> Result<u64, GgufError> {
+        let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
+        v.as_u64().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "unsigned integer", found: v.type_name() })
+    }
+
+    /// A required numeric value as f64.
+    pub fn get_f64(&self, key: &str) -> Result<f64, GgufError> {
+        let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
+        v.as_f64().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "number", found: v.type_name() })
+    }
+
+    /// A required array value.
+    pub fn get_array(&self, key: &str) -> Result<&MetaArray, GgufError> {
+        let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
+        v.as_array().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "array", found: v.type_name() })
+    }
+
+    /// All tensor infos, in file order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.header.tensors
+    }
+
+    /// A tensor view by name.
+    pub fn tensor(&self, name: &str) -> Option<TensorView<'_>> {
+        let info = &self.header.tensors[*self.by_name.get(name)?];
+        Some(TensorView { info, data: self.data_of(info) })
+    }
+
+    /// A tensor view by name, or a `MissingTensor` error.
+    pub fn require_tensor(&self, name: &str) -> Result<TensorView<'_>, GgufError> {
+        self.tensor(name).ok_or_else(|| GgufError::MissingTensor(name.to_string()))
+    }
+
+    /// The bytes of a tensor of this file (its range was validated at open).
+    pub fn data_of(&self, info: &TensorInfo) -> &[u8] {
+        &self.map[info.offset as usize..(info.offset + info.size) as usize]
+    }
+}
+

@@ -1,0 +1,12 @@
+//! TurboInfer: a CPU language-model engine (pure Rust, no PostgreSQL types) plus, behind the
+//! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
+
+pub mod cpu;
+pub mod gguf;
+pub mod model;
+pub mod quant;
+pub mod sampler;
+pub mod tokenizer;
+
+#[cfg(feature = "pg")]
+mod pg;

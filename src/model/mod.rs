@@ -1,0 +1,1 @@
+//! Transformer model: configuration, weights, forward pass and KV cache.

@@ -1,0 +1,1 @@
+//! Token samplers: greedy, temperature, top-k, top-p, repetition penalty.
