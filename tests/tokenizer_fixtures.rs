@@ -132,6 +132,18 @@ fn check_stream(name: &str) {
     }
 }
 
+/// Long runs of one character class encode quickly and round-trip (no regex blow-up or loss).
+fn check_long_runs(name: &str) {
+    let Some((tok, _)) = load(name) else { return };
+    for unit in [" ", "\n", " \t\r\n", "a", "!", "7", "中", "🚀", "'", "<|im_end|>"] {
+        let text = unit.repeat(20_000) + "x";
+        let t = std::time::Instant::now();
+        let ids = tok.encode(&text, true).unwrap();
+        assert_eq!(tok.decode(&ids), text, "{name}: run of {unit:?}");
+        assert!(t.elapsed().as_secs() < 10, "{name}: run of {unit:?} took {:?}", t.elapsed());
+    }
+}
+
 macro_rules! model_tests {
     ($module:ident, $name:literal) => {
         mod $module {
@@ -154,6 +166,10 @@ macro_rules! model_tests {
             #[test]
             fn streaming_decode_holds_back_partial_chars() {
                 super::check_stream($name);
+            }
+            #[test]
+            fn long_runs_round_trip() {
+                super::check_long_runs($name);
             }
         }
     };

@@ -22,6 +22,7 @@ use bytes::ByteAlphabet;
 use special::SpecialMatcher;
 use std::collections::HashMap;
 use tokenizers::models::bpe::BPE;
+use tokenizers::Model;
 
 /// Token texts llama.cpp treats as end-of-generation whatever their id (`special_eog_ids`).
 const EOG_TEXTS: &[&str] = &[
@@ -43,8 +44,6 @@ pub struct Tokenizer {
     piece_bytes: Vec<u8>,
     /// `[n_vocab + 1]`: piece `i` is `piece_bytes[piece_start[i]..piece_start[i + 1]]`.
     piece_start: Vec<u32>,
-    /// Exact token string -> id, for lookups by text (last id wins on duplicates, like llama.cpp).
-    by_text: HashMap<String, u32>,
     special: SpecialMatcher,
     ids: SpecialIds,
     /// Sorted end-of-generation ids.
@@ -75,12 +74,13 @@ impl Tokenizer {
         let vocab::VocabData { pre, tokens, mut types, merges, special: ids } = vocab::read(meta)?;
         let n = tokens.len();
 
-        let mut by_text: HashMap<String, u32> = HashMap::with_capacity(n);
-        for (i, t) in tokens.iter().enumerate() {
-            by_text.insert(t.clone(), i as u32);
-        }
-
-        let eog = collect_eog(&ids, &by_text, &mut types);
+        // Token string -> id; on a duplicate string the last id wins, as in llama.cpp.
+        let bpe_vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let model = BPE::builder()
+            .vocab_and_merges(bpe_vocab, merges)
+            .build()
+            .map_err(|e| TokenizerError::Build(e.to_string()))?;
+        let eog = collect_eog(&ids, &model, &mut types);
 
         let alphabet = ByteAlphabet::new();
         let mut piece_bytes = Vec::with_capacity(n * 6);
@@ -107,15 +107,10 @@ impl Tokenizer {
                 .map(|(i, (t, ty))| (i as u32, t.clone(), *ty != TokenType::UserDefined)),
         );
 
-        let bpe_vocab: tokenizers::models::bpe::Vocab = by_text.iter().map(|(k, &v)| (k.clone(), v)).collect();
-        let model = BPE::builder()
-            .vocab_and_merges(bpe_vocab, merges)
-            .build()
-            .map_err(|e| TokenizerError::Build(e.to_string()))?;
         let mut bpe = tokenizers::Tokenizer::new(model);
         bpe.with_pre_tokenizer(Some(pretok::build(&pre)?));
 
-        Ok(Tokenizer { bpe, tokens, types, piece_bytes, piece_start, by_text, special, ids, eog, pre })
+        Ok(Tokenizer { bpe, tokens, types, piece_bytes, piece_start, special, ids, eog, pre })
     }
 
     /// Encodes `text` with no BOS/EOS added. With `parse_special`, control tokens written in the
@@ -200,7 +195,7 @@ impl Tokenizer {
 
     /// The id of the token whose vocabulary string is exactly `text` (e.g. `"<|im_end|>"`).
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.by_text.get(text).copied()
+        self.bpe.token_to_id(text)
     }
 
     /// True for control, user-defined and unknown tokens (the ones matched verbatim in text).
@@ -251,10 +246,10 @@ impl Tokenizer {
 
 /// The end-of-generation set: metadata EOS/EOT/EOM/FIM ids plus tokens with a known stop text;
 /// like llama.cpp, stop tokens found by text are promoted to control tokens.
-fn collect_eog(ids: &SpecialIds, by_text: &HashMap<String, u32>, types: &mut [TokenType]) -> Vec<u32> {
+fn collect_eog(ids: &SpecialIds, model: &BPE, types: &mut [TokenType]) -> Vec<u32> {
     let mut eog: Vec<u32> = [ids.eos, ids.eot, ids.eom, ids.fim_pad, ids.fim_rep, ids.fim_sep].into_iter().flatten().collect();
     for text in EOG_TEXTS.iter().chain(FIM_EOG_TEXTS) {
-        if let Some(&id) = by_text.get(*text) {
+        if let Some(id) = model.token_to_id(text) {
             eog.push(id);
             if types[id as usize] != TokenType::Control {
                 types[id as usize] = TokenType::Control;

@@ -1,0 +1,75 @@
+//! Tokenizer build time and encode throughput on the real vocabularies (run in release with
+//! `cargo test --release --test tokenizer_speed -- --ignored --nocapture`).
+
+mod common;
+
+use std::time::Instant;
+use turboinfer::gguf::GgufFile;
+use turboinfer::tokenizer::Tokenizer;
+
+/// A long, varied text: SQL, prose, code, unicode (about 1 MB).
+fn long_text() -> String {
+    let para = "SELECT u.name, SUM(o.amount) FROM users u JOIN orders o ON u.id = o.user_id \
+        WHERE created_at >= NOW() - INTERVAL '30 days' GROUP BY u.name ORDER BY 2 DESC LIMIT 10;\n\
+        The quick brown fox jumps over the lazy dog, can't won't I'm you're they'll. 1234567890 3.14159\n\
+        def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\
+        中文分词测试 日本語のテキスト 한국어 emoji 🚀🔥 Ünïcödé café naïve résumé\r\n\n";
+    // Vary the words so the BPE cache does not see the same few words only.
+    let mut s = String::new();
+    let mut i = 0u64;
+    while s.len() < 1 << 20 {
+        s.push_str(para);
+        s.push_str(&format!("row_{i} value{} id{}x\n", i * 7919 % 10007, i * 31));
+        i += 1;
+    }
+    s
+}
+
+/// Measures build time, cold and warm encode throughput for model `name`.
+fn measure(name: &str) {
+    let Some(path) = common::model_path(name) else { return };
+    let file = GgufFile::open(&path).unwrap();
+    // Best of three builds: the machine is shared, the minimum is the least disturbed figure.
+    let mut build = std::time::Duration::MAX;
+    let mut tok = None;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        tok = Some(Tokenizer::from_gguf(&file).unwrap());
+        build = build.min(t0.elapsed());
+    }
+    let tok = tok.unwrap();
+    let text = long_text();
+    let t1 = Instant::now();
+    let ids = tok.encode(&text, true).unwrap();
+    let cold = t1.elapsed();
+    let t2 = Instant::now();
+    let ids2 = tok.encode(&text, true).unwrap();
+    let warm = t2.elapsed();
+    assert_eq!(ids, ids2);
+    let t3 = Instant::now();
+    let back = tok.decode(&ids);
+    let dec = t3.elapsed();
+    assert_eq!(back, text);
+    println!(
+        "{name}: vocab {} build {:.1} ms; encode {} bytes -> {} tokens: first {:.1} ms ({:.0} tok/s), again {:.1} ms ({:.0} tok/s); decode {:.1} ms",
+        tok.vocab_size(),
+        build.as_secs_f64() * 1e3,
+        text.len(),
+        ids.len(),
+        cold.as_secs_f64() * 1e3,
+        ids.len() as f64 / cold.as_secs_f64(),
+        warm.as_secs_f64() * 1e3,
+        ids.len() as f64 / warm.as_secs_f64(),
+        dec.as_secs_f64() * 1e3,
+    );
+    // Generous bound (the target is well under a second on a quiet machine).
+    assert!(build.as_secs_f64() < 2.0, "{name}: building the tokenizer took {build:?}");
+}
+
+#[test]
+#[ignore = "timing; run in release with --ignored --nocapture"]
+fn tokenizer_speed() {
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        measure(name);
+    }
+}
