@@ -25,31 +25,54 @@ fn long_text() -> String {
     s
 }
 
+/// CPU time this thread has run, in seconds (Linux `schedstat`; wall clock is unreliable on a
+/// shared machine). `None` where unavailable.
+fn thread_cpu() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(s.split_whitespace().next()?.parse::<u64>().ok()? as f64 * 1e-9)
+}
+
+/// CPU seconds between two readings, or NaN when unavailable.
+fn cpu_since(start: Option<f64>) -> f64 {
+    match (start, thread_cpu()) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    }
+}
+
 /// Measures build time, cold and warm encode throughput for model `name`.
 fn measure(name: &str) {
     let Some(path) = common::model_path(name) else { return };
     let file = GgufFile::open(&path).unwrap();
     // Best of three builds: the machine is shared, the minimum is the least disturbed figure.
     let mut build = std::time::Duration::MAX;
+    let mut build_cpu = f64::INFINITY;
     let mut tok = None;
     for _ in 0..3 {
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), thread_cpu());
         tok = Some(Tokenizer::from_gguf(&file).unwrap());
         build = build.min(t0.elapsed());
+        build_cpu = build_cpu.min(cpu_since(c0));
     }
     let tok = tok.unwrap();
     let text = long_text();
     let t1 = Instant::now();
     let ids = tok.encode(&text, true).unwrap();
     let cold = t1.elapsed();
-    let t2 = Instant::now();
+    let (t2, c2) = (Instant::now(), thread_cpu());
     let ids2 = tok.encode(&text, true).unwrap();
     let warm = t2.elapsed();
+    let warm_cpu = cpu_since(c2);
     assert_eq!(ids, ids2);
     let t3 = Instant::now();
     let back = tok.decode(&ids);
     let dec = t3.elapsed();
     assert_eq!(back, text);
+    println!(
+        "{name}: build {:.1} ms CPU; encode {:.0} tok/s CPU (second pass)",
+        build_cpu * 1e3,
+        ids.len() as f64 / warm_cpu
+    );
     println!(
         "{name}: vocab {} build {:.1} ms; encode {} bytes -> {} tokens: first {:.1} ms ({:.0} tok/s), again {:.1} ms ({:.0} tok/s); decode {:.1} ms",
         tok.vocab_size(),

@@ -33,6 +33,7 @@ const EOG_TEXTS: &[&str] = &[
 const FIM_EOG_TEXTS: &[&str] = &["<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"];
 
 /// A byte-level BPE tokenizer (immutable, `Send + Sync`; share it behind an `Arc`).
+#[derive(Clone)]
 pub struct Tokenizer {
     /// BPE model + pre-tokenizer (no normalizer, no post-processor, no added tokens).
     bpe: tokenizers::Tokenizer,
@@ -259,4 +260,15 @@ fn collect_eog(ids: &SpecialIds, model: &BPE, types: &mut [TokenType]) -> Vec<u3
     eog.sort_unstable();
     eog.dedup();
     eog
+}
+
+#[cfg(test)]
+mod tests {
+    /// Compile-time check: the tokenizer can be shared across threads.
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn tokenizer_is_send_and_sync() {
+        assert_send_sync::<super::Tokenizer>();
+    }
 }
