@@ -32,6 +32,28 @@ fn thread_cpu() -> Option<f64> {
     Some(s.split_whitespace().next()?.parse::<u64>().ok()? as f64 * 1e-9)
 }
 
+/// Resident set size of this process in MiB (Linux `statm`, 4 KiB pages), or NaN.
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(f64::NAN, |pages| pages as f64 * 4096.0 / (1 << 20) as f64)
+}
+
+/// Returns freed heap pages to the OS (glibc), so RSS reflects live allocations.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: glibc's malloc_trim only releases free memory; it has no preconditions.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// CPU seconds between two readings, or NaN when unavailable.
 fn cpu_since(start: Option<f64>) -> f64 {
     match (start, thread_cpu()) {
@@ -45,6 +67,8 @@ fn measure(name: &str) {
     let Some(path) = common::model_path(name) else { return };
     let file = GgufFile::open(&path).unwrap();
     // Best of three builds: the machine is shared, the minimum is the least disturbed figure.
+    trim_heap();
+    let rss_before = rss_mib();
     let mut build = std::time::Duration::MAX;
     let mut build_cpu = f64::INFINITY;
     let mut tok = None;
@@ -55,6 +79,11 @@ fn measure(name: &str) {
         build_cpu = build_cpu.min(cpu_since(c0));
     }
     let tok = tok.unwrap();
+    // Memory held by one tokenizer: RSS growth across the builds above, peak and after returning
+    // freed heap to the OS.
+    let peak = rss_mib() - rss_before;
+    trim_heap();
+    println!("{name}: RSS growth {peak:.1} MiB during the build, {:.1} MiB held by the tokenizer", rss_mib() - rss_before);
     let text = long_text();
     let t1 = Instant::now();
     let ids = tok.encode(&text, true).unwrap();
@@ -92,7 +121,12 @@ fn measure(name: &str) {
 #[test]
 #[ignore = "timing; run in release with --ignored --nocapture"]
 fn tokenizer_speed() {
+    // TURBOINFER_SPEED_MODEL picks one model (a fresh process gives a cleaner memory figure).
+    let only = std::env::var("TURBOINFER_SPEED_MODEL").ok();
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
         measure(name);
     }
 }

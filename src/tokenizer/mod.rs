@@ -7,6 +7,7 @@
 
 mod bytes;
 mod error;
+mod packed;
 mod pretok;
 mod special;
 mod stream;
@@ -19,6 +20,7 @@ pub use vocab::{SpecialIds, TokenType};
 
 use crate::gguf::{GgufFile, MetaValue};
 use bytes::ByteAlphabet;
+use packed::PackedBytes;
 use special::SpecialMatcher;
 use std::collections::HashMap;
 use tokenizers::models::bpe::BPE;
@@ -38,13 +40,11 @@ pub struct Tokenizer {
     /// BPE model + pre-tokenizer (no normalizer, no post-processor, no added tokens).
     bpe: tokenizers::Tokenizer,
     /// `[n_vocab]` token strings as stored in the GGUF file.
-    tokens: Vec<String>,
+    texts: PackedBytes,
     /// `[n_vocab]` token types (EOG-looking tokens promoted to control, as llama.cpp does).
     types: Vec<TokenType>,
-    /// Concatenated raw bytes of every token's piece.
-    piece_bytes: Vec<u8>,
-    /// `[n_vocab + 1]`: piece `i` is `piece_bytes[piece_start[i]..piece_start[i + 1]]`.
-    piece_start: Vec<u32>,
+    /// `[n_vocab]` raw bytes of every token's piece.
+    pieces: PackedBytes,
     special: SpecialMatcher,
     ids: SpecialIds,
     /// Sorted end-of-generation ids.
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tokenizer")
             .field("pre", &self.pre)
-            .field("vocab_size", &self.tokens.len())
+            .field("vocab_size", &self.vocab_size())
             .field("special_tokens", &self.special.len())
             .field("ids", &self.ids)
             .field("eog", &self.eog)
@@ -84,19 +84,18 @@ impl Tokenizer {
         let eog = collect_eog(&ids, &model, &mut types);
 
         let alphabet = ByteAlphabet::new();
-        let mut piece_bytes = Vec::with_capacity(n * 6);
-        let mut piece_start = Vec::with_capacity(n + 1);
-        piece_start.push(0u32);
+        // Average token length is about 6-7 bytes in these vocabularies.
+        let mut texts = PackedBytes::with_capacity(n, 8);
+        let mut pieces = PackedBytes::with_capacity(n, 7);
         for (t, ty) in tokens.iter().zip(&types) {
+            texts.push(t.as_bytes())?;
             match ty {
-                TokenType::Normal | TokenType::Byte | TokenType::Undefined => alphabet.decode_into(t, &mut piece_bytes),
-                TokenType::Control | TokenType::UserDefined | TokenType::Unknown => piece_bytes.extend_from_slice(t.as_bytes()),
+                TokenType::Normal | TokenType::Byte | TokenType::Undefined => alphabet.decode_into(t, pieces.buffer()),
+                TokenType::Control | TokenType::UserDefined | TokenType::Unknown => pieces.buffer().extend_from_slice(t.as_bytes()),
                 // Padding slots render as nothing (llama.cpp does the same).
                 TokenType::Unused => {}
             }
-            let end = u32::try_from(piece_bytes.len())
-                .map_err(|_| TokenizerError::InvalidVocab("token pieces exceed 4 GiB".into()))?;
-            piece_start.push(end);
+            pieces.seal()?;
         }
 
         let special = SpecialMatcher::new(
@@ -111,7 +110,7 @@ impl Tokenizer {
         let mut bpe = tokenizers::Tokenizer::new(model);
         bpe.with_pre_tokenizer(Some(pretok::build(&pre)?));
 
-        Ok(Tokenizer { bpe, tokens, types, piece_bytes, piece_start, special, ids, eog, pre })
+        Ok(Tokenizer { bpe, texts, types, pieces, special, ids, eog, pre })
     }
 
     /// Encodes `text` with no BOS/EOS added. With `parse_special`, control tokens written in the
@@ -167,11 +166,7 @@ impl Tokenizer {
 
     /// The raw bytes token `id` stands for (empty for ids outside the vocabulary).
     pub fn piece(&self, id: u32) -> &[u8] {
-        let i = id as usize;
-        if i >= self.tokens.len() {
-            return &[];
-        }
-        &self.piece_bytes[self.piece_start[i] as usize..self.piece_start[i + 1] as usize]
+        self.pieces.get(id as usize).unwrap_or(&[])
     }
 
     /// The raw bytes token `id` stands for, owned (empty for ids outside the vocabulary).
@@ -181,12 +176,13 @@ impl Tokenizer {
 
     /// Number of tokens in the vocabulary (the embedding / logits width).
     pub fn vocab_size(&self) -> usize {
-        self.tokens.len()
+        self.texts.len()
     }
 
     /// The token's string as stored in the vocabulary (byte-level alphabet for normal tokens).
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(String::as_str)
+        // Stored from `&str`, so always valid UTF-8.
+        std::str::from_utf8(self.texts.get(id as usize)?).ok()
     }
 
     /// The token's type.

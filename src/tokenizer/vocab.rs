@@ -69,12 +69,12 @@ pub struct SpecialIds {
     pub add_eos: bool,
 }
 
-/// Everything the tokenizer needs from the metadata, validated.
+/// Everything the tokenizer needs from the metadata, validated (token strings borrowed).
 #[derive(Debug, Clone)]
-pub struct VocabData {
+pub struct VocabData<'a> {
     pub pre: String,
     /// `[n_vocab]` token strings.
-    pub tokens: Vec<String>,
+    pub tokens: &'a [String],
     /// `[n_vocab]` token types.
     pub types: Vec<TokenType>,
     /// BPE merges in priority order.
@@ -156,7 +156,7 @@ fn split_merge(rule: &str) -> Option<(&str, &str)> {
 }
 
 /// Reads and validates the tokenizer metadata.
-pub fn read(meta: &HashMap<String, MetaValue>) -> Result<VocabData, TokenizerError> {
+pub fn read(meta: &HashMap<String, MetaValue>) -> Result<VocabData<'_>, TokenizerError> {
     let m = Meta(meta);
     let model = m.string(KEY_MODEL)?;
     if model != "gpt2" {
@@ -165,7 +165,7 @@ pub fn read(meta: &HashMap<String, MetaValue>) -> Result<VocabData, TokenizerErr
     let pre = m.string(KEY_PRE)?.to_string();
     super::pretok::regexes_for(&pre)?;
 
-    let tokens = m.strings(KEY_TOKENS)?.to_vec();
+    let tokens = m.strings(KEY_TOKENS)?;
     let n = tokens.len();
     if n == 0 {
         return Err(TokenizerError::InvalidVocab(format!("{KEY_TOKENS} is empty")));
