@@ -90,7 +90,11 @@ impl CpuFeatures {
                 ("avxvnni", self.avxvnni),
             ]
         } else if cfg!(target_arch = "aarch64") {
-            vec![("neon", self.neon), ("dotprod", self.dotprod), ("i8mm", self.i8mm)]
+            vec![
+                ("neon", self.neon),
+                ("dotprod", self.dotprod),
+                ("i8mm", self.i8mm),
+            ]
         } else {
             Vec::new()
         }
@@ -106,7 +110,10 @@ mod tests {
     fn detection_is_cached_and_stable() {
         let a = cpu_features();
         let b = cpu_features();
-        assert!(std::ptr::eq(a, b), "OnceLock must hand out the same instance");
+        assert!(
+            std::ptr::eq(a, b),
+            "OnceLock must hand out the same instance"
+        );
         assert_eq!(*a, CpuFeatures::detect());
     }
 
@@ -118,23 +125,44 @@ mod tests {
         let mut names: Vec<&str> = list.iter().map(|(n, _)| *n).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), list.len(), "duplicate feature names in {list:?}");
+        assert_eq!(
+            names.len(),
+            list.len(),
+            "duplicate feature names in {list:?}"
+        );
         if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
             assert!(!list.is_empty());
         }
         let detected = list.iter().filter(|(_, d)| *d).count();
         let fields = [
-            f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512vnni, f.avxvnni, f.neon,
-            f.dotprod, f.i8mm,
+            f.avx2,
+            f.fma,
+            f.f16c,
+            f.avx512f,
+            f.avx512bw,
+            f.avx512vl,
+            f.avx512vnni,
+            f.avxvnni,
+            f.neon,
+            f.dotprod,
+            f.i8mm,
         ];
-        assert_eq!(detected, fields.iter().filter(|b| **b).count(), "list() must cover every field");
+        assert_eq!(
+            detected,
+            fields.iter().filter(|b| **b).count(),
+            "list() must cover every field"
+        );
     }
 
     /// Architectural implications hold on this machine's answer (a sub-extension needs its base).
     #[test]
     fn implications_hold() {
         let f = cpu_features();
-        for (sub, on) in [("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl), ("avx512vnni", f.avx512vnni)] {
+        for (sub, on) in [
+            ("avx512bw", f.avx512bw),
+            ("avx512vl", f.avx512vl),
+            ("avx512vnni", f.avx512vnni),
+        ] {
             assert!(!on || f.avx512f, "{sub} detected without avx512f: {f:?}");
         }
         // AVX-512 is a superset of AVX2 on every CPU that ships it.
@@ -158,14 +186,19 @@ mod tests {
             .map(|(_, v)| v.split_whitespace().collect())
             .unwrap_or_default();
         // Kernel spellings differ from Rust's for the VNNI flags.
-        let kernel_name = |n: &str| match n {
-            "avx512vnni" => "avx512_vnni",
-            "avxvnni" => "avx_vnni",
-            other => other,
+        let kernel_name = |n: &'static str| -> &'static str {
+            match n {
+                "avx512vnni" => "avx512_vnni",
+                "avxvnni" => "avx_vnni",
+                other => other,
+            }
         };
         for (name, on) in cpu_features().list() {
             if on {
-                assert!(flags.contains(kernel_name(name)), "{name} detected but not in /proc/cpuinfo flags");
+                assert!(
+                    flags.contains(kernel_name(name)),
+                    "{name} detected but not in /proc/cpuinfo flags"
+                );
             }
         }
     }

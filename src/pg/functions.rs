@@ -16,8 +16,12 @@ fn turboinfer_version() -> &'static str {
 ///
 /// STABLE, not IMMUTABLE: a physical replica on another machine can give a different answer.
 #[pg_extern(stable, parallel_safe)]
-fn turboinfer_cpu_features() -> TableIterator<'static, (name!(feature, String), name!(detected, bool))> {
+fn turboinfer_cpu_features(
+) -> TableIterator<'static, (name!(feature, String), name!(detected, bool))> {
     TableIterator::new(
-        crate::cpu::cpu_features().list().into_iter().map(|(name, on)| (name.to_string(), on)),
+        crate::cpu::cpu_features()
+            .list()
+            .into_iter()
+            .map(|(name, on)| (name.to_string(), on)),
     )
 }
