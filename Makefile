@@ -20,12 +20,12 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-engine installcheck psql
+        demo test test-fetch test-cluster test-engine installcheck psql
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] build install cluster-start cluster-stop"
-	@echo "               cluster-status demo-db installcheck test-fetch test-engine psql"
+	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine psql"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -85,11 +85,16 @@ test:
 	@$(MAKE) --no-print-directory test-engine
 	@$(MAKE) --no-print-directory install
 	@$(MAKE) --no-print-directory cluster-start
+	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
 	@$(TIMED) "fetcher error-path tests" scripts/test-fetch-model.sh
+
+## cluster.sh behaviour (busy port, idempotent start) without disturbing the running cluster.
+test-cluster:
+	@$(TIMED) "cluster script tests" scripts/test-cluster.sh
 
 ## Engine tests (no PostgreSQL), requiring the test models.
 test-engine:
