@@ -1,0 +1,106 @@
+# TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
+#   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
+#   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+# cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+PG_CONFIG    ?= /usr/lib/postgresql/15/bin/pg_config
+MODEL        ?= qwen2.5-coder-1.5b
+TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
+DEMO_DB      ?= turboinfer_demo
+# The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
+REGRESS      := version cpu_features
+
+comma := ,
+empty :=
+space := $(empty) $(empty)
+TIMED := scripts/timed
+PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
+
+.PHONY: help setup fetch-model build install cluster-start cluster-stop cluster-status demo-db \
+        demo test test-fetch test-cluster test-engine installcheck psql
+
+help:
+	@sed -n 's/^#   //p' Makefile
+	@echo "other targets: setup fetch-model [MODEL=name] build install cluster-start cluster-stop"
+	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine psql"
+
+## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
+setup:
+	@$(TIMED) setup scripts/setup.sh
+
+## Install a model (default $(MODEL)) into /var/lib/turboinfer/models.
+fetch-model:
+	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
+
+## Compile the engine + CLI (no PostgreSQL) and the extension library (pg15).
+build:
+	@$(TIMED) "build engine" cargo build --release
+	@$(TIMED) "build extension" cargo build --release --lib --features pg15
+
+## Build and install the extension into Debian's PostgreSQL 15 (as root).
+install:
+	@$(TIMED) "install extension" cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg15
+
+cluster-start:
+	@$(TIMED) "cluster start" scripts/cluster.sh start
+
+cluster-stop:
+	@scripts/cluster.sh stop
+
+cluster-status:
+	@scripts/cluster.sh status
+
+## (Re)create the demo shop database from demo/schema.sql + demo/data.sql (drop and recreate).
+demo-db: cluster-start
+	@$(TIMED) "demo database $(DEMO_DB)" scripts/demo-db.sh $(DEMO_DB)
+
+## Everything: set-up, default model, build + install, cluster, demo database, extension calls.
+demo:
+	@$(MAKE) --no-print-directory setup
+	@$(MAKE) --no-print-directory fetch-model
+	@$(MAKE) --no-print-directory install
+	@$(MAKE) --no-print-directory demo-db
+	@$(PSQL) -d $(DEMO_DB) -c "CREATE EXTENSION IF NOT EXISTS turboinfer"
+	@echo "==> demo queries (database $(DEMO_DB), open it with: make psql)"
+	@$(PSQL) -d $(DEMO_DB) -e -c "SELECT turboinfer_version();" -c "SELECT * FROM turboinfer_cpu_features();"
+	@if [[ $$($(PSQL) -d $(DEMO_DB) -At -c "SELECT to_regprocedure('nl2sql(text)') IS NOT NULL") == t ]]; then \
+	  $(PSQL) -d $(DEMO_DB) -e -c "SELECT nl2sql('how many users?');"; \
+	else \
+	  echo "nl2sql() is coming: once it exists, this demo runs SELECT nl2sql('how many users?');"; \
+	  echo "(model ready: /var/lib/turboinfer/models/$(MODEL).gguf)"; \
+	fi
+
+## Open psql on the demo database.
+psql:
+	@scripts/cluster.sh psql -X -d $(DEMO_DB)
+
+## Every test, from a fresh machine.
+test:
+	@$(MAKE) --no-print-directory setup
+	@for m in $(TEST_MODELS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
+	@$(MAKE) --no-print-directory test-fetch
+	@$(MAKE) --no-print-directory test-engine
+	@$(MAKE) --no-print-directory install
+	@$(MAKE) --no-print-directory cluster-start
+	@$(MAKE) --no-print-directory test-cluster
+	@$(MAKE) --no-print-directory installcheck
+
+## Error paths of the model fetcher (no network needed).
+test-fetch:
+	@$(TIMED) "fetcher error-path tests" scripts/test-fetch-model.sh
+
+## cluster.sh behaviour (busy port, idempotent start) without disturbing the running cluster.
+test-cluster:
+	@$(TIMED) "cluster script tests" scripts/test-cluster.sh
+
+## Engine tests (no PostgreSQL), requiring the test models.
+test-engine:
+	@$(TIMED) "engine tests (cargo test --release)" \
+	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
+
+## SQL regression tests with pg_regress (extension installed, cluster running).
+installcheck:
+	@$(TIMED) "pg_regress" scripts/regress.sh $(REGRESS)

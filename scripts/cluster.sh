@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# TurboInfer's own PostgreSQL 15 cluster for the demo and the tests.
+#
+#   scripts/cluster.sh start|stop|status|psql [psql args...]
+#
+# The server runs as the `postgres` OS user (PostgreSQL refuses to run as root); when invoked as
+# root this script switches with `runuser`. It listens on 127.0.0.1 only, on $TURBOINFER_PGPORT
+# (default 54329, away from the usual 5432), with its socket in /var/lib/turboinfer/run.
+# Authentication is `trust` for local connections only: it is a development/test cluster.
+# start and stop are idempotent; start waits until the server accepts connections.
+set -euo pipefail
+
+PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
+BASE=/var/lib/turboinfer
+DATA=${TURBOINFER_PGDATA:-$BASE/cluster}
+RUN=${TURBOINFER_PGRUN:-$BASE/run}
+LOG=${TURBOINFER_PGLOG:-$BASE/log/postgresql.log}
+PORT=${TURBOINFER_PGPORT:-54329}
+me="cluster.sh"
+
+die() { echo "$me: error: $*" >&2; exit 1; }
+say() { echo "$me: $*" >&2; }
+
+# as_pg CMD...: runs CMD as the postgres OS user (directly if we already are postgres).
+as_pg() {
+    if [[ $(id -u) -eq 0 ]]; then
+        runuser -u postgres -- "$@"
+    elif [[ $(id -un) == postgres ]]; then
+        "$@"
+    else
+        die "run as root (or as the postgres user)"
+    fi
+}
+
+[[ -x $PGBIN/pg_ctl ]] || die "PostgreSQL 15 is not installed ($PGBIN/pg_ctl missing); run 'make setup'"
+id postgres >/dev/null 2>&1 || die "the 'postgres' OS user does not exist; run 'make setup'"
+[[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_PGPORT must be a number, not '$PORT'"
+
+# running: true when our cluster's postmaster is alive.
+running() {
+    [[ -f $DATA/PG_VERSION ]] && as_pg "$PGBIN/pg_ctl" status -D "$DATA" >/dev/null 2>&1
+}
+
+# running_port: the port our running cluster listens on (line 4 of postmaster.pid).
+running_port() {
+    as_pg sed -n 4p "$DATA/postmaster.pid" 2>/dev/null || true
+}
+
+# port_busy: true when something accepts TCP connections on 127.0.0.1:$PORT.
+port_busy() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
+}
+
+init_cluster() {
+    install -d -m 755 "$BASE"
+    install -d -m 700 -o postgres -g postgres "$DATA"
+    if [[ ! -f $DATA/PG_VERSION ]]; then
+        say "initdb $DATA"
+        # C locale: deterministic sort order for the regression tests; UTF8 for text.
+        as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C \
+            >"$BASE/initdb.log" 2>&1 || die "initdb failed; see $BASE/initdb.log"
+    fi
+}
+
+start() {
+    if running; then
+        local p
+        p=$(running_port)
+        [[ $p == "$PORT" ]] || die "cluster already running on port $p, not $PORT; stop it first"
+        say "already running (port $PORT, socket $RUN)"
+        return 0
+    fi
+    port_busy && die "port $PORT on 127.0.0.1 is busy (another server listens there); set TURBOINFER_PGPORT"
+    init_cluster
+    install -d -m 755 -o postgres -g postgres "$RUN"
+    install -d -m 755 -o postgres -g postgres "$(dirname "$LOG")"
+    say "starting PostgreSQL 15 on 127.0.0.1:$PORT (data $DATA, log $LOG)"
+    if ! as_pg "$PGBIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $PORT -k $RUN" >/dev/null; then
+        tail -n 5 "$LOG" >&2 || true
+        die "PostgreSQL failed to start; see $LOG"
+    fi
+    # pg_ctl -w returns once the server accepts connections; double-check through the socket.
+    for _ in $(seq 1 50); do
+        "$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" && { say "ready"; return 0; }
+        sleep 0.2
+    done
+    die "PostgreSQL started but is not accepting connections on $RUN port $PORT; see $LOG"
+}
+
+stop() {
+    if ! running; then
+        say "not running"
+        return 0
+    fi
+    as_pg "$PGBIN/pg_ctl" stop -D "$DATA" -m fast -w -t 60 >/dev/null || die "pg_ctl stop failed; see $LOG"
+    say "stopped"
+}
+
+status() {
+    if running; then
+        echo "running: port $(running_port), socket $RUN, data $DATA"
+    else
+        echo "not running (data $DATA, port $PORT)"
+        return 3
+    fi
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    psql)
+        shift
+        running || die "cluster is not running; run 'scripts/cluster.sh start'"
+        exec "$PGBIN/psql" -h "$RUN" -p "$PORT" -U postgres "$@"
+        ;;
+    *) echo "usage: $0 start|stop|status|psql [psql args...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the SQL regression tests with PostgreSQL's own pg_regress against TurboInfer's cluster.
+#
+#   scripts/regress.sh TEST...      (tests are tests/pg_regress/sql/TEST.sql + expected/TEST.out)
+#
+# Needs: the extension installed (make install) and the cluster running (scripts/cluster.sh start).
+# pg_regress creates the database turboinfer_regress afresh. The inputs are copied to a directory
+# the postgres OS user can read (the clone may live under /root) and the results go to
+# /var/lib/turboinfer/regress/out. Prints the diffs on failure and ends with "N passed, N failed".
+set -euo pipefail
+
+PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
+PG_REGRESS=${PG_REGRESS:-/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress}
+PORT=${TURBOINFER_PGPORT:-54329}
+RUN=${TURBOINFER_PGRUN:-/var/lib/turboinfer/run}
+WORK=${TURBOINFER_REGRESS_DIR:-/var/lib/turboinfer/regress}
+me="regress.sh"
+
+die() { echo "$me: error: $*" >&2; exit 1; }
+
+[[ $# -gt 0 ]] || die "usage: $0 TEST..."
+[[ -x $PG_REGRESS ]] || die "pg_regress not found at $PG_REGRESS (package postgresql-server-dev-15); run 'make setup'"
+"$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start'"
+
+src=$(cd "$(dirname "$0")/../tests/pg_regress" && pwd)
+for t in "$@"; do
+    [[ -f $src/sql/$t.sql ]] || die "no test $t: $src/sql/$t.sql is missing"
+    [[ -f $src/expected/$t.out ]] || die "no expected output for $t: $src/expected/$t.out is missing"
+done
+
+# Fresh, postgres-readable copy of the inputs; a postgres-writable output dir.
+rm -rf "$WORK"
+install -d -m 755 "$WORK" "$WORK/in"
+cp -r "$src/sql" "$src/expected" "$WORK/in/"
+chmod -R a+rX "$WORK/in"
+install -d -m 755 -o postgres -g postgres "$WORK/out" 2>/dev/null || install -d -m 755 "$WORK/out"
+
+rc=0
+"$PG_REGRESS" --host="$RUN" --port="$PORT" --user=postgres --bindir="$PGBIN" \
+    --inputdir="$WORK/in" --outputdir="$WORK/out" --dbname=turboinfer_regress "$@" \
+    2>&1 | tee "$WORK/out/pg_regress.log" || rc=$?
+
+passed=$(grep -Ec '\.\.\. +ok' "$WORK/out/pg_regress.log" || true)
+failed=$(grep -Ec '\.\.\. +FAILED' "$WORK/out/pg_regress.log" || true)
+if [[ $rc -ne 0 || $failed -ne 0 ]]; then
+    if [[ -s $WORK/out/regression.diffs ]]; then
+        echo "---------------- regression.diffs ($WORK/out/regression.diffs) ----------------"
+        cat "$WORK/out/regression.diffs"
+    fi
+    [[ $failed -ne 0 ]] || failed=$(($# - passed))
+fi
+echo "pg_regress: $passed passed, $failed failed"
+[[ $rc -eq 0 && $failed -eq 0 ]]
