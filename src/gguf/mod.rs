@@ -163,6 +163,7 @@ impl GgufFile {
         Self::from_map(path, map)
     }
 
+    /// Parses the header of an existing mapping and indexes tensors by name.
     fn from_map(path: PathBuf, map: Mmap) -> Result<GgufFile, GgufError> {
         let header = parse_header(&map)?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());

@@ -30,18 +30,23 @@ impl<'a> Cursor<'a> {
         (self.buf.len() - self.pos) as u64
     }
 
+    /// Takes exactly `N` bytes as an array.
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], GgufError> {
         Ok(self.take(N as u64, what)?.try_into().expect("took N bytes"))
     }
+    /// Reads a u8.
     fn u8(&mut self, w: &'static str) -> Result<u8, GgufError> {
         Ok(self.array::<1>(w)?[0])
     }
+    /// Reads a little-endian u16.
     fn u16(&mut self, w: &'static str) -> Result<u16, GgufError> {
         Ok(u16::from_le_bytes(self.array(w)?))
     }
+    /// Reads a little-endian u32.
     fn u32(&mut self, w: &'static str) -> Result<u32, GgufError> {
         Ok(u32::from_le_bytes(self.array(w)?))
     }
+    /// Reads a little-endian u64.
     fn u64(&mut self, w: &'static str) -> Result<u64, GgufError> {
         Ok(u64::from_le_bytes(self.array(w)?))
     }
@@ -218,11 +223,11 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     let mut tensors = Vec::with_capacity(n_tensors);
     for (name, id, dims, rel) in raw {
         let ty = GgmlType::from_id(id).ok_or_else(|| GgufError::UnknownTensorType { name: name.clone(), id })?;
-        if dims.iter().any(|&d| d == 0) {
+        if dims.contains(&0) {
             return Err(GgufError::Corrupt(format!("tensor {name:?} has a zero dimension {dims:?}")));
         }
         let rows = dims[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
-        if dims[0] % ty.block_size() as u64 != 0 {
+        if !dims[0].is_multiple_of(ty.block_size() as u64) {
             return Err(GgufError::Corrupt(format!(
                 "tensor {name:?}: row length {} is not a multiple of the {ty} block size {}",
                 dims[0],

@@ -179,7 +179,7 @@ impl<'a> GgufWriter<'a> {
         if dims.contains(&0) {
             return Err(bad_tensor(&name, format!("zero dimension in {dims:?}")));
         }
-        if dims[0] % ty.block_size() as u64 != 0 {
+        if !dims[0].is_multiple_of(ty.block_size() as u64) {
             return Err(bad_tensor(&name, format!("row length {} is not a multiple of the {ty} block size {}", dims[0], ty.block_size())));
         }
         // `row_bytes` is None here only when the row's byte size overflows u64.
