@@ -287,10 +287,18 @@ impl<'a> GgufWriter<'a> {
         let result = (|| {
             let file = File::create(&tmp).map_err(io(&tmp))?;
             let mut buf = BufWriter::with_capacity(1 << 20, file);
-            let n = self.write_to(&mut buf)?;
+            // A failed write names the file it was writing.
+            let n = self.write_to(&mut buf).map_err(|e| match e {
+                GgufError::Write(source) => io(&tmp)(source),
+                other => other,
+            })?;
             let file = buf.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
             file.sync_all().map_err(io(&tmp))?;
             std::fs::rename(&tmp, path).map_err(io(path))?;
+            // Make the rename itself durable; best effort (not every platform can sync a directory).
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                let _ = File::open(dir).and_then(|d| d.sync_all());
+            }
             Ok(n)
         })();
         if result.is_err() {
