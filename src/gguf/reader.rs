@@ -86,13 +86,22 @@ fn min_value_size(ty: u32) -> Option<u64> {
     })
 }
 
+/// At most the first 80 characters of a file-controlled string, for error messages (a crafted
+/// file could otherwise put megabytes into one message).
+fn short(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(80) {
+        None => s.into(),
+        Some((i, _)) => format!("{}…", &s[..i]).into(),
+    }
+}
+
 /// Reads a bool byte, which must be 0 or 1 (as ggml requires).
 fn read_bool(c: &mut Cursor, key: &str) -> Result<bool, GgufError> {
     let at = c.pos;
     match c.u8("metadata bool")? {
         0 => Ok(false),
         1 => Ok(true),
-        b => Err(GgufError::Corrupt(format!("metadata key {key:?}: bool byte {b} at offset {at} (must be 0 or 1)"))),
+        b => Err(GgufError::Corrupt(format!("metadata key {:?}: bool byte {b} at offset {at} (must be 0 or 1)", short(key)))),
     }
 }
 
@@ -120,7 +129,7 @@ fn read_value(c: &mut Cursor, key: &str, ty: u32, depth: usize) -> Result<MetaVa
 /// Reads an array value: element type, count, elements.
 fn read_array(c: &mut Cursor, key: &str, depth: usize) -> Result<MetaArray, GgufError> {
     if depth >= MAX_ARRAY_DEPTH {
-        return Err(GgufError::Corrupt(format!("metadata key {key:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}")));
+        return Err(GgufError::Corrupt(format!("metadata key {:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}", short(key))));
     }
     let ety = c.u32("array element type")?;
     let count = c.u64("array length")?;
@@ -177,7 +186,7 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         let ty = c.u32("metadata value type")?;
         let value = read_value(&mut c, &key, ty, 0)?;
         if metadata.insert(key.clone(), value).is_some() {
-            return Err(GgufError::Corrupt(format!("duplicate metadata key {key:?}")));
+            return Err(GgufError::Corrupt(format!("duplicate metadata key {:?}", short(&key))));
         }
         metadata_order.push(key);
     }
@@ -186,7 +195,10 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         None => DEFAULT_ALIGNMENT,
         Some(v) => match v.as_u64() {
             Some(a) if a > 0 && a.is_power_of_two() && a <= MAX_ALIGNMENT => a,
-            _ => return Err(GgufError::Corrupt(format!("general.alignment {v:?} is not a power of two <= {MAX_ALIGNMENT}"))),
+            _ => {
+                let shown = v.as_u64().map_or_else(|| format!("of type {}", v.type_name()), |a| a.to_string());
+                return Err(GgufError::Corrupt(format!("general.alignment {shown} is not an unsigned power of two <= {MAX_ALIGNMENT}")));
+            }
         },
     };
 
@@ -197,11 +209,11 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     for _ in 0..n_tensors {
         let name = c.string("tensor name")?;
         if !names.insert(name.clone()) {
-            return Err(GgufError::Corrupt(format!("duplicate tensor name {name:?}")));
+            return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", short(&name))));
         }
         let n_dims = c.u32("tensor dimension count")? as usize;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(GgufError::Corrupt(format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)")));
+            return Err(GgufError::Corrupt(format!("tensor {:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)", short(&name))));
         }
         let mut dims = Vec::with_capacity(n_dims);
         for _ in 0..n_dims {
@@ -224,12 +236,13 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     for (name, id, dims, rel) in raw {
         let ty = GgmlType::from_id(id).ok_or_else(|| GgufError::UnknownTensorType { name: name.clone(), id })?;
         if dims.contains(&0) {
-            return Err(GgufError::Corrupt(format!("tensor {name:?} has a zero dimension {dims:?}")));
+            return Err(GgufError::Corrupt(format!("tensor {:?} has a zero dimension {dims:?}", short(&name))));
         }
         let rows = dims[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
         if !dims[0].is_multiple_of(ty.block_size() as u64) {
             return Err(GgufError::Corrupt(format!(
-                "tensor {name:?}: row length {} is not a multiple of the {ty} block size {}",
+                "tensor {:?}: row length {} is not a multiple of the {ty} block size {}",
+                short(&name),
                 dims[0],
                 ty.block_size()
             )));
@@ -238,9 +251,9 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         let size = rows
             .zip(ty.row_bytes(dims[0]))
             .and_then(|(r, row_bytes)| r.checked_mul(row_bytes))
-            .ok_or_else(|| GgufError::Corrupt(format!("tensor {name:?}: size of dims {dims:?} overflows")))?;
+            .ok_or_else(|| GgufError::Corrupt(format!("tensor {:?}: size of dims {dims:?} overflows", short(&name))))?;
         if rel % alignment != 0 {
-            return Err(GgufError::Corrupt(format!("tensor {name:?}: offset {rel} is not aligned to {alignment}")));
+            return Err(GgufError::Corrupt(format!("tensor {:?}: offset {rel} is not aligned to {alignment}", short(&name))));
         }
         match rel.checked_add(size) {
             Some(end) if end <= data_len => {}

@@ -691,3 +691,20 @@ fn random_byte_flips_never_panic() {
         }
     }
 }
+
+#[test]
+fn error_messages_stay_short_for_huge_names() {
+    // A 1 MB key repeated, and a general.alignment holding a big array: messages stay bounded.
+    let key = "k".repeat(1 << 20);
+    let r = Raw::new(3, 0, 2).str(key.as_bytes()).u32(type_id::U8).u8(0).str(key.as_bytes()).u32(type_id::U8).u8(0).parse();
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains("duplicate metadata key") && msg.len() < 200, "{} bytes", msg.len());
+    let r = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::ARRAY).u32(type_id::STRING).u64(1000);
+    let r = (0..1000).fold(r, |r, _| r.str("long string".repeat(100).as_bytes()));
+    let msg = r.parse().unwrap_err().to_string();
+    assert!(msg.contains("general.alignment of type array") && msg.len() < 200, "{msg}");
+    // The name of a tensor with a bad dimension count is shortened too.
+    let name = "t".repeat(10_000);
+    let msg = Raw::new(3, 1, 0).str(name.as_bytes()).u32(9).zeros(64).parse().unwrap_err().to_string();
+    assert!(msg.contains("9 dimensions") && msg.contains('…') && msg.len() < 200, "{msg}");
+}
