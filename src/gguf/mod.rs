@@ -7,9 +7,14 @@
 
 mod reader;
 mod value;
+mod writer;
+
+#[cfg(test)]
+mod tests;
 
 pub use reader::parse_header;
-pub use value::{MetaArray, MetaValue};
+pub use value::{type_id, MetaArray, MetaValue};
+pub use writer::{GgufLayout, GgufWriter, ALIGNMENT_KEY, MAX_KEY_LEN, MAX_TENSOR_NAME, WRITE_VERSION};
 
 use crate::quant::GgmlType;
 use memmap2::Mmap;
@@ -21,6 +26,12 @@ use std::path::{Path, PathBuf};
 pub const MAX_DIMS: usize = 4;
 /// Alignment of the tensor data section when `general.alignment` is absent (`GGUF_DEFAULT_ALIGNMENT`).
 pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// Largest accepted `general.alignment`: anything bigger is a corrupt header, not a real layout
+/// (real files use 32; 1 MiB leaves room for page- or hugepage-aligned packed files).
+pub const MAX_ALIGNMENT: u64 = 1 << 20;
+/// Deepest nesting of arrays we follow (GGUF allows nesting; real files use none). Bounds the
+/// reader's recursion so a crafted file cannot overflow the stack.
+pub const MAX_ARRAY_DEPTH: usize = 4;
 
 /// Everything that can be wrong with a GGUF file.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +58,15 @@ pub enum GgufError {
     WrongType { key: String, expected: &'static str, found: &'static str },
     #[error("tensor {0:?} is missing")]
     MissingTensor(String),
+    /// A metadata pair given to [`GgufWriter`] that cannot be written as a valid file.
+    #[error("cannot write metadata key {key:?}: {reason}")]
+    InvalidMetadata { key: String, reason: String },
+    /// A tensor given to [`GgufWriter`] that cannot be written as a valid file.
+    #[error("cannot write tensor {name:?}: {reason}")]
+    InvalidTensor { name: String, reason: String },
+    /// Writing a GGUF stream failed (file writes report `Io` with the path instead).
+    #[error("writing GGUF data failed: {0}")]
+    Write(#[source] std::io::Error),
 }
 
 /// Where one tensor lives and what it holds.
@@ -143,6 +163,7 @@ impl GgufFile {
         Self::from_map(path, map)
     }
 
+    /// Parses the header of an existing mapping and indexes tensors by name.
     fn from_map(path: PathBuf, map: Mmap) -> Result<GgufFile, GgufError> {
         let header = parse_header(&map)?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());

@@ -1,15 +1,11 @@
 //! Bounds-checked parsing of the GGUF header (works on any byte slice, so it can be fuzzed).
 
-use super::{GgufError, GgufHeader, MetaArray, MetaValue, TensorInfo, DEFAULT_ALIGNMENT, MAX_DIMS};
+use super::{GgufError, GgufHeader, MetaArray, MetaValue, TensorInfo, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS};
 use crate::quant::GgmlType;
 use std::collections::HashMap;
 
 /// "GGUF" read as a little-endian u32.
 const MAGIC: [u8; 4] = *b"GGUF";
-/// Largest accepted `general.alignment`: anything bigger is a corrupt header, not a real layout.
-const MAX_ALIGNMENT: u64 = 1 << 20;
-/// Deepest nesting of arrays we follow (GGUF allows nesting; real files use none).
-const MAX_ARRAY_DEPTH: usize = 4;
 
 /// A cursor over the file bytes that never reads past the end.
 struct Cursor<'a> {
@@ -34,18 +30,23 @@ impl<'a> Cursor<'a> {
         (self.buf.len() - self.pos) as u64
     }
 
+    /// Takes exactly `N` bytes as an array.
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], GgufError> {
         Ok(self.take(N as u64, what)?.try_into().expect("took N bytes"))
     }
+    /// Reads a u8.
     fn u8(&mut self, w: &'static str) -> Result<u8, GgufError> {
         Ok(self.array::<1>(w)?[0])
     }
+    /// Reads a little-endian u16.
     fn u16(&mut self, w: &'static str) -> Result<u16, GgufError> {
         Ok(u16::from_le_bytes(self.array(w)?))
     }
+    /// Reads a little-endian u32.
     fn u32(&mut self, w: &'static str) -> Result<u32, GgufError> {
         Ok(u32::from_le_bytes(self.array(w)?))
     }
+    /// Reads a little-endian u64.
     fn u64(&mut self, w: &'static str) -> Result<u64, GgufError> {
         Ok(u64::from_le_bytes(self.array(w)?))
     }
@@ -61,14 +62,13 @@ impl<'a> Cursor<'a> {
 
     /// Checks that `count` elements of at least `min_size` bytes each can fit in what is left,
     /// so an absurd count is refused before anything is allocated.
+    /// A count whose minimum size is computable but larger than the rest of the file is reported
+    /// as `Truncated` (it is what a cut file looks like); one whose size overflows u64 is `Corrupt`.
     fn check_count(&self, count: u64, min_size: u64, what: &'static str) -> Result<usize, GgufError> {
         match count.checked_mul(min_size) {
             Some(need) if need <= self.remaining() => Ok(count as usize),
-            _ => Err(GgufError::Corrupt(format!(
-                "{what} count {count} cannot fit in the {} bytes left at offset {}",
-                self.remaining(),
-                self.pos
-            ))),
+            Some(need) => Err(GgufError::Truncated { what, offset: self.pos as u64, needed: need, file_len: self.buf.len() as u64 }),
+            None => Err(GgufError::Corrupt(format!("{what} count {count} at offset {} is impossibly large", self.pos))),
         }
     }
 }
@@ -86,6 +86,25 @@ fn min_value_size(ty: u32) -> Option<u64> {
     })
 }
 
+/// At most the first 80 characters of a file-controlled string, for error messages (a crafted
+/// file could otherwise put megabytes into one message).
+fn short(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(80) {
+        None => s.into(),
+        Some((i, _)) => format!("{}…", &s[..i]).into(),
+    }
+}
+
+/// Reads a bool byte, which must be 0 or 1 (as ggml requires).
+fn read_bool(c: &mut Cursor, key: &str) -> Result<bool, GgufError> {
+    let at = c.pos;
+    match c.u8("metadata bool")? {
+        0 => Ok(false),
+        1 => Ok(true),
+        b => Err(GgufError::Corrupt(format!("metadata key {:?}: bool byte {b} at offset {at} (must be 0 or 1)", short(key)))),
+    }
+}
+
 /// Reads one metadata value of type `ty`.
 fn read_value(c: &mut Cursor, key: &str, ty: u32, depth: usize) -> Result<MetaValue, GgufError> {
     const W: &str = "metadata value";
@@ -97,11 +116,7 @@ fn read_value(c: &mut Cursor, key: &str, ty: u32, depth: usize) -> Result<MetaVa
         4 => MetaValue::U32(c.u32(W)?),
         5 => MetaValue::I32(c.u32(W)? as i32),
         6 => MetaValue::F32(f32::from_bits(c.u32(W)?)),
-        7 => match c.u8(W)? {
-            0 => MetaValue::Bool(false),
-            1 => MetaValue::Bool(true),
-            b => return Err(GgufError::Corrupt(format!("metadata key {key:?}: bool byte {b}"))),
-        },
+        7 => MetaValue::Bool(read_bool(c, key)?),
         8 => MetaValue::String(c.string("metadata string")?),
         9 => MetaValue::Array(read_array(c, key, depth)?),
         10 => MetaValue::U64(c.u64(W)?),
@@ -114,12 +129,12 @@ fn read_value(c: &mut Cursor, key: &str, ty: u32, depth: usize) -> Result<MetaVa
 /// Reads an array value: element type, count, elements.
 fn read_array(c: &mut Cursor, key: &str, depth: usize) -> Result<MetaArray, GgufError> {
     if depth >= MAX_ARRAY_DEPTH {
-        return Err(GgufError::Corrupt(format!("metadata key {key:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}")));
+        return Err(GgufError::Corrupt(format!("metadata key {:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}", short(key))));
     }
     let ety = c.u32("array element type")?;
     let count = c.u64("array length")?;
     let min = min_value_size(ety).ok_or_else(|| GgufError::UnknownValueType { key: key.to_string(), ty: ety })?;
-    let n = c.check_count(count, min, "array element")?;
+    let n = c.check_count(count, min, "array elements")?;
     const W: &str = "array element";
     macro_rules! dense {
         ($variant:ident, $read:expr) => {{
@@ -138,7 +153,7 @@ fn read_array(c: &mut Cursor, key: &str, depth: usize) -> Result<MetaArray, Gguf
         4 => dense!(U32, c.u32(W)?),
         5 => dense!(I32, c.u32(W)? as i32),
         6 => dense!(F32, f32::from_bits(c.u32(W)?)),
-        7 => dense!(Bool, c.u8(W)? != 0),
+        7 => dense!(Bool, read_bool(c, key)?),
         8 => dense!(String, c.string("array string")?),
         9 => dense!(Array, read_array(c, key, depth + 1)?),
         10 => dense!(U64, c.u64(W)?),
@@ -163,7 +178,7 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     let n_kv = c.u64("metadata count")?;
     // A key-value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info at least
     // 8 (name length) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset).
-    let n_kv = c.check_count(n_kv, 13, "metadata")?;
+    let n_kv = c.check_count(n_kv, 13, "metadata entries")?;
     let mut metadata = HashMap::with_capacity(n_kv);
     let mut metadata_order = Vec::with_capacity(n_kv);
     for _ in 0..n_kv {
@@ -171,7 +186,7 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         let ty = c.u32("metadata value type")?;
         let value = read_value(&mut c, &key, ty, 0)?;
         if metadata.insert(key.clone(), value).is_some() {
-            return Err(GgufError::Corrupt(format!("duplicate metadata key {key:?}")));
+            return Err(GgufError::Corrupt(format!("duplicate metadata key {:?}", short(&key))));
         }
         metadata_order.push(key);
     }
@@ -180,18 +195,25 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         None => DEFAULT_ALIGNMENT,
         Some(v) => match v.as_u64() {
             Some(a) if a > 0 && a.is_power_of_two() && a <= MAX_ALIGNMENT => a,
-            _ => return Err(GgufError::Corrupt(format!("general.alignment {v:?} is not a power of two <= {MAX_ALIGNMENT}"))),
+            _ => {
+                let shown = v.as_u64().map_or_else(|| format!("of type {}", v.type_name()), |a| a.to_string());
+                return Err(GgufError::Corrupt(format!("general.alignment {shown} is not an unsigned power of two <= {MAX_ALIGNMENT}")));
+            }
         },
     };
 
-    let n_tensors = c.check_count(n_tensors, 32, "tensor")?;
+    let n_tensors = c.check_count(n_tensors, 32, "tensor infos")?;
     // (name, type id, dims, relative offset), validated once the data section's start is known.
     let mut raw = Vec::with_capacity(n_tensors);
+    let mut names = std::collections::HashSet::with_capacity(n_tensors);
     for _ in 0..n_tensors {
         let name = c.string("tensor name")?;
+        if !names.insert(name.clone()) {
+            return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", short(&name))));
+        }
         let n_dims = c.u32("tensor dimension count")? as usize;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(GgufError::Corrupt(format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)")));
+            return Err(GgufError::Corrupt(format!("tensor {:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)", short(&name))));
         }
         let mut dims = Vec::with_capacity(n_dims);
         for _ in 0..n_dims {
@@ -213,18 +235,25 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     let mut tensors = Vec::with_capacity(n_tensors);
     for (name, id, dims, rel) in raw {
         let ty = GgmlType::from_id(id).ok_or_else(|| GgufError::UnknownTensorType { name: name.clone(), id })?;
-        if dims.iter().any(|&d| d == 0) {
-            return Err(GgufError::Corrupt(format!("tensor {name:?} has a zero dimension {dims:?}")));
+        if dims.contains(&0) {
+            return Err(GgufError::Corrupt(format!("tensor {:?} has a zero dimension {dims:?}", short(&name))));
         }
         let rows = dims[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
-        let row_bytes = ty.row_bytes(dims[0]).ok_or_else(|| {
-            GgufError::Corrupt(format!("tensor {name:?}: row length {} is not a multiple of the {ty} block size {}", dims[0], ty.block_size()))
-        })?;
+        if !dims[0].is_multiple_of(ty.block_size() as u64) {
+            return Err(GgufError::Corrupt(format!(
+                "tensor {:?}: row length {} is not a multiple of the {ty} block size {}",
+                short(&name),
+                dims[0],
+                ty.block_size()
+            )));
+        }
+        // `row_bytes` is None here only when the row's byte size overflows u64.
         let size = rows
-            .and_then(|r| r.checked_mul(row_bytes))
-            .ok_or_else(|| GgufError::Corrupt(format!("tensor {name:?}: size of dims {dims:?} overflows")))?;
+            .zip(ty.row_bytes(dims[0]))
+            .and_then(|(r, row_bytes)| r.checked_mul(row_bytes))
+            .ok_or_else(|| GgufError::Corrupt(format!("tensor {:?}: size of dims {dims:?} overflows", short(&name))))?;
         if rel % alignment != 0 {
-            return Err(GgufError::Corrupt(format!("tensor {name:?}: offset {rel} is not aligned to {alignment}")));
+            return Err(GgufError::Corrupt(format!("tensor {:?}: offset {rel} is not aligned to {alignment}", short(&name))));
         }
         match rel.checked_add(size) {
             Some(end) if end <= data_len => {}

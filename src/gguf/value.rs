@@ -135,3 +135,111 @@ impl MetaValue {
         }
     }
 }
+
+/// GGUF `gguf_type` ids of the value kinds (the numbers stored before every value in a file).
+pub mod type_id {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+impl MetaValue {
+    /// The GGUF type id that tags this value in a file (see [`type_id`]).
+    pub fn gguf_type_id(&self) -> u32 {
+        match self {
+            MetaValue::U8(_) => type_id::U8,
+            MetaValue::I8(_) => type_id::I8,
+            MetaValue::U16(_) => type_id::U16,
+            MetaValue::I16(_) => type_id::I16,
+            MetaValue::U32(_) => type_id::U32,
+            MetaValue::I32(_) => type_id::I32,
+            MetaValue::F32(_) => type_id::F32,
+            MetaValue::Bool(_) => type_id::BOOL,
+            MetaValue::String(_) => type_id::STRING,
+            MetaValue::Array(_) => type_id::ARRAY,
+            MetaValue::U64(_) => type_id::U64,
+            MetaValue::I64(_) => type_id::I64,
+            MetaValue::F64(_) => type_id::F64,
+        }
+    }
+}
+
+impl MetaArray {
+    /// The GGUF type id of this array's elements (see [`type_id`]).
+    pub fn element_type_id(&self) -> u32 {
+        match self {
+            MetaArray::U8(_) => type_id::U8,
+            MetaArray::I8(_) => type_id::I8,
+            MetaArray::U16(_) => type_id::U16,
+            MetaArray::I16(_) => type_id::I16,
+            MetaArray::U32(_) => type_id::U32,
+            MetaArray::I32(_) => type_id::I32,
+            MetaArray::F32(_) => type_id::F32,
+            MetaArray::Bool(_) => type_id::BOOL,
+            MetaArray::String(_) => type_id::STRING,
+            MetaArray::Array(_) => type_id::ARRAY,
+            MetaArray::U64(_) => type_id::U64,
+            MetaArray::I64(_) => type_id::I64,
+            MetaArray::F64(_) => type_id::F64,
+        }
+    }
+
+    /// Nesting depth: 1 for an array of scalars or strings, 1 + the deepest element for arrays of arrays.
+    pub fn depth(&self) -> usize {
+        match self {
+            MetaArray::Array(v) => 1 + v.iter().map(MetaArray::depth).max().unwrap_or(0),
+            _ => 1,
+        }
+    }
+}
+
+/// `From` conversions so that writers can say `w.add_metadata("k", 7u32)` or `vec!["a".to_string()]`.
+macro_rules! meta_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$t> for MetaValue {
+            /// Wraps the scalar in its `MetaValue` variant.
+            fn from(v: $t) -> MetaValue {
+                MetaValue::$variant(v)
+            }
+        }
+        impl From<Vec<$t>> for MetaArray {
+            /// Wraps the vector in its `MetaArray` variant.
+            fn from(v: Vec<$t>) -> MetaArray {
+                MetaArray::$variant(v)
+            }
+        }
+        impl From<Vec<$t>> for MetaValue {
+            /// Wraps the vector as an array value.
+            fn from(v: Vec<$t>) -> MetaValue {
+                MetaValue::Array(MetaArray::$variant(v))
+            }
+        }
+    )*};
+}
+
+meta_from!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32, bool => Bool,
+    String => String, u64 => U64, i64 => I64, f64 => F64);
+
+impl From<&str> for MetaValue {
+    /// Copies the string into a string value.
+    fn from(v: &str) -> MetaValue {
+        MetaValue::String(v.to_string())
+    }
+}
+
+impl From<MetaArray> for MetaValue {
+    /// Wraps the array as a value.
+    fn from(v: MetaArray) -> MetaValue {
+        MetaValue::Array(v)
+    }
+}
