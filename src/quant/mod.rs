@@ -39,6 +39,9 @@ pub enum QuantError {
     /// The element count is not a whole number of the type's blocks.
     #[error("{n} elements is not a whole number of {ty} blocks ({block} elements each)")]
     NotBlockMultiple { ty: GgmlType, n: usize, block: usize },
+    /// The row's byte size does not fit in memory.
+    #[error("a {ty} row of {n} elements is too large")]
+    TooLarge { ty: GgmlType, n: usize },
     /// A byte buffer has the wrong length for its element count.
     #[error("{what}: {ty} row of {n} elements needs {expected} bytes, got {got}")]
     WrongLength { what: &'static str, ty: GgmlType, n: usize, expected: usize, got: usize },
@@ -46,9 +49,10 @@ pub enum QuantError {
 
 /// Byte length of a row of `n` elements of `ty`, or an error if `n` is not a whole number of blocks.
 pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
-    ty.row_bytes(n as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() })
+    if n % ty.block_size() != 0 {
+        return Err(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() });
+    }
+    ty.row_bytes(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::TooLarge { ty, n })
 }
 
 /// Checks that `got` bytes is exactly a row of `n` elements of `ty`.
