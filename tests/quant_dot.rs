@@ -5,6 +5,7 @@
 //! 2. budget: `vec_dot(w, quantize_row(x))` against the exact f64 `Σ w_i·x_i` stays within a rigorous
 //!    per-type bound on activation-quantization error (see `activation_error_bound`), and the observed
 //!    error is of the size the rounding model predicts.
+//!
 //! Sizes cover one block, several blocks, odd block counts, model row lengths, and many rows.
 
 mod quant_support;
@@ -92,6 +93,7 @@ fn vec_dot_equals_dequantized_dot_random_rows() {
 ///   super-block's largest activation; with 256-wide blocks an outlier raises ε for 8× more elements
 ///   than in Q8_0, which is why K-quant dots are measurably noisier on outlier-heavy activations.
 /// * F32: no quantization.
+///
 /// Plus float slack `1e-5·Σ|w_i·x_i|` for the kernel's f32 arithmetic (measured ≤ ~1e-6 in the tight test).
 fn activation_error_bound(weight: GgmlType, w: &[u8], wf: &[f32], x: &[f32], act: &[u8]) -> f64 {
     let act_ty = quant::activation_type(weight);

@@ -46,8 +46,8 @@ pub(crate) fn dot_f32_lanes(n: usize, mut w_at: impl FnMut(usize) -> f32, mut x_
     let full = n / 8 * 8;
     let mut i = 0;
     while i < full {
-        for l in 0..8 {
-            acc[l] += w_at(i + l) * x_at(i + l);
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += w_at(i + l) * x_at(i + l);
         }
         i += 8;
     }

@@ -49,7 +49,7 @@ pub enum QuantError {
 
 /// Byte length of a row of `n` elements of `ty`, or an error if `n` is not a whole number of blocks.
 pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
-    if n % ty.block_size() != 0 {
+    if !n.is_multiple_of(ty.block_size()) {
         return Err(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() });
     }
     ty.row_bytes(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::TooLarge { ty, n })
