@@ -185,3 +185,25 @@ pub fn reference_dot(weight: GgmlType, n: usize, w: &[u8], act: &[u8]) -> (f64, 
     }
     (r, scale)
 }
+
+/// Activations whose every float operation is exact (24-bit uniforms, −0.5, power-of-two scales), so
+/// tools/gen_quant_fixtures.py (`det_activations`) produces the same bits: lets the ggml fixtures store
+/// only results, not inputs. Per element: at each 32-boundary a scale 2^(r%8 − 4), then u, then a
+/// 1-in-64 ×16 outlier draw — the same sequence of SplitMix64 calls as the Python side.
+pub fn det_activations(seed: u64, n: usize) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut scale = 1.0f32;
+    (0..n)
+        .map(|i| {
+            if i % 32 == 0 {
+                scale = 2f32.powi((rng.next_u64() % 8) as i32 - 4);
+            }
+            let u = rng.uniform();
+            let mut v = (u - 0.5) * scale;
+            if rng.next_u64() % 64 == 0 {
+                v *= 16.0;
+            }
+            v
+        })
+        .collect()
+}
