@@ -29,6 +29,7 @@ fn cases() -> Vec<(GgmlType, Vec<usize>)> {
         (Q5_1, legacy.clone()),
         (Q8_0, legacy),
         (Q4_K, kquant.clone()),
+        (Q5_K, kquant.clone()),
         (Q6_K, kquant),
     ]
 }
@@ -44,7 +45,7 @@ fn quantize_act(weight: GgmlType, x: &[f32]) -> Vec<u8> {
 #[test]
 fn activation_types_are_ggmls_vec_dot_types() {
     use GgmlType::*;
-    for (w, a) in [(Q4_0, Q8_0), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_1, Q8_1), (Q5_1, Q8_1), (Q4_K, Q8_K), (Q6_K, Q8_K),
+    for (w, a) in [(Q4_0, Q8_0), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_1, Q8_1), (Q5_1, Q8_1), (Q4_K, Q8_K), (Q5_K, Q8_K), (Q6_K, Q8_K),
         (F32, F32), (F16, F32), (BF16, F32)]
     {
         assert_eq!(quant::activation_type(w), a, "{w}");

@@ -55,7 +55,9 @@ MAX_ROWS = 3
 
 # ggml's type names (GgmlType::name on the Rust side).
 NAMES = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16", T.Q4_0: "q4_0", T.Q4_1: "q4_1", T.Q5_0: "q5_0",
-         T.Q5_1: "q5_1", T.Q8_0: "q8_0", T.Q4_K: "q4_K", T.Q6_K: "q6_K"}
+         T.Q5_1: "q5_1", T.Q8_0: "q8_0", T.Q4_K: "q4_K", T.Q5_K: "q5_K", T.Q6_K: "q6_K"}
+# Byte offsets of the f16 scale fields in each K-quant block (ggml's block_q*_K structs).
+K_SCALE_FIELDS = {T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
 
 
 def row_bytes(qtype, n):
@@ -116,13 +118,26 @@ def synthetic_rows(rng, rows, n):
 def synthetic_fixtures():
     out = []
     rng = np.random.default_rng(20261121)  # fixed seed: fixtures are reproducible
-    n, rows = 256, 4
+    n, rows = 128, 4  # 4 blocks per row: enough for every adversarial block of synthetic_rows
     for qtype in [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]:
         x = synthetic_rows(rng, rows, n)
         raw = quantize(x, qtype)
         values = dequantize(raw, qtype)
         out.append(write(f"synthetic.{NAMES[qtype]}", qtype, raw, values,
                          {"synthetic": "gguf.quants.quantize on seeded normal data, per-block magnitudes 1e-4..1e2"}))
+    # K-quants (gguf-py has no quantizers for them): random bits, i.e. every scale/min/high-bit pattern,
+    # with the f16 super-scales set to sane values; Q5_K is in none of our models, so this is its only source.
+    for qtype in [T.Q4_K, T.Q5_K, T.Q6_K]:
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        raw = rng.integers(0, 256, size=(2, 2 * size), dtype=np.uint8)
+        for r in range(2):
+            for b in range(2):
+                for k, off in enumerate(K_SCALE_FIELDS[qtype]):
+                    v = np.float16(rng.uniform(1e-4, 1e-2) * (1 if k == 0 else 0.5))
+                    raw[r, b * size + off:b * size + off + 2] = np.frombuffer(v.tobytes(), dtype=np.uint8)
+        values = dequantize(raw, qtype)
+        out.append(write(f"synthetic.{NAMES[qtype]}", qtype, raw, values,
+                         {"synthetic": "random block bits, sane f16 super-scales, gguf.quants.dequantize"}))
     # F16/BF16: random values plus the special cases of the formats.
     specials = np.array([0.0, -0.0, 1.0, -2.5, 65504.0, -65504.0, 6.1e-5, 5.96e-8, 1e-6,
                          np.inf, -np.inf, np.nan, 3.0e38, -1.0e-38, 1.17549435e-38, 0.1], dtype=np.float32)
@@ -225,6 +240,7 @@ GGML_DOTS = {
     "q5_1": (T.Q8_1, "ggml_vec_dot_q5_1_q8_1_generic"),
     "q8_0": (T.Q8_0, "ggml_vec_dot_q8_0_q8_0_generic"),
     "q4_K": (T.Q8_K, "ggml_vec_dot_q4_K_q8_K_generic"),
+    "q5_K": (T.Q8_K, "ggml_vec_dot_q5_K_q8_K_generic"),
     "q6_K": (T.Q8_K, "ggml_vec_dot_q6_K_q8_K_generic"),
 }
 ACT_SIZES = {T.Q8_0: (32, 34), T.Q8_1: (32, 36), T.Q8_K: (256, 292)}

@@ -14,6 +14,7 @@ mod q4_1;
 mod q4_k;
 mod q5_0;
 mod q5_1;
+mod q5_k;
 mod q6_k;
 mod q8_0;
 mod q8_1;
@@ -78,6 +79,7 @@ pub fn dequantize_row_fn(ty: GgmlType) -> Option<DequantizeFn> {
         Q8_0 => q8_0::dequantize,
         Q8_1 => q8_1::dequantize,
         Q4_K => q4_k::dequantize,
+        Q5_K => q5_k::dequantize,
         Q6_K => q6_k::dequantize,
         Q8_K => q8_k::dequantize,
         _ => return None,
@@ -138,6 +140,7 @@ pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
         Q5_1 => q5_1::vec_dot,
         Q8_0 => q8_0::vec_dot,
         Q4_K => q4_k::vec_dot,
+        Q5_K => q5_k::vec_dot,
         Q6_K => q6_k::vec_dot,
         Q8_K => q8_k::vec_dot,
         _ => return None,
@@ -168,6 +171,7 @@ mod tests {
         assert_eq!(q8_0::BLOCK, Q8_0.type_size());
         assert_eq!(q8_1::BLOCK, Q8_1.type_size());
         assert_eq!(q4_k::BLOCK, Q4_K.type_size());
+        assert_eq!(q5_k::BLOCK, Q5_K.type_size());
         assert_eq!(q6_k::BLOCK, Q6_K.type_size());
         assert_eq!(q8_k::BLOCK, Q8_K.type_size());
         assert_eq!(fp32::SIZE, F32.type_size());
