@@ -201,7 +201,7 @@ pub fn det_activations(seed: u64, n: usize) -> Vec<f32> {
             }
             let u = rng.uniform();
             let mut v = (u - 0.5) * scale;
-            if rng.next_u64() % 64 == 0 {
+            if rng.next_u64().is_multiple_of(64) {
                 v *= 16.0;
             }
             v
