@@ -14,6 +14,7 @@ fn close(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
 }
 
+/// Every fixture row dequantizes bit-identically to gguf-py's numpy dequantizer.
 #[test]
 fn dequantize_matches_numpy_fixtures() {
     let fixtures = load_fixtures("dequant");
@@ -57,6 +58,7 @@ fn dequantize_multi_row_equals_per_row() {
     }
 }
 
+/// Q8_0 activation quantization reproduces gguf-py's bit-exact port of `quantize_row_q8_0_ref`.
 #[test]
 fn q8_0_quantize_matches_gguf_py_bytes() {
     let fixtures = load_fixtures("quantize");

@@ -42,6 +42,7 @@ fn quantize_act(weight: GgmlType, x: &[f32]) -> Vec<u8> {
     act
 }
 
+/// Weight → activation pairings are ggml's `vec_dot_type`s, and every listed type has its functions.
 #[test]
 fn activation_types_are_ggmls_vec_dot_types() {
     use GgmlType::*;
@@ -58,6 +59,7 @@ fn activation_types_are_ggmls_vec_dot_types() {
     }
 }
 
+/// Integer kernels equal the dequantized definition on random rows of many lengths (tight).
 #[test]
 fn vec_dot_equals_dequantized_dot_random_rows() {
     let mut rng = Rng::new(1);
@@ -151,6 +153,7 @@ fn check_budget(ty: GgmlType, n: usize, w: &[u8], x: &[f32]) -> (f64, f64) {
     (err / abs_dot_f64(&wf, x).max(1e-30), if rms > 0.0 { err / rms } else { 0.0 })
 }
 
+/// Against unquantized activations, random rows stay within the per-type budget and the rounding-noise model.
 #[test]
 fn activation_quantization_error_within_budget_random_rows() {
     let mut rng = Rng::new(2);
@@ -174,6 +177,7 @@ fn activation_quantization_error_within_budget_random_rows() {
     }
 }
 
+/// Real model rows: tight agreement with the dequantized dot, and within the activation budget.
 #[test]
 fn activation_quantization_error_within_budget_real_rows() {
     // Real weight rows from the three models (via the committed fixtures), several activation draws each.

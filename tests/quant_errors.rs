@@ -8,6 +8,7 @@ fn all_types() -> Vec<GgmlType> {
     (0..64).filter_map(GgmlType::from_id).collect()
 }
 
+/// Each entry point accepts exactly the types it implements and reports `Unsupported` otherwise.
 #[test]
 fn unsupported_types_are_errors() {
     use GgmlType::*;
@@ -34,6 +35,7 @@ fn unsupported_types_are_errors() {
     assert!(matches!(quant::vec_dot(Q2_K, 256, &[0; 84], &[0; 292]), Err(QuantError::Unsupported { .. })));
 }
 
+/// Buffers of the wrong size and partial blocks are `WrongLength` / `NotBlockMultiple`.
 #[test]
 fn wrong_lengths_are_errors() {
     for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
@@ -80,6 +82,7 @@ fn wrong_lengths_are_errors() {
     }
 }
 
+/// Zero-length rows are valid and give empty results.
 #[test]
 fn empty_rows_are_fine() {
     assert_eq!(quant::vec_dot(GgmlType::Q4_K, 0, &[], &[]), Ok(0.0));
@@ -87,6 +90,7 @@ fn empty_rows_are_fine() {
     assert_eq!(quant::quantize_row(GgmlType::Q8_K, &[], &mut []), Ok(()));
 }
 
+/// Element counts whose byte size overflows are errors, not arithmetic overflow.
 #[test]
 fn absurd_sizes_are_errors_not_overflows() {
     let n = usize::MAX / 32 * 32;

@@ -15,6 +15,7 @@ fn ggml_manifest() -> serde_json::Value {
     serde_json::from_str(&text).expect("ggml.json parses")
 }
 
+/// Q8_0/Q8_1/Q8_K quantizers reproduce ggml's `quantize_row_q8_*_ref` byte-for-byte on adversarial input.
 #[test]
 fn activation_quantizers_match_ggml_bytes() {
     let m = ggml_manifest();
@@ -38,6 +39,7 @@ fn activation_quantizers_match_ggml_bytes() {
     }
 }
 
+/// Our dot products equal ggml's generic kernels on the same weights and activations.
 #[test]
 fn vec_dot_matches_ggml_generic_kernels() {
     let m = ggml_manifest();

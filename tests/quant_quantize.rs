@@ -80,6 +80,7 @@ fn check_round_trip(ty: GgmlType, x: &[f32]) -> f64 {
     worst
 }
 
+/// LLM-like activations round-trip within the per-element bound, with the format invariants intact.
 #[test]
 fn round_trip_random_activations() {
     let mut rng = Rng::new(10);
@@ -93,6 +94,7 @@ fn round_trip_random_activations() {
     }
 }
 
+/// All-zero input gives all-zero blocks (scale 0, no NaN from 0/0).
 #[test]
 fn round_trip_all_zero() {
     for ty in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
@@ -103,6 +105,7 @@ fn round_trip_all_zero() {
     }
 }
 
+/// Extreme magnitudes stay within the bound (Q8_K: f32 scale; Q8_0/Q8_1: within f16 range).
 #[test]
 fn round_trip_huge_and_tiny_values() {
     let mut rng = Rng::new(11);
@@ -148,6 +151,7 @@ fn rounding_ties_follow_ggml() {
     assert_eq!([q[4] as i8, q[4 + 1] as i8, q[4 + 2] as i8, q[4 + 3] as i8], [-127, -2, 2, -4]);
 }
 
+/// NaN/inf/extreme input degrades without panicking.
 #[test]
 fn non_finite_input_does_not_panic() {
     for ty in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F32] {
@@ -160,6 +164,7 @@ fn non_finite_input_does_not_panic() {
     }
 }
 
+/// The F32 activation format is an exact copy.
 #[test]
 fn f32_activation_format_is_lossless() {
     let mut rng = Rng::new(12);
