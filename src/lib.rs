@@ -4,7 +4,9 @@
 pub mod cpu;
 pub mod gguf;
 pub mod model;
+pub mod ops;
 pub mod quant;
+pub mod runtime;
 pub mod sampler;
 pub mod tokenizer;
 
