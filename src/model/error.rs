@@ -26,6 +26,6 @@ pub enum ModelError {
     EmptyBatch,
     #[error("KV cache was made for a different model shape")]
     CacheMismatch,
-    #[error("quantization failed: {0}")]
-    Quant(String),
+    #[error(transparent)]
+    Quant(#[from] crate::quant::QuantError),
 }
