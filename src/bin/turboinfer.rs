@@ -100,7 +100,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         "run" => {
             run.model = model;
             run.prompt = prompt.ok_or("missing -p PROMPT")?;
-            if !(run.sampler.top_p > 0.0) || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
+            if run.sampler.top_p.is_nan() || run.sampler.top_p <= 0.0 || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
                 return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
             }
             Ok(Command::Run(run))
@@ -125,7 +125,6 @@ fn cmd_run(a: &RunArgs) -> Result<(), String> {
         }
     };
     let g = generate(&model, &tok, &rt, &mut cache, &a.prompt, &params, &mut on_text).map_err(|e| e.to_string())?;
-    drop(on_text);
     let t = &g.timings;
     if a.json {
         writeln!(out, "{}", json_of(&g)).map_err(|e| e.to_string())?;
