@@ -4,6 +4,17 @@
 //! Every format lives in its own file with its block layout documented. The functions here validate
 //! lengths and dispatch; the `*_fn` accessors hand out plain function pointers for the hot path (the
 //! caller validates once, then calls many times), so SIMD tiers can later be swapped in per type.
+//!
+//! Accuracy (checked by tests/quant_*.rs):
+//! - dequantization is bit-identical to ggml / gguf-py (same f32 operations in the same order);
+//! - the Q8_0/Q8_1/Q8_K quantizers are byte-identical to ggml's `quantize_row_q8_*_ref`;
+//! - dot products use exact integer block sums like ggml's `*_generic` kernels, so they differ from
+//!   ggml only by f32 summation order (≤ 1e-6·Σ|w·a| measured) and from the f64 dot of the dequantized
+//!   operands by ≤ 1e-4·Σ|w·a| (≈1e-7 measured);
+//! - against *unquantized* f32 activations the error is the activation rounding: per element at most
+//!   d/2 (d = block max/127) plus, for the f16-scaled Q8_0/Q8_1, 127·|f16(d) − d| (≤ max·(1/254 + 1/2048)
+//!   in total); Q4_1/Q5_1 add |m|·|s − f16(d)·Σq| per block from ggml's use of the stored sum `s`.
+//!   Observed on real rows and LLM-like activations: 0.2–0.8% of Σ|w·x|.
 
 mod bf16;
 mod bytes;
@@ -14,6 +25,7 @@ mod q4_1;
 mod q4_k;
 mod q5_0;
 mod q5_1;
+mod q5_k;
 mod q6_k;
 mod q8_0;
 mod q8_1;
@@ -39,6 +51,9 @@ pub enum QuantError {
     /// The element count is not a whole number of the type's blocks.
     #[error("{n} elements is not a whole number of {ty} blocks ({block} elements each)")]
     NotBlockMultiple { ty: GgmlType, n: usize, block: usize },
+    /// The row's byte size does not fit in memory.
+    #[error("a {ty} row of {n} elements is too large")]
+    TooLarge { ty: GgmlType, n: usize },
     /// A byte buffer has the wrong length for its element count.
     #[error("{what}: {ty} row of {n} elements needs {expected} bytes, got {got}")]
     WrongLength { what: &'static str, ty: GgmlType, n: usize, expected: usize, got: usize },
@@ -46,9 +61,10 @@ pub enum QuantError {
 
 /// Byte length of a row of `n` elements of `ty`, or an error if `n` is not a whole number of blocks.
 pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
-    ty.row_bytes(n as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() })
+    if !n.is_multiple_of(ty.block_size()) {
+        return Err(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() });
+    }
+    ty.row_bytes(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::TooLarge { ty, n })
 }
 
 /// Checks that `got` bytes is exactly a row of `n` elements of `ty`.
@@ -74,6 +90,7 @@ pub fn dequantize_row_fn(ty: GgmlType) -> Option<DequantizeFn> {
         Q8_0 => q8_0::dequantize,
         Q8_1 => q8_1::dequantize,
         Q4_K => q4_k::dequantize,
+        Q5_K => q5_k::dequantize,
         Q6_K => q6_k::dequantize,
         Q8_K => q8_k::dequantize,
         _ => return None,
@@ -134,6 +151,7 @@ pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
         Q5_1 => q5_1::vec_dot,
         Q8_0 => q8_0::vec_dot,
         Q4_K => q4_k::vec_dot,
+        Q5_K => q5_k::vec_dot,
         Q6_K => q6_k::vec_dot,
         Q8_K => q8_k::vec_dot,
         _ => return None,
@@ -164,6 +182,7 @@ mod tests {
         assert_eq!(q8_0::BLOCK, Q8_0.type_size());
         assert_eq!(q8_1::BLOCK, Q8_1.type_size());
         assert_eq!(q4_k::BLOCK, Q4_K.type_size());
+        assert_eq!(q5_k::BLOCK, Q5_K.type_size());
         assert_eq!(q6_k::BLOCK, Q6_K.type_size());
         assert_eq!(q8_k::BLOCK, Q8_K.type_size());
         assert_eq!(fp32::SIZE, F32.type_size());

@@ -30,7 +30,7 @@ pub(crate) fn scale_min(j: usize, q: &[u8]) -> (u8, u8) {
 
 /// Dequantizes whole Q4_K super-blocks (`dequantize_row_q4_K`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
         let d = f16_at(&b[0..2]);
         let dmin = f16_at(&b[2..4]);
         let scales = &b[4..16];
@@ -56,7 +56,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_k::BLOCK)) {
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let scales = &x[4..16];
         let qs = &x[16..BLOCK];
         let q8 = &y[q8_k::QS..q8_k::BSUMS];

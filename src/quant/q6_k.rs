@@ -37,7 +37,7 @@ fn codes(b: &[u8], out: &mut [i8; QK_K]) {
 /// Dequantizes whole Q6_K super-blocks (`dequantize_row_q6_K`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     let mut q = [0i8; QK_K];
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
         let d = f16_at(&b[208..210]);
         codes(b, &mut q);
         // Element e belongs to 16-wide sub-block e/16, whose scale is scales[e/16]
@@ -57,7 +57,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut q = [0i8; QK_K];
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_k::BLOCK)) {
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         codes(x, &mut q);
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let mut sumi = 0i32;

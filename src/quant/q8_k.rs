@@ -17,7 +17,7 @@ pub(crate) const BSUMS: usize = 4 + QK_K;
 
 /// Dequantizes whole Q8_K super-blocks (`dequantize_row_q8_K`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
         let d = f32_at(b);
         for (o, &q) in y.iter_mut().zip(&b[QS..BSUMS]) {
             *o = d * q as i8 as f32;
@@ -29,7 +29,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// magnitude maps to exactly -127 (`iscale = -127/max`), rounding is to nearest-even (`nearest_int`),
 /// codes are clamped to <= 127, `d = 1/iscale` is stored as f32, and the 16-element sums are filled in.
 pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
-    for (xb, b) in x.chunks_exact(QK_K).zip(dst.chunks_exact_mut(BLOCK)) {
+    for (xb, b) in x.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BLOCK>().0) {
         let mut max = 0.0f32;
         let mut amax = 0.0f32;
         for &v in xb {
@@ -69,7 +69,7 @@ pub(crate) fn bsum(b: &[u8], g: usize) -> i32 {
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(BLOCK)) {
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0) {
         let mut sumi = 0i32;
         for j in QS..BSUMS {
             sumi += x[j] as i8 as i32 * y[j] as i8 as i32;
