@@ -18,7 +18,7 @@ fn close(a: f32, b: f32) -> bool {
 #[test]
 fn dequantize_matches_numpy_fixtures() {
     let fixtures = load_fixtures("dequant");
-    assert!(fixtures.len() >= 19, "expected the full fixture set, got {}", fixtures.len());
+    assert!(fixtures.len() >= 21, "expected the full fixture set, got {}", fixtures.len());
     let mut covered = std::collections::BTreeSet::new();
     for f in &fixtures {
         let row_bytes = f.ty.row_bytes(f.row_len as u64).unwrap() as usize;
@@ -41,7 +41,7 @@ fn dequantize_matches_numpy_fixtures() {
         assert_eq!(exact, f.values.len(), "{}: scalar reference should be bit-exact", f.name);
         covered.insert(f.ty.name());
     }
-    for t in ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"] {
+    for t in ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"] {
         assert!(covered.contains(t), "no fixture for {t}");
     }
 }

@@ -28,6 +28,8 @@ fn cases() -> Vec<(GgmlType, Vec<usize>)> {
         (Q5_0, legacy.clone()),
         (Q5_1, legacy.clone()),
         (Q8_0, legacy),
+        (Q2_K, kquant.clone()),
+        (Q3_K, kquant.clone()),
         (Q4_K, kquant.clone()),
         (Q5_K, kquant.clone()),
         (Q6_K, kquant),
@@ -46,7 +48,7 @@ fn quantize_act(weight: GgmlType, x: &[f32]) -> Vec<u8> {
 #[test]
 fn activation_types_are_ggmls_vec_dot_types() {
     use GgmlType::*;
-    for (w, a) in [(Q4_0, Q8_0), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_1, Q8_1), (Q5_1, Q8_1), (Q4_K, Q8_K), (Q5_K, Q8_K), (Q6_K, Q8_K),
+    for (w, a) in [(Q4_0, Q8_0), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_1, Q8_1), (Q5_1, Q8_1), (Q2_K, Q8_K), (Q3_K, Q8_K), (Q4_K, Q8_K), (Q5_K, Q8_K), (Q6_K, Q8_K),
         (F32, F32), (F16, F32), (BF16, F32)]
     {
         assert_eq!(quant::activation_type(w), a, "{w}");

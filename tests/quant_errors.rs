@@ -29,17 +29,17 @@ fn unsupported_types_are_errors() {
         assert_eq!(r.is_ok(), matches!(ty, F32 | Q8_0 | Q8_1 | Q8_K), "{ty}: {r:?}");
     }
     // The types the model code relies on are all there.
-    for ty in [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K] {
+    for ty in [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K] {
         assert!(quant::dequantize_row_fn(ty).is_some() && quant::vec_dot_fn(ty).is_some(), "{ty}");
     }
-    assert!(matches!(quant::vec_dot(Q2_K, 256, &[0; 84], &[0; 292]), Err(QuantError::Unsupported { .. })));
+    assert!(matches!(quant::vec_dot(I8, 4, &[0; 4], &[0; 16]), Err(QuantError::Unsupported { .. })));
 }
 
 /// Buffers of the wrong size and partial blocks are `WrongLength` / `NotBlockMultiple`.
 #[test]
 fn wrong_lengths_are_errors() {
     for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-        GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K]
+        GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K]
     {
         let bs = ty.block_size();
         let n = bs * 3;

@@ -76,7 +76,7 @@ fn vec_dot_matches_ggml_generic_kernels() {
         covered.insert(f.ty.name());
     }
     eprintln!("vec_dot vs ggml generic: {exact}/{total} bit-identical, rest within 1e-6·Σ|w·a|");
-    for t in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"] {
+    for t in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"] {
         assert!(covered.contains(t), "no ggml vec_dot fixture for {t}");
     }
 }

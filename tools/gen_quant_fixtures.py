@@ -55,9 +55,9 @@ MAX_ROWS = 3
 
 # ggml's type names (GgmlType::name on the Rust side).
 NAMES = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16", T.Q4_0: "q4_0", T.Q4_1: "q4_1", T.Q5_0: "q5_0",
-         T.Q5_1: "q5_1", T.Q8_0: "q8_0", T.Q4_K: "q4_K", T.Q5_K: "q5_K", T.Q6_K: "q6_K"}
+         T.Q5_1: "q5_1", T.Q8_0: "q8_0", T.Q2_K: "q2_K", T.Q3_K: "q3_K", T.Q4_K: "q4_K", T.Q5_K: "q5_K", T.Q6_K: "q6_K"}
 # Byte offsets of the f16 scale fields in each K-quant block (ggml's block_q*_K structs).
-K_SCALE_FIELDS = {T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
+K_SCALE_FIELDS = {T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
 
 
 def row_bytes(qtype, n):
@@ -126,15 +126,15 @@ def synthetic_fixtures():
         out.append(write(f"synthetic.{NAMES[qtype]}", qtype, raw, values,
                          {"synthetic": "gguf.quants.quantize on seeded normal data, per-block magnitudes 1e-4..1e2"}))
     # K-quants (gguf-py has no quantizers for them): random bits, i.e. every scale/min/high-bit pattern,
-    # with the f16 super-scales set to sane values; Q5_K is in none of our models, so this is its only source.
-    for qtype in [T.Q4_K, T.Q5_K, T.Q6_K]:
+    # with the f16 super-scales set to sane values; Q2_K/Q3_K/Q5_K are in none of our models, so this is
+    # their only source. 3 rows of one super-block each (multi-block rows are covered by the real rows).
+    for qtype in [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]:
         block, size = gguf.GGML_QUANT_SIZES[qtype]
-        raw = rng.integers(0, 256, size=(2, 2 * size), dtype=np.uint8)
-        for r in range(2):
-            for b in range(2):
-                for k, off in enumerate(K_SCALE_FIELDS[qtype]):
-                    v = np.float16(rng.uniform(1e-4, 1e-2) * (1 if k == 0 else 0.5))
-                    raw[r, b * size + off:b * size + off + 2] = np.frombuffer(v.tobytes(), dtype=np.uint8)
+        raw = rng.integers(0, 256, size=(3, size), dtype=np.uint8)
+        for r in range(3):
+            for k, off in enumerate(K_SCALE_FIELDS[qtype]):
+                v = np.float16(rng.uniform(1e-4, 1e-2) * (1 if k == 0 else 0.5))
+                raw[r, off:off + 2] = np.frombuffer(v.tobytes(), dtype=np.uint8)
         values = dequantize(raw, qtype)
         out.append(write(f"synthetic.{NAMES[qtype]}", qtype, raw, values,
                          {"synthetic": "random block bits, sane f16 super-scales, gguf.quants.dequantize"}))
@@ -155,12 +155,12 @@ def synthetic_fixtures():
 def quantize_fixtures():
     """Q8_0 activation quantization reference (gguf-py's port is bit-exact with quantize_row_q8_0_ref)."""
     rng = np.random.default_rng(7)
-    x = synthetic_rows(rng, 4, 256)
+    x = synthetic_rows(rng, 4, 128)  # 4 blocks/row hold every adversarial block of synthetic_rows
     raw = quantize(x, T.Q8_0)
     name = "quantize.q8_0"
     x.astype("<f4").tofile(os.path.join(OUT, name + ".f32"))
     raw.astype(np.uint8).tofile(os.path.join(OUT, name + ".raw"))
-    return [{"name": name, "type": "q8_0", "row_len": 256, "rows": 4, "f32": name + ".f32", "raw": name + ".raw",
+    return [{"name": name, "type": "q8_0", "row_len": 128, "rows": 4, "f32": name + ".f32", "raw": name + ".raw",
              "source": {"synthetic": "gguf.quants.quantize(Q8_0) of seeded data"}}]
 
 
@@ -239,6 +239,8 @@ GGML_DOTS = {
     "q5_0": (T.Q8_0, "ggml_vec_dot_q5_0_q8_0_generic"),
     "q5_1": (T.Q8_1, "ggml_vec_dot_q5_1_q8_1_generic"),
     "q8_0": (T.Q8_0, "ggml_vec_dot_q8_0_q8_0_generic"),
+    "q2_K": (T.Q8_K, "ggml_vec_dot_q2_K_q8_K_generic"),
+    "q3_K": (T.Q8_K, "ggml_vec_dot_q3_K_q8_K_generic"),
     "q4_K": (T.Q8_K, "ggml_vec_dot_q4_K_q8_K_generic"),
     "q5_K": (T.Q8_K, "ggml_vec_dot_q5_K_q8_K_generic"),
     "q6_K": (T.Q8_K, "ggml_vec_dot_q6_K_q8_K_generic"),

@@ -79,15 +79,17 @@ pub fn random_row(rng: &mut Rng, ty: GgmlType, n: usize) -> Vec<u8> {
             let fields: &[usize] = match ty {
                 GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
                 GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+                GgmlType::Q2_K => &[80, 82],
+                GgmlType::Q3_K => &[108],
                 GgmlType::Q6_K => &[208],
                 other => panic!("no random rows for {other}"),
             };
             for b in w.chunks_exact_mut(bs) {
                 for (k, &off) in fields.iter().enumerate() {
                     // d ~ 1e-3..1e-2 like real weights; the second field (min / dmin) is negative for
-                    // Q4_1/Q5_1 (m is the block minimum) and positive for Q4_K/Q5_K (value = … - dmin*m).
+                    // Q4_1/Q5_1 (m is the block minimum) and positive for Q2_K/Q4_K/Q5_K (value = … - dmin*m).
                     let mag = 0.001 + 0.01 * rng.uniform();
-                    let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
+                    let k_quant = matches!(ty, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K);
                     let v = if k == 1 && !k_quant { -mag * 8.0 } else { mag };
                     b[off..off + 2].copy_from_slice(&f16(v));
                 }
