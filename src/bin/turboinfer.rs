@@ -71,6 +71,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
+        /// Parses an option value.
         fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
             v.parse().map_err(|_| format!("option {name}: invalid value {v:?}"))
         }
@@ -197,6 +198,7 @@ fn cmd_info(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses the command line, runs the command, maps errors to exit codes (2 usage, 1 failure).
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cmd = match parse_args(&args) {
@@ -227,6 +229,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    /// Owned argument vector.
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
     }
