@@ -1,7 +1,7 @@
 //! Parity with ggml's own C reference code (llama.cpp b11434), recorded by tools/gen_quant_fixtures.py
 //! --ggml-src into tests/fixtures/quant/ggml.json: our Q8_0/Q8_1/Q8_K quantizers must reproduce
 //! `quantize_row_q8_*_ref` byte-for-byte, and our dot products must equal `ggml_vec_dot_*_generic` on
-//! real and synthetic weight rows up to float summation order.
+//! real and synthetic weight rows bit-for-bit.
 
 mod quant_support;
 
@@ -39,7 +39,7 @@ fn activation_quantizers_match_ggml_bytes() {
     }
 }
 
-/// Our dot products equal ggml's generic kernels on the same weights and activations.
+/// Our dot products equal ggml's generic kernels bit-for-bit on the same weights and activations.
 #[test]
 fn vec_dot_matches_ggml_generic_kernels() {
     let m = ggml_manifest();
@@ -66,16 +66,15 @@ fn vec_dot_matches_ggml_generic_kernels() {
             let w = &f.raw[r * rb..(r + 1) * rb];
             let got = quant::vec_dot(f.ty, n, w, &act).unwrap();
             let (_, scale) = reference_dot(f.ty, n, w, &act);
-            // Same integer sums as ggml; only the f32 accumulation order may differ (ggml's K-quant
-            // kernels keep 8 partial sums), so allow a few ulps of the magnitude sum.
-            let tol = 1e-6 * scale;
-            assert!(((got - want) as f64).abs() <= tol, "{name} row {r}: ours {got} ggml {want} (tol {tol:e})");
-            exact += (got.to_bits() == want.to_bits()) as usize;
+            // Same integer sums and the same f32 operations in the same order (including ggml's 8-lane
+            // accumulation in the K-quant kernels), so the results are bit-identical, not merely close.
+            assert_eq!(got.to_bits(), want.to_bits(), "{name} row {r}: ours {got:e} ggml {want:e} (Σ|w·a| = {scale:e})");
+            exact += 1;
             total += 1;
         }
         covered.insert(f.ty.name());
     }
-    eprintln!("vec_dot vs ggml generic: {exact}/{total} bit-identical, rest within 1e-6·Σ|w·a|");
+    eprintln!("vec_dot vs ggml generic: {exact}/{total} bit-identical");
     for t in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"] {
         assert!(covered.contains(t), "no ggml vec_dot fixture for {t}");
     }

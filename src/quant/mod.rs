@@ -11,9 +11,9 @@
 //! Accuracy (checked by tests/quant_*.rs):
 //! - dequantization is bit-identical to ggml / gguf-py (same f32 operations in the same order);
 //! - the Q8_0/Q8_1/Q8_K quantizers are byte-identical to ggml's `quantize_row_q8_*_ref`;
-//! - dot products use exact integer block sums like ggml's `*_generic` kernels, so they differ from
-//!   ggml only by f32 summation order (≤ 1e-6·Σ|w·a| measured) and from the f64 dot of the dequantized
-//!   operands by ≤ 1e-4·Σ|w·a| (≈1e-7 measured);
+//! - dot products do ggml's `*_generic` kernels' exact integer block sums and the same f32 operations
+//!   in the same order (8 float lanes in the K-quants), so they are bit-identical to ggml's reference
+//!   results; against the f64 dot of the dequantized operands they agree to ≤ 1e-4·Σ|w·a| (≈1e-7 measured);
 //! - against *unquantized* f32 activations the error is the activation rounding: per element at most
 //!   d/2 (d = block max/127) plus, for the f16-scaled Q8_0/Q8_1, 127·|f16(d) − d| (≤ max·(1/254 + 1/2048)
 //!   in total); Q4_1/Q5_1 add |m|·|s − f16(d)·Σq| per block from ggml's use of the stored sum `s`.

@@ -18,9 +18,13 @@ pub(crate) const BLOCK: usize = QK_K / 16 + QK_K / 4 + 2 + 2;
 #[inline(always)]
 fn codes(b: &[u8; BLOCK]) -> [u8; QK_K] {
     let mut v = [0u8; QK_K];
-    for (e, o) in v.iter_mut().enumerate() {
-        let byte = b[16 + 32 * (e / 128) + e % 32];
-        *o = (byte >> (2 * ((e % 128) / 32))) & 3;
+    for h in 0..2 {
+        let qs = &b[16 + 32 * h..16 + 32 * h + 32];
+        for j in 0..4 {
+            for l in 0..32 {
+                v[128 * h + 32 * j + l] = (qs[l] >> (2 * j)) & 3;
+            }
+        }
     }
     v
 }

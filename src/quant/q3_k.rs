@@ -31,11 +31,17 @@ pub(crate) fn scale(g: usize, s: &[u8]) -> i32 {
 #[inline(always)]
 fn codes(b: &[u8; BLOCK]) -> [i8; QK_K] {
     let mut v = [0i8; QK_K];
-    for (e, o) in v.iter_mut().enumerate() {
-        let low = (b[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        let high_set = b[e % 32] & (1 << (e / 32)) != 0;
-        // 4: weight of the 3rd bit, which ggml stores inverted (set = no subtraction).
-        *o = low as i8 - if high_set { 0 } else { 4 };
+    let hmask = &b[0..32];
+    for h in 0..2 {
+        let qs = &b[32 + 32 * h..32 + 32 * h + 32];
+        for j in 0..4 {
+            let m = 1u8 << (4 * h + j);
+            for l in 0..32 {
+                let low = (qs[l] >> (2 * j)) & 3;
+                // 4: weight of the 3rd bit, which ggml stores inverted (set = no subtraction).
+                v[128 * h + 32 * j + l] = low as i8 - if hmask[l] & m != 0 { 0 } else { 4 };
+            }
+        }
     }
     v
 }
@@ -55,19 +61,16 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 }
 
 /// Dot product of a Q3_K row with Q8_K activations (`ggml_vec_dot_q3_K_q8_K` generic):
-/// `d_w*d_a * sum_g (scale_g − 32)*sum(code*q8)`, integer part exact.
+/// `d_w*d_a * sum_g (scale_g − 32)*sum(code*q8)`, integer part exact, accumulated in ggml's lane order
+/// (bit-identical to ggml's reference).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut sumf = 0.0f32;
+    let mut acc = q8_k::LaneAcc::default();
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let v = codes(x);
-        let q8 = &y[q8_k::QS..q8_k::BSUMS];
-        let mut isum = 0i32;
-        for g in 0..QK_K / 16 {
-            let s: i32 = v[16 * g..16 * g + 16].iter().zip(&q8[16 * g..16 * g + 16]).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
-            isum += scale(g, &x[96..108]) * s;
-        }
-        sumf += f16_at(&x[108..110]) * f32_at(y) * isum as f32;
+        let scale16: [i32; QK_K / 16] = std::array::from_fn(|g| scale(g, &x[96..108]));
+        let lanes = q8_k::lane_dot(&v, &y[q8_k::QS..q8_k::BSUMS], &scale16);
+        acc.add(f16_at(&x[108..110]) * f32_at(y), &lanes);
     }
-    sumf
+    acc.finish()
 }
