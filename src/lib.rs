@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod gguf;
+pub mod kernels;
 pub mod model;
 pub mod quant;
 pub mod sampler;
