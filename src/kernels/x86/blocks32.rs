@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16_at, hsum256, load256, u32_at, Dot256};
+use super::isa::{f16x8_at, hsum256, load256, u32_at, Dot256};
 
 /// Bytes of a Q8_0 activation block (f16 scale + 32 i8).
 const Q8_0_BYTES: usize = 34;
@@ -78,12 +78,12 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
         let q = T::codes::<D>(x);
         // Signed × signed via unsigned × signed: |q| · (y with q's sign).
         let aq = _mm256_sign_epi8(q, q);
-        let dw = f16_at(x);
+        let dw = f16x8_at(x);
         for (k, acc) in acc.iter_mut().enumerate() {
             let y = a.add(k * stride + i * Q8_0_BYTES);
             let s = _mm256_sign_epi8(load256(y.add(2)), q);
             let p = D::dpbusd(_mm256_setzero_si256(), aq, s);
-            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_at(y)), _mm256_cvtepi32_ps(p), *acc);
+            *acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, f16x8_at(y)), _mm256_cvtepi32_ps(p), *acc);
         }
     }
     for (k, acc) in acc.iter().enumerate() {
@@ -97,19 +97,20 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
 #[inline(always)]
 pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
     let mut acc = [_mm256_setzero_ps(); B];
-    let mut summ = [0.0f32; B];
+    // m_w * s_a summed in vectors whose 8 lanes are equal (no scalar dependency chain); lane 0 is used.
+    let mut summ = [_mm256_setzero_ps(); B];
     for i in 0..nb {
         let x = w.add(i * 20);
-        let (dw, m) = (f16_at(x), f16_at(x.add(2)));
+        let (dw, m) = (f16x8_at(x), f16x8_at(x.add(2)));
         let u = nibbles(x.add(4));
         for k in 0..B {
             let y = a.add(k * stride + i * Q8_1_BYTES);
             let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_at(y)), _mm256_cvtepi32_ps(p), acc[k]);
-            summ[k] += m * f16_at(y.add(2));
+            acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, f16x8_at(y)), _mm256_cvtepi32_ps(p), acc[k]);
+            summ[k] = _mm256_fmadd_ps(m, f16x8_at(y.add(2)), summ[k]);
         }
     }
     for k in 0..B {
-        *out.add(k) = hsum256(acc[k]) + summ[k];
+        *out.add(k) = hsum256(acc[k]) + _mm256_cvtss_f32(summ[k]);
     }
 }

@@ -133,10 +133,18 @@ impl Dot512 for Vnni512 {
 }
 
 /// The little-endian f16 at `p`, as f32 (F16C).
+///
+/// Broadcast-then-convert: `_mm_cvtsi32_si128` lets LLVM emit `vpinsrw` into an arbitrary live
+/// register, a false dependency that chained every block on the previous block's FMA (measured 2x slower).
 #[inline(always)]
 pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
-    let h = std::ptr::read_unaligned(p as *const u16);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))))
+}
+
+/// The little-endian f16 at `p`, converted and broadcast to 8 f32 lanes.
+#[inline(always)]
+pub(crate) unsafe fn f16x8_at(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)))
 }
 
 /// The little-endian f32 at `p`.
