@@ -111,6 +111,9 @@ impl Dot256 for AvxVnni {
 pub(crate) trait Dot512 {
     /// `acc` plus, per i32 lane, the sum of the 2 products `i16(a) * i16(b)`.
     unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i;
+    /// `acc` plus, per i32 lane, the sum of the 4 byte products `u8(u) * i8(s)` (same saturation
+    /// caveat as `Dot256::dpbusd` for the BW form).
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
 }
 
 /// AVX-512 BW: `madd` + `add`.
@@ -123,12 +126,20 @@ impl Dot512 for Bw512 {
     unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
         _mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
     }
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)))
+    }
 }
 
 impl Dot512 for Vnni512 {
     #[inline(always)]
     unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
         _mm512_dpwssd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        _mm512_dpbusd_epi32(acc, u, s)
     }
 }
 

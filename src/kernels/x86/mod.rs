@@ -4,6 +4,7 @@
 //! `KernelSet`, which `KernelSet::for_tier` hands out only on CPUs that have the tier's features.
 
 mod blocks32;
+mod blocks32x2;
 mod float;
 mod isa;
 mod kquant256;
@@ -90,16 +91,16 @@ macro_rules! entry {
     };
 }
 
-/// Defines a tier module `$m` (features `$feat`): 32-block kernels over `$d256`, K-quants from
-/// module `$kq` over `$dk`, float kernels `$fl`; exports `SET`.
+/// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
+/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`; exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $d256:ty, $kq:ident, $dk:ty, $fl:ident) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident) => {
         mod $m {
             use super::*;
-            entry!(q4_0, $feat, 32, 18, 34, blocks32::sym, [blocks32::Q4_0, $d256]);
-            entry!(q5_0, $feat, 32, 22, 34, blocks32::sym, [blocks32::Q5_0, $d256]);
-            entry!(q8_0, $feat, 32, 34, 34, blocks32::sym, [blocks32::Q8_0, $d256]);
-            entry!(q4_1, $feat, 32, 20, 36, blocks32::q4_1, [$d256]);
+            entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
+            entry!(q5_0, $feat, 32, 22, 34, $b32::sym, [blocks32::Q5_0, $($d32),+]);
+            entry!(q8_0, $feat, 32, 34, 34, $b32::sym, [blocks32::Q8_0, $($d32),+]);
+            entry!(q4_1, $feat, 32, 20, 36, $b32::q4_1, [$($d32),+]);
             entry!(q4_k, $feat, 256, 144, 292, $kq::q4_k, [$dk]);
             entry!(q6_k, $feat, 256, 210, 292, $kq::q6_k, [$dk]);
             entry!(f32, $feat, 1, 4, 4, float::$fl, [float::F32]);
@@ -128,14 +129,24 @@ macro_rules! tier {
     };
 }
 
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", isa::Avx2, kquant256, isa::Avx2, dot256);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", isa::AvxVnni, kquant256, isa::AvxVnni, dot256);
-tier!(avx512, Tier::Avx512, "avx2,fma,f16c,avx512f,avx512bw,avx512vl", isa::Bw256, kquant512, isa::Bw512, dot512);
+tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256);
+tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256);
+tier!(
+    avx512,
+    Tier::Avx512,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl",
+    blocks32x2,
+    [isa::Bw512, isa::Bw256],
+    kquant512,
+    isa::Bw512,
+    dot512
+);
 tier!(
     avx512_vnni,
     Tier::Avx512Vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    isa::Vnni256,
+    blocks32x2,
+    [isa::Vnni512, isa::Vnni256],
     kquant512,
     isa::Vnni512,
     dot512
