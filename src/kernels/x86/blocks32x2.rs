@@ -16,13 +16,16 @@ const Q8_0_BYTES: usize = 34;
 const Q8_1_BYTES: usize = 36;
 
 /// The f16 values at `p` and `p + gap`, converted: lanes 0..8 = first, lanes 8..16 = second.
+///
+/// Packs both halves into one u32 in a general register, converts the pair with one 128-bit
+/// `vcvtph2ps`, and spreads it with one `vpermps` (LLVM turned two broadcasts into 6 shuffles).
 #[inline(always)]
 unsafe fn f16_pair(p: *const u8, gap: usize) -> __m512 {
-    let h = _mm256_set_m128i(
-        _mm_set1_epi16(std::ptr::read_unaligned(p.add(gap) as *const i16)),
-        _mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)),
-    );
-    _mm512_cvtph_ps(h)
+    let lo = std::ptr::read_unaligned(p as *const u16) as u32;
+    let hi = std::ptr::read_unaligned(p.add(gap) as *const u16) as u32;
+    let pair = _mm_cvtph_ps(_mm_cvtsi32_si128((lo | hi << 16) as i32));
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(pair))
 }
 
 /// 32 bytes at `p` and 32 bytes at `p + gap` as one register.
