@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod generate;
 pub mod gguf;
+pub mod kernels;
 pub mod model;
 pub mod ops;
 pub mod quant;

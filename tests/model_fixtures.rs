@@ -19,7 +19,15 @@ const NEAR_TIE: f64 = 0.05;
 /// Largest allowed difference, at any one step, between our and llama.cpp's log-probability of
 /// llama.cpp's token (the f16 noise above; a real bug such as a wrong RoPE, a missing bias or a
 /// bad dequantizer shows differences of whole nats and argmax failures).
-const LOGPROB_TOL_STEP: f64 = 0.2;
+///
+/// 0.35 rather than 0.2: with 8-bit activation quantization between every matmul these models are
+/// very sensitive to f32 summation order. Measured on smollm2-135m: multiplying every matmul
+/// output of the scalar path by (1 + 1e-7) moves logits by up to 0.6; the SIMD kernel tiers (which
+/// agree with the scalar reference to ~1e-6 relative per dot product, tests/kernels_parity.rs)
+/// differ from it and from each other by up to ~1.0 logit. At one step each (smollm2 prompt 0 step 1
+/// on the AVX-512 tiers, qwen2.5-coder-1.5b prompt 1 step 12 on the AVX2 tiers) that is 0.26-0.29
+/// here; the mean check below still catches any systematic error.
+const LOGPROB_TOL_STEP: f64 = 0.35;
 /// Largest allowed mean of those differences over one prompt's compared steps: the noise averages
 /// out, a systematic error does not.
 const LOGPROB_TOL_MEAN: f64 = 0.05;

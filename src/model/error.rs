@@ -28,4 +28,7 @@ pub enum ModelError {
     CacheMismatch,
     #[error(transparent)]
     Quant(#[from] crate::quant::QuantError),
+    /// The SIMD kernel tier could not be selected (e.g. `TURBOINFER_KERNELS` names a tier this CPU lacks).
+    #[error(transparent)]
+    Kernels(#[from] crate::kernels::KernelError),
 }

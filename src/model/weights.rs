@@ -2,7 +2,8 @@
 
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::ops::{VecDotFn, WeightRows};
+use crate::kernels::{self, TypeKernels};
+use crate::ops::WeightRows;
 use crate::quant::{self, GgmlType};
 use std::ops::Range;
 
@@ -20,7 +21,8 @@ pub struct Matrix {
     pub act_ty: GgmlType,
     /// Byte range of the tensor inside the file.
     range: Range<usize>,
-    dot: VecDotFn,
+    /// The dispatched (SIMD tier) kernels for `ty`.
+    kernels: TypeKernels,
 }
 
 impl std::fmt::Debug for Matrix {
@@ -33,7 +35,7 @@ impl std::fmt::Debug for Matrix {
 impl Matrix {
     /// The rows as a kernel argument, borrowing from `file` (the file this matrix was loaded from).
     pub fn rows<'a>(&self, file: &'a GgufFile) -> WeightRows<'a> {
-        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, dot: self.dot }
+        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, kernels: self.kernels }
     }
 
     /// Row `r`'s raw bytes (`r < rows`, checked by the caller).
@@ -87,9 +89,10 @@ fn tensor<'a>(file: &'a GgufFile, name: &str, dims: &[usize]) -> Result<&'a Tens
 fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
     let t = tensor(file, name, &[cols, rows])?;
     let unsupported = |what| ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what };
-    let dot = quant::vec_dot_fn(t.ty).ok_or_else(|| unsupported("multiply (no dot product)"))?;
+    let set = kernels::try_kernels()?;
+    let kernels = set.get(t.ty).ok_or_else(|| unsupported("multiply (no dot product)"))?;
     let act_ty = quant::activation_type(t.ty);
-    quant::quantize_row_fn(act_ty).ok_or_else(|| unsupported("multiply (no activation quantizer)"))?;
+    set.quantize(act_ty).ok_or_else(|| unsupported("multiply (no activation quantizer)"))?;
     // The activation row must exist for this length too (e.g. Q8_K needs multiples of 256).
     quant::row_size(act_ty, cols).map_err(|_| unsupported("multiply at this row length"))?;
     let row_bytes = quant::row_size(t.ty, cols).map_err(|_| unsupported("store at this row length"))?;
@@ -97,7 +100,7 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         return Err(ModelError::ShapeMismatch { name: name.into(), expected: vec![cols as u64, rows as u64], found: t.dims.clone() });
     }
     let start = t.offset as usize;
-    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, dot })
+    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, kernels })
 }
 
 /// Loads a 1-D tensor `name` of `n` elements converted to f32 (norm weights, biases).

@@ -33,7 +33,8 @@ impl<'a> SharedActs<'a> {
             let e = &self.quantized[i];
             return Ok((&e.2, e.1));
         }
-        let f = quant::quantize_row_fn(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+        // The dispatched (SIMD) quantizer; bit-identical to `quant::quantize_row_fn(ty)`.
+        let f = crate::kernels::kernels().quantize(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
         let rb = quant::row_size(ty, self.cols)?;
         let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]
         buf.par_chunks_mut(rb).zip(self.x.par_chunks(self.cols)).for_each(|(d, s)| f(s, d));

@@ -1,0 +1,105 @@
+//! The scalar tier: the reference kernels of `crate::quant`, plus a batch form that loops over vectors.
+
+use super::set::{KernelSet, TypeKernels};
+use super::tier::Tier;
+use crate::quant::{self, GgmlType};
+
+/// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
+fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
+    let ty = GgmlType::from_id(ID).expect("scalar batch instantiated for a known type");
+    let dot = quant::vec_dot_fn(ty).expect("scalar batch instantiated for a type with a vec_dot");
+    let ab = quant::row_size(quant::activation_type(ty), n).expect("n is a whole number of blocks");
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = dot(n, w, &acts[k * stride..k * stride + ab]);
+    }
+}
+
+/// Reference kernels for the weight type with GGUF id `ID`.
+macro_rules! reference {
+    ($ty:ident) => {
+        TypeKernels {
+            vec_dot: |n, w, a| match quant::vec_dot_fn(GgmlType::$ty) {
+                Some(f) => f(n, w, a),
+                None => unreachable!(),
+            },
+            vec_dot_batch: batch::<{ type_id(GgmlType::$ty) }>,
+        }
+    };
+}
+
+/// GGUF id of `ty`, usable in const generics (mirrors `GgmlType::id`).
+const fn type_id(ty: GgmlType) -> u32 {
+    use GgmlType::*;
+    match ty {
+        F32 => 0,
+        F16 => 1,
+        Q4_0 => 2,
+        Q4_1 => 3,
+        Q5_0 => 6,
+        Q5_1 => 7,
+        Q8_0 => 8,
+        Q8_1 => 9,
+        Q2_K => 10,
+        Q3_K => 11,
+        Q4_K => 12,
+        Q5_K => 13,
+        Q6_K => 14,
+        Q8_K => 15,
+        I8 => 24,
+        I16 => 25,
+        I32 => 26,
+        I64 => 27,
+        F64 => 28,
+        BF16 => 30,
+    }
+}
+
+/// Scalar F32 "quantizer" (a copy to little-endian bytes).
+fn quant_f32(x: &[f32], d: &mut [u8]) {
+    (quant::quantize_row_fn(GgmlType::F32).expect("F32 quantizer exists"))(x, d)
+}
+/// Scalar Q8_0 quantizer.
+fn quant_q8_0(x: &[f32], d: &mut [u8]) {
+    (quant::quantize_row_fn(GgmlType::Q8_0).expect("Q8_0 quantizer exists"))(x, d)
+}
+/// Scalar Q8_1 quantizer.
+fn quant_q8_1(x: &[f32], d: &mut [u8]) {
+    (quant::quantize_row_fn(GgmlType::Q8_1).expect("Q8_1 quantizer exists"))(x, d)
+}
+/// Scalar Q8_K quantizer.
+fn quant_q8_k(x: &[f32], d: &mut [u8]) {
+    (quant::quantize_row_fn(GgmlType::Q8_K).expect("Q8_K quantizer exists"))(x, d)
+}
+
+/// The scalar table.
+pub(crate) static SET: KernelSet = KernelSet {
+    tier: Tier::Scalar,
+    f32: reference!(F32),
+    f16: reference!(F16),
+    bf16: reference!(BF16),
+    q4_0: reference!(Q4_0),
+    q4_1: reference!(Q4_1),
+    q5_0: reference!(Q5_0),
+    q5_1: reference!(Q5_1),
+    q8_0: reference!(Q8_0),
+    q4_k: reference!(Q4_K),
+    q6_k: reference!(Q6_K),
+    q8_k: reference!(Q8_K),
+    quant_q8_0,
+    quant_q8_1,
+    quant_q8_k,
+    quant_f32,
+};
+
+#[cfg(test)]
+mod tests {
+    /// The const-generic ids agree with the type table.
+    #[test]
+    fn type_ids_match() {
+        for id in 0..40 {
+            if let Some(t) = crate::quant::GgmlType::from_id(id) {
+                assert_eq!(super::type_id(t), t.id());
+            }
+        }
+    }
+}

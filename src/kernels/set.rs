@@ -1,0 +1,155 @@
+//! `KernelSet`: one tier's table of dot-product kernels per weight type plus its activation quantizers,
+//! and the process-wide selection (`kernels()`), made once from the CPU features and `TURBOINFER_KERNELS`.
+
+use std::sync::OnceLock;
+
+use super::tier::{parse_override, KernelError, Tier};
+use crate::cpu::{cpu_features, CpuFeatures};
+use crate::quant::{GgmlType, QuantizeFn, VecDotFn};
+
+/// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni`); a tier the CPU lacks is an error.
+pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
+
+/// Activation vectors one batch-kernel call applies each decoded weight block to (more are chunked):
+/// 8 accumulators per vector still fit the 16 (AVX2) / 32 (AVX-512) vector registers.
+pub const MAX_BATCH: usize = 8;
+
+/// One weight row against several quantized activation vectors: `out[k] = dot(w, acts[k*stride ..])`
+/// for every `k < out.len()`; each activation vector is `row_bytes(n)` of the activation type, and
+/// `w` is exactly `row_bytes(n)` of the weight type. Each weight block is decoded once per 8 vectors.
+pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
+
+/// The two kernels of one weight type.
+#[derive(Clone, Copy)]
+pub struct TypeKernels {
+    /// One weight row · one activation vector (same contract as `quant::vec_dot_fn`).
+    pub vec_dot: VecDotFn,
+    /// One weight row · 1..N activation vectors (see `VecDotBatchFn`).
+    pub vec_dot_batch: VecDotBatchFn,
+}
+
+impl std::fmt::Debug for TypeKernels {
+    /// Function pointers print as addresses only; nothing useful to show.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TypeKernels")
+    }
+}
+
+/// A tier's complete kernel table. Obtain one with `kernels()` or `KernelSet::for_tier`.
+#[derive(Debug)]
+pub struct KernelSet {
+    pub(crate) tier: Tier,
+    pub(crate) f32: TypeKernels,
+    pub(crate) f16: TypeKernels,
+    pub(crate) bf16: TypeKernels,
+    pub(crate) q4_0: TypeKernels,
+    pub(crate) q4_1: TypeKernels,
+    pub(crate) q5_0: TypeKernels,
+    pub(crate) q5_1: TypeKernels,
+    pub(crate) q8_0: TypeKernels,
+    pub(crate) q4_k: TypeKernels,
+    pub(crate) q6_k: TypeKernels,
+    pub(crate) q8_k: TypeKernels,
+    pub(crate) quant_q8_0: QuantizeFn,
+    pub(crate) quant_q8_1: QuantizeFn,
+    pub(crate) quant_q8_k: QuantizeFn,
+    pub(crate) quant_f32: QuantizeFn,
+}
+
+impl KernelSet {
+    /// The table of `tier`, or an error if this CPU cannot run it.
+    pub fn for_tier(tier: Tier) -> Result<&'static KernelSet, KernelError> {
+        Self::for_tier_with(tier, cpu_features())
+    }
+
+    /// The table of `tier` if `features` (which must describe this CPU) support it.
+    fn for_tier_with(tier: Tier, features: &CpuFeatures) -> Result<&'static KernelSet, KernelError> {
+        tier.check(features)?;
+        Ok(match tier {
+            Tier::Scalar => &super::scalar::SET,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => &super::x86::AVX2,
+            #[cfg(target_arch = "x86_64")]
+            Tier::AvxVnni => &super::x86::AVX_VNNI,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => &super::x86::AVX512,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512Vnni => &super::x86::AVX512_VNNI,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("Tier::check refuses x86 tiers on other architectures"),
+        })
+    }
+
+    /// The tier this table belongs to.
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    /// The kernels for weight type `ty` (dotted with `quant::activation_type(ty)`), or `None` if unsupported.
+    pub fn get(&self, ty: GgmlType) -> Option<TypeKernels> {
+        use GgmlType::*;
+        Some(match ty {
+            F32 => self.f32,
+            F16 => self.f16,
+            BF16 => self.bf16,
+            Q4_0 => self.q4_0,
+            Q4_1 => self.q4_1,
+            Q5_0 => self.q5_0,
+            Q5_1 => self.q5_1,
+            Q8_0 => self.q8_0,
+            Q4_K => self.q4_k,
+            Q6_K => self.q6_k,
+            Q8_K => self.q8_k,
+            _ => return None,
+        })
+    }
+
+    /// The single-vector dot product for weight type `ty`.
+    pub fn vec_dot(&self, ty: GgmlType) -> Option<VecDotFn> {
+        self.get(ty).map(|k| k.vec_dot)
+    }
+
+    /// The batch dot product for weight type `ty`.
+    pub fn vec_dot_batch(&self, ty: GgmlType) -> Option<VecDotBatchFn> {
+        self.get(ty).map(|k| k.vec_dot_batch)
+    }
+
+    /// The activation quantizer producing format `ty` (Q8_0, Q8_1, Q8_K or F32), bit-identical to
+    /// `quant::quantize_row_fn(ty)`.
+    pub fn quantize(&self, ty: GgmlType) -> Option<QuantizeFn> {
+        use GgmlType::*;
+        Some(match ty {
+            Q8_0 => self.quant_q8_0,
+            Q8_1 => self.quant_q8_1,
+            Q8_K => self.quant_q8_k,
+            F32 => self.quant_f32,
+            _ => return None,
+        })
+    }
+}
+
+/// The process-wide selection (the `OVERRIDE_ENV` tier if set, else the best supported), made once.
+static SELECTED: OnceLock<Result<&'static KernelSet, KernelError>> = OnceLock::new();
+
+/// The kernel table for this process, or the error of an invalid `TURBOINFER_KERNELS` override.
+pub fn try_kernels() -> Result<&'static KernelSet, KernelError> {
+    SELECTED
+        .get_or_init(|| {
+            let f = cpu_features();
+            let tier = match std::env::var(OVERRIDE_ENV) {
+                Ok(s) if !s.trim().is_empty() => parse_override(&s, f)?,
+                _ => Tier::best(f),
+            };
+            KernelSet::for_tier_with(tier, f)
+        })
+        .clone()
+}
+
+/// The kernel table for this process. Panics with the reason if `TURBOINFER_KERNELS` asks for an
+/// unknown tier or one this CPU lacks; call `try_kernels()` at start-up to report that as an error.
+pub fn kernels() -> &'static KernelSet {
+    match try_kernels() {
+        Ok(k) => k,
+        Err(e) => panic!("{OVERRIDE_ENV}: {e}"),
+    }
+}

@@ -1,0 +1,154 @@
+//! 512-bit kernels for the 32-element block formats (AVX-512 tiers): two consecutive blocks per
+//! register, halving the per-block instruction count of `blocks32` (which handles an odd last block).
+//!
+//! Lanes 0..32 of a register hold block `b`, lanes 32..64 block `b+1`, in element order, matching a
+//! pair of Q8_0/Q8_1 activation blocks loaded as two 32-byte halves. Integer dots are exact as in
+//! `blocks32`; the per-block scales `d_w*d_a` are applied as one 16-lane vector `[s_b ×8, s_b+1 ×8]`.
+
+use std::arch::x86_64::*;
+
+use super::blocks32::{self, SymBlock, Q4_0, Q5_0, Q8_0};
+use super::isa::{load256, u32_at, Dot256, Dot512};
+
+/// Bytes of a Q8_0 activation block.
+const Q8_0_BYTES: usize = 34;
+/// Bytes of a Q8_1 activation block.
+const Q8_1_BYTES: usize = 36;
+
+/// The f16 values at `p` and `p + gap`, converted: lanes 0..8 = first, lanes 8..16 = second.
+///
+/// Packs both halves into one u32 in a general register, converts the pair with one 128-bit
+/// `vcvtph2ps`, and spreads it with one `vpermps` (LLVM turned two broadcasts into 6 shuffles).
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8, gap: usize) -> __m512 {
+    let lo = std::ptr::read_unaligned(p as *const u16) as u32;
+    let hi = std::ptr::read_unaligned(p.add(gap) as *const u16) as u32;
+    let pair = _mm_cvtph_ps(_mm_cvtsi32_si128((lo | hi << 16) as i32));
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(pair))
+}
+
+/// 32 bytes at `p` and 32 bytes at `p + gap` as one register.
+#[inline(always)]
+unsafe fn load_pair(p: *const u8, gap: usize) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add(gap)))
+}
+
+/// The 4-bit codes of the 16 packed bytes at `p` and at `p + gap`, element order per block.
+#[inline(always)]
+unsafe fn nibbles_pair(p: *const u8, gap: usize) -> __m512i {
+    let a = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
+    let b = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(gap) as *const __m128i));
+    let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b);
+    // 128-bit lanes 1 and 3 (i16 lanes 8..16 and 24..32) take the high nibbles.
+    let v = _mm512_mask_srli_epi16::<4>(v, 0xFF00_FF00, v);
+    _mm512_and_si512(v, _mm512_set1_epi8(0x0F))
+}
+
+/// A signed-code weight format decoded two blocks at a time.
+pub(crate) trait SymPair: SymBlock {
+    /// The 64 signed codes of the blocks at `p` and `p + BYTES`.
+    unsafe fn codes2(p: *const u8) -> __m512i;
+}
+
+impl SymPair for Q4_0 {
+    #[inline(always)]
+    unsafe fn codes2(p: *const u8) -> __m512i {
+        // 8: the 4-bit midpoint.
+        _mm512_sub_epi8(nibbles_pair(p.add(2), Self::BYTES), _mm512_set1_epi8(8))
+    }
+}
+
+impl SymPair for Q5_0 {
+    #[inline(always)]
+    unsafe fn codes2(p: *const u8) -> __m512i {
+        let high = u32_at(p.add(2)) as u64 | (u32_at(p.add(2 + Self::BYTES)) as u64) << 32;
+        let nib = nibbles_pair(p.add(6), Self::BYTES);
+        // (nibble | 16*bit) - 16: subtract 16 where the 5th bit is clear.
+        _mm512_mask_sub_epi8(nib, !high, nib, _mm512_set1_epi8(16))
+    }
+}
+
+impl SymPair for Q8_0 {
+    #[inline(always)]
+    unsafe fn codes2(p: *const u8) -> __m512i {
+        load_pair(p.add(2), Self::BYTES)
+    }
+}
+
+/// Signed-code blocks × Q8_0 for `B` vectors, two blocks per step; an odd last block goes through
+/// the 256-bit kernel.
+///
+/// Safety: as `blocks32::sym`, plus AVX-512 F/BW/VL and the features of `D`/`D2`.
+#[inline(always)]
+pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
+    let mut acc = [_mm512_setzero_ps(); B];
+    for j in 0..nb / 2 {
+        let x = w.add(2 * j * T::BYTES);
+        let q = T::codes2(x);
+        // Signed × signed via |q| · (y negated where q < 0).
+        let neg = _mm512_movepi8_mask(q);
+        let aq = _mm512_abs_epi8(q);
+        let dw = f16_pair(x, T::BYTES);
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let y = a.add(k * stride + 2 * j * Q8_0_BYTES);
+            let yv = load_pair(y.add(2), Q8_0_BYTES);
+            let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            let p = D::dpbusd(_mm512_setzero_si512(), aq, s);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES)), _mm512_cvtepi32_ps(p), *acc);
+        }
+    }
+    let mut tail = [0.0f32; B];
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        blocks32::sym::<T, D2, B>(1, w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, tail.as_mut_ptr());
+    }
+    for k in 0..B {
+        *out.add(k) = _mm512_reduce_add_ps(acc[k]) + tail[k];
+    }
+}
+
+/// Q4_1 × Q8_1 for `B` vectors, two blocks per step.
+///
+/// Safety: as `blocks32::q4_1`, plus AVX-512 F/BW/VL and the features of `D`/`D2`.
+#[inline(always)]
+pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
+    /// Bytes of a Q4_1 block.
+    const W: usize = 20;
+    let mut acc = [_mm512_setzero_ps(); B];
+    // m_w * s_a summed in vectors whose 8-lane halves are equal; lanes 0 and 8 are used.
+    let mut summ = [_mm512_setzero_ps(); B];
+    for j in 0..nb / 2 {
+        let x = w.add(2 * j * W);
+        let u = nibbles_pair(x.add(4), W);
+        let dw = f16_pair(x, W);
+        let m = f16_pair(x.add(2), W);
+        for k in 0..B {
+            let y = a.add(k * stride + 2 * j * Q8_1_BYTES);
+            let p = D::dpbusd(_mm512_setzero_si512(), u, load_pair(y.add(4), Q8_1_BYTES));
+            acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, f16_pair(y, Q8_1_BYTES)), _mm512_cvtepi32_ps(p), acc[k]);
+            summ[k] = _mm512_fmadd_ps(m, f16_pair(y.add(2), Q8_1_BYTES), summ[k]);
+        }
+    }
+    let mut tail = [0.0f32; B];
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        blocks32::q4_1::<D2, B>(1, w.add(i * W), a.add(i * Q8_1_BYTES), stride, tail.as_mut_ptr());
+    }
+    for k in 0..B {
+        let s = _mm512_cvtss_f32(summ[k]) + _mm_cvtss_f32(_mm512_extractf32x4_ps::<2>(summ[k]));
+        *out.add(k) = _mm512_reduce_add_ps(acc[k]) + s + tail[k];
+    }
+}

@@ -1,0 +1,195 @@
+//! The few instructions that differ between x86 tiers, behind traits, so each kernel body is written
+//! once and monomorphised per tier inside that tier's `#[target_feature]` entry point.
+//!
+//! All functions are `#[inline(always)]` and `unsafe`: they must only be inlined into functions
+//! compiled with (and called on CPUs with) the features of the implementing marker type.
+
+use std::arch::x86_64::*;
+
+/// 256-bit integer dot-product primitives.
+pub(crate) trait Dot256 {
+    /// `acc` plus, per i32 lane, the sum of the 4 byte products `u8(u) * i8(s)`.
+    /// (The AVX2 form goes through a saturating i16 pair sum, exact while `|u*s| + |u'*s'| <= 32767`,
+    /// i.e. for every pairing here unless both operands are -128/128: our quantizers never emit -128.)
+    unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
+    /// `acc` plus, per i32 lane, the sum of the 2 products `i16(a) * i16(b)`.
+    unsafe fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+    /// 32 bytes, byte j = 0xFF if bit j of `bits` is set, else 0.
+    unsafe fn expand_bits(bits: u32) -> __m256i;
+}
+
+/// AVX2 only: `maddubs` + `madd`, bit expansion by shuffles.
+pub(crate) struct Avx2;
+/// AVX-512 BW/VL without VNNI: AVX2 dots, mask-register bit expansion.
+pub(crate) struct Bw256;
+/// AVX512-VNNI on 256-bit vectors (needs AVX512VL).
+pub(crate) struct Vnni256;
+/// AVX-VNNI (VEX-encoded, no AVX-512).
+pub(crate) struct AvxVnni;
+
+/// AVX2 `acc + madd(maddubs(u, s), 1)`.
+#[inline(always)]
+unsafe fn dpbusd_avx2(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+}
+
+/// AVX2 bit expansion: broadcast the 4 bytes, give byte j its source byte j/8, test bit j%8.
+#[inline(always)]
+unsafe fn expand_bits_avx2(bits: u32) -> __m256i {
+    let v = _mm256_set1_epi32(bits as i32);
+    // Byte j of the result reads source byte j/8 of the broadcast u32.
+    let idx = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+    );
+    let b = _mm256_shuffle_epi8(v, idx);
+    // Bit j%8 of each byte: OR in every other bit, then a byte is all-ones iff its bit was set.
+    let m = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe_u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_or_si256(b, m), _mm256_set1_epi64x(-1))
+}
+
+impl Dot256 for Avx2 {
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        dpbusd_avx2(acc, u, s)
+    }
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+    }
+    #[inline(always)]
+    unsafe fn expand_bits(bits: u32) -> __m256i {
+        expand_bits_avx2(bits)
+    }
+}
+
+impl Dot256 for Bw256 {
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        dpbusd_avx2(acc, u, s)
+    }
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+    }
+    #[inline(always)]
+    unsafe fn expand_bits(bits: u32) -> __m256i {
+        _mm256_movm_epi8(bits)
+    }
+}
+
+impl Dot256 for Vnni256 {
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, u, s)
+    }
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpwssd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn expand_bits(bits: u32) -> __m256i {
+        _mm256_movm_epi8(bits)
+    }
+}
+
+impl Dot256 for AvxVnni {
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(acc, u, s)
+    }
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpwssd_avx_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn expand_bits(bits: u32) -> __m256i {
+        expand_bits_avx2(bits)
+    }
+}
+
+/// 512-bit integer dot-product primitives (AVX-512 BW tiers).
+pub(crate) trait Dot512 {
+    /// `acc` plus, per i32 lane, the sum of the 2 products `i16(a) * i16(b)`.
+    unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i;
+    /// `acc` plus, per i32 lane, the sum of the 4 byte products `u8(u) * i8(s)` (same saturation
+    /// caveat as `Dot256::dpbusd` for the BW form).
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
+}
+
+/// AVX-512 BW: `madd` + `add`.
+pub(crate) struct Bw512;
+/// AVX512-VNNI: `vpdpwssd`.
+pub(crate) struct Vnni512;
+
+impl Dot512 for Bw512 {
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        _mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
+    }
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)))
+    }
+}
+
+impl Dot512 for Vnni512 {
+    #[inline(always)]
+    unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        _mm512_dpwssd_epi32(acc, a, b)
+    }
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+        _mm512_dpbusd_epi32(acc, u, s)
+    }
+}
+
+/// The little-endian f16 at `p`, as f32 (F16C).
+///
+/// Broadcast-then-convert: `_mm_cvtsi32_si128` lets LLVM emit `vpinsrw` into an arbitrary live
+/// register, a false dependency that chained every block on the previous block's FMA (measured 2x slower).
+#[inline(always)]
+pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))))
+}
+
+/// The little-endian f16 at `p`, converted and broadcast to 8 f32 lanes.
+#[inline(always)]
+pub(crate) unsafe fn f16x8_at(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)))
+}
+
+/// The little-endian f32 at `p`.
+#[inline(always)]
+pub(crate) unsafe fn f32_at(p: *const u8) -> f32 {
+    std::ptr::read_unaligned(p as *const f32)
+}
+
+/// The little-endian u32 at `p`.
+#[inline(always)]
+pub(crate) unsafe fn u32_at(p: *const u8) -> u32 {
+    std::ptr::read_unaligned(p as *const u32)
+}
+
+/// 32 unaligned bytes at `p`.
+#[inline(always)]
+pub(crate) unsafe fn load256(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// Sum of the 8 lanes.
+#[inline(always)]
+pub(crate) unsafe fn hsum256(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Sum of the 8 i32 lanes.
+#[inline(always)]
+pub(crate) unsafe fn hsum256_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}

@@ -1,0 +1,137 @@
+//! 256-bit K-quant kernels (AVX2 and AVX-VNNI tiers): Q4_K and Q6_K against Q8_K activations.
+//!
+//! Codes are decoded once per weight block into unsigned bytes, multiplied with the activation bytes
+//! by `maddubs` (u8×i8 pairs summed to i16: at most 2·63·127, no saturation), then weighted by the
+//! sub-block scales with an i16×i16→i32 pair dot (`madd` or `vpdpwssd`). The whole super-block sum is
+//! exact in i32; one convert and FMA by `d_w*d_a` per super-block. Offsets (Q4_K mins, Q6_K's -32) are
+//! applied through the activation's 16-element sums `bsums`, also exactly.
+
+use std::arch::x86_64::*;
+
+use super::isa::{f16_at, f32_at, hsum256, load256, u32_at, Dot256};
+
+/// Bytes of a Q8_K activation super-block.
+pub(crate) const Q8K_BYTES: usize = 292;
+/// Offset of `qs` in a Q8_K block.
+pub(crate) const Q8K_QS: usize = 4;
+/// Offset of `bsums` in a Q8_K block.
+pub(crate) const Q8K_BSUMS: usize = 260;
+/// Bytes of a Q4_K super-block.
+pub(crate) const Q4K_BYTES: usize = 144;
+/// Bytes of a Q6_K super-block.
+pub(crate) const Q6K_BYTES: usize = 210;
+
+/// The eight 6-bit scales and eight 6-bit mins of a Q4_K super-block from its 12 packed bytes at `p`,
+/// as 8 bytes each (byte j = sub-block j), using whole-u32 bit operations on the packing.
+#[inline(always)]
+pub(crate) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, u64) {
+    let (u0, u1, u2) = (u32_at(p), u32_at(p.add(4)), u32_at(p.add(8)));
+    // Sub-blocks 0..4: the low 6 bits of bytes 0..4 (scales) and 4..8 (mins).
+    let sc_lo = u0 & 0x3f3f_3f3f;
+    let mn_lo = u1 & 0x3f3f_3f3f;
+    // Sub-blocks 4..8: low 4 bits from bytes 8..12 (scale: low nibble, min: high nibble), top 2 bits
+    // from the spare top bits of bytes 0..4 (scales) and 4..8 (mins).
+    let sc_hi = (u2 & 0x0f0f_0f0f) | (((u0 >> 6) & 0x0303_0303) << 4);
+    let mn_hi = ((u2 >> 4) & 0x0f0f_0f0f) | (((u1 >> 6) & 0x0303_0303) << 4);
+    (sc_lo as u64 | (sc_hi as u64) << 32, mn_lo as u64 | (mn_hi as u64) << 32)
+}
+
+/// Q4_K × Q8_K for `B` activation vectors at `a + k*stride`, `nb` super-blocks.
+///
+/// Safety: `w` holds `nb` Q4_K blocks, every vector `nb` Q8_K blocks, `out` B floats; CPU has
+/// AVX2/FMA/F16C and the features of `D`.
+#[inline(always)]
+pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); B];
+    for i in 0..nb {
+        let x = w.add(i * Q4K_BYTES);
+        let (d, dmin) = (f16_at(x), f16_at(x.add(2)));
+        let (sc, mn) = q4k_scales_mins(x.add(4));
+        // [8] i32, lane j = scale j in both i16 halves (a ready i16 broadcast source).
+        let s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sc as i64));
+        let sdup = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+        // [16] i16 mins, min j at positions 2j and 2j+1 (one per 16-element activation sum).
+        let m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+        let mins = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        let mut isum = [_mm256_setzero_si256(); B];
+        for c in 0..4 {
+            let qv = load256(x.add(16 + 32 * c));
+            let lo = _mm256_and_si256(qv, m4); // sub-block 2c
+            let hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4); // sub-block 2c+1
+            let s0 = _mm256_permutevar8x32_epi32(sdup, _mm256_set1_epi32(2 * c as i32));
+            let s1 = _mm256_permutevar8x32_epi32(sdup, _mm256_set1_epi32(2 * c as i32 + 1));
+            for (k, isum) in isum.iter_mut().enumerate() {
+                let y = a.add(k * stride + i * Q8K_BYTES + Q8K_QS + 64 * c);
+                *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(lo, load256(y)), s0);
+                *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(hi, load256(y.add(32))), s1);
+            }
+        }
+        for k in 0..B {
+            let y = a.add(k * stride + i * Q8K_BYTES);
+            let dy = f32_at(y);
+            let msum = _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum[k]), acc[k]);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * dy), _mm256_cvtepi32_ps(msum), acc[k]);
+        }
+    }
+    for (k, acc) in acc.iter().enumerate() {
+        *out.add(k) = hsum256(*acc);
+    }
+}
+
+/// Q6_K × Q8_K for `B` activation vectors; codes are used unsigned (0..64) and the -32 offset is
+/// subtracted as `32 * Σ_g scale_g * bsum_g`.
+///
+/// Safety: as `q4_k`, with 210-byte Q6_K blocks.
+#[inline(always)]
+pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m30 = _mm256_set1_epi8(0x30);
+    let mut acc = [_mm256_setzero_ps(); B];
+    for i in 0..nb {
+        let x = w.add(i * Q6K_BYTES);
+        let d = f16_at(x.add(208));
+        let sc8 = _mm_loadu_si128(x.add(192) as *const __m128i); // [16] i8 scales
+        let sc16 = _mm256_cvtepi8_epi16(sc8); // [16] i16, for the offset term
+        let mut isum = [_mm256_setzero_si256(); B];
+        for h in 0..2 {
+            // [8] i32, lane j = scale 8h+j in both i16 halves.
+            let s32 = _mm256_cvtepi8_epi32(if h == 0 { sc8 } else { _mm_srli_si128(sc8, 8) });
+            let sdup = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+            let ql = x.add(64 * h);
+            let qh = load256(x.add(128 + 32 * h));
+            let (l0, l1) = (load256(ql), load256(ql.add(32)));
+            // Elements 32p..32p+32 of the half, p = 0..4 (see the layout in quant/q6_k.rs).
+            let e = [
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+            ];
+            // Piece p covers 16-element groups 2p (low 128 bits) and 2p+1 (high 128 bits).
+            let sv = [
+                _mm256_permutevar8x32_epi32(sdup, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                _mm256_permutevar8x32_epi32(sdup, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+                _mm256_permutevar8x32_epi32(sdup, _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5)),
+                _mm256_permutevar8x32_epi32(sdup, _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)),
+            ];
+            for (k, isum) in isum.iter_mut().enumerate() {
+                let y = a.add(k * stride + i * Q8K_BYTES + Q8K_QS + 128 * h);
+                for p in 0..4 {
+                    *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(e[p], load256(y.add(32 * p))), sv[p]);
+                }
+            }
+        }
+        for k in 0..B {
+            let y = a.add(k * stride + i * Q8K_BYTES);
+            let off = _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16);
+            // 32 (= 1 << 5): the code midpoint removed from every element.
+            let s = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * f32_at(y)), _mm256_cvtepi32_ps(s), acc[k]);
+        }
+    }
+    for (k, acc) in acc.iter().enumerate() {
+        *out.add(k) = hsum256(*acc);
+    }
+}

@@ -1,0 +1,298 @@
+//! Parity of every SIMD kernel tier with the scalar reference (`turboinfer::quant`).
+//!
+//! Error budget: the integer block sums of the SIMD kernels are exact (checked: they use the same
+//! integer codes, i32 accumulation, and the same `bsums`/`s` offset terms as the reference), so the only
+//! difference is the order of f32 accumulation of the per-block (or per-element, for F32/F16) terms.
+//! Reordering a sum of `t` rounded terms changes it by at most about `t * eps * Σ|terms|`; we allow
+//! `BUDGET_FACTOR * (t + 16) * eps * Σ|w_i a_i|` (t = blocks, or elements for float rows) and print the
+//! worst observed `err / (eps * Σ|w_i a_i|)` so regressions toward the budget are visible.
+//! The batch kernel must equal the single-vector kernel of the same tier bit for bit, and the SIMD
+//! activation quantizers must equal the reference byte for byte.
+
+#[path = "quant_support/mod.rs"]
+mod quant_support;
+mod common;
+
+use quant_support::{activations, random_row, Rng};
+use turboinfer::cpu::{cpu_features, CpuFeatures};
+use turboinfer::gguf::GgufFile;
+use turboinfer::kernels::{parse_override, KernelError, KernelSet, Tier};
+use turboinfer::quant::{self, GgmlType};
+
+/// Safety factor over the first-order reordering bound.
+const BUDGET_FACTOR: f64 = 2.0;
+
+/// The weight types of our models plus the other types the reference supports.
+const TYPES: [GgmlType; 8] =
+    [GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
+/// Tiers this CPU runs (printing the ones skipped and why).
+fn tiers() -> Vec<&'static KernelSet> {
+    let mut v = Vec::new();
+    for t in Tier::ALL {
+        match KernelSet::for_tier(t) {
+            Ok(k) => v.push(k),
+            Err(e) => eprintln!("skipping tier {t}: {e}"),
+        }
+    }
+    v
+}
+
+/// Row lengths to test for `ty`: one block, a few blocks, and the models' real row lengths.
+fn lengths(ty: GgmlType) -> Vec<usize> {
+    match ty.block_size() {
+        1 => vec![1, 7, 8, 17, 33, 896, 1536, 4864],
+        32 => vec![32, 96, 896, 1536, 4864, 8960],
+        _ => vec![256, 768, 1536, 4864, 8960],
+    }
+}
+
+/// Σ|w_i a_i| over the dequantized row and activations, plus Σ|m_b s_b| for Q8_1 pairings.
+fn magnitude(ty: GgmlType, n: usize, w: &[u8], act: &[u8]) -> f64 {
+    let (_, mut mag) = quant_support::reference_dot(ty, n, w, act);
+    if quant::activation_type(ty) == GgmlType::Q8_1 {
+        let f16 = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32() as f64;
+        for (wb, ab) in w.chunks_exact(ty.type_size()).zip(act.chunks_exact(36)) {
+            mag += (f16(&wb[2..4]) * f16(&ab[2..4])).abs();
+        }
+    }
+    mag
+}
+
+/// Number of sequentially accumulated float terms of a row of `n` elements of `ty`.
+fn terms(ty: GgmlType, n: usize) -> usize {
+    n / ty.block_size()
+}
+
+/// Quantizes `x` to `ty`'s activation format with the reference quantizer.
+fn quantize_act(ty: GgmlType, x: &[f32]) -> Vec<u8> {
+    let at = quant::activation_type(ty);
+    let mut a = vec![0u8; quant::row_size(at, x.len()).unwrap()];
+    quant::quantize_row(at, x, &mut a).unwrap();
+    a
+}
+
+/// Compares one tier's `vec_dot` with the reference on (w, act); returns err / (eps * magnitude).
+fn check_dot(k: &KernelSet, ty: GgmlType, n: usize, w: &[u8], act: &[u8], what: &str) -> f64 {
+    let want = quant::vec_dot(ty, n, w, act).unwrap() as f64;
+    let got = (k.vec_dot(ty).unwrap())(n, w, act) as f64;
+    let mag = magnitude(ty, n, w, act);
+    let eps = f32::EPSILON as f64;
+    let budget = BUDGET_FACTOR * (terms(ty, n) + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
+    let err = (got - want).abs();
+    assert!(
+        err <= budget,
+        "{what}: tier {} {ty} n={n}: got {got}, reference {want}, err {err:e} > budget {budget:e} (mag {mag:e})",
+        k.tier()
+    );
+    if mag > 0.0 {
+        err / (eps * mag)
+    } else {
+        0.0
+    }
+}
+
+#[test]
+fn every_tier_matches_reference_on_random_rows() {
+    let mut rng = Rng::new(0x5eed);
+    for k in tiers() {
+        for ty in TYPES {
+            let mut worst = 0f64;
+            for n in lengths(ty) {
+                for _ in 0..6 {
+                    let w = random_row(&mut rng, ty, n);
+                    let act = quantize_act(ty, &activations(&mut rng, n));
+                    worst = worst.max(check_dot(k, ty, n, &w, &act, "random"));
+                }
+            }
+            eprintln!("tier {:<10} {:<5} random rows: worst err = {worst:.2} eps·Σ|wa|", k.tier().name(), ty.name());
+        }
+    }
+}
+
+#[test]
+fn every_tier_matches_reference_on_extreme_codes() {
+    // All-max and all-min code bytes (0x00, 0xFF, 0x80, 0x7F patterns) hit saturation corners of the
+    // u8×i8 pair sums; activations of full magnitude (±127 after quantization).
+    let mut rng = Rng::new(7);
+    for k in tiers() {
+        for ty in TYPES.into_iter().filter(|t| t.block_size() > 1) {
+            let n = 2 * ty.block_size().max(256);
+            for fill in [0x00u8, 0xFF, 0x80, 0x7F, 0x88] {
+                let mut w = random_row(&mut rng, ty, n);
+                let keep = random_row(&mut rng, ty, n); // scale fields come from here
+                w.iter_mut().for_each(|b| *b = fill);
+                restore_scales(ty, &mut w, &keep);
+                for sign in [1.0f32, -1.0] {
+                    let x: Vec<f32> = (0..n).map(|i| sign * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+                    check_dot(k, ty, n, &w, &quantize_act(ty, &x), "extreme");
+                }
+            }
+        }
+    }
+}
+
+/// Copies the f16 scale fields of each block from `src` into `dst` (so filled rows stay finite).
+fn restore_scales(ty: GgmlType, dst: &mut [u8], src: &[u8]) {
+    let fields: &[usize] = match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    };
+    let bs = ty.type_size();
+    for (d, s) in dst.chunks_exact_mut(bs).zip(src.chunks_exact(bs)) {
+        for &f in fields {
+            d[f..f + 2].copy_from_slice(&s[f..f + 2]);
+        }
+    }
+}
+
+#[test]
+fn batch_kernel_equals_repeated_single_kernel() {
+    let mut rng = Rng::new(11);
+    for k in tiers() {
+        for ty in TYPES {
+            let n = *lengths(ty).iter().find(|&&n| n >= 512).unwrap_or(&lengths(ty)[0]);
+            let w = random_row(&mut rng, ty, n);
+            let ab = quant::row_size(quant::activation_type(ty), n).unwrap();
+            // Padding between vectors (filled with garbage) must be ignored.
+            let stride = ab + 40;
+            let count = 11; // more than MAX_BATCH: exercises chunking
+            let mut acts = vec![0xA5u8; stride * count];
+            for v in 0..count {
+                acts[v * stride..v * stride + ab].copy_from_slice(&quantize_act(ty, &activations(&mut rng, n)));
+            }
+            let single = k.vec_dot(ty).unwrap();
+            let batch = k.vec_dot_batch(ty).unwrap();
+            for b in 1..=count {
+                let mut out = vec![f32::NAN; b];
+                // The last vector needs only `ab` bytes, not a whole stride.
+                batch(n, &w, &acts[..(b - 1) * stride + ab], stride, &mut out);
+                for (v, o) in out.iter().enumerate() {
+                    let s = single(n, &w, &acts[v * stride..v * stride + ab]);
+                    assert_eq!(o.to_bits(), s.to_bits(), "tier {} {ty} batch {b} vector {v}: {o} vs {s}", k.tier());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quantizers_are_bit_identical_to_reference() {
+    let mut rng = Rng::new(99);
+    let mut cases: Vec<Vec<f32>> = [256usize, 512, 4864, 8960].iter().map(|&n| activations(&mut rng, n)).collect();
+    // Rounding ties: 127 fixes the scale to exactly 1 (Q8_0) / -1 (Q8_K), the rest land on .5.
+    cases.push((0..256).map(|i| if i % 32 == 5 { 127.0 } else { (i % 200) as f32 - 100.5 }).collect());
+    // Equal magnitudes of both signs: the first one fixes Q8_K's sign.
+    cases.push((0..256).map(|i| if i == 3 { -5.0 } else if i == 7 { 5.0 } else { (i % 5) as f32 * 0.3 }).collect());
+    cases.push(vec![0.0; 256]);
+    cases.push((0..256).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }).collect());
+    // Non-finite and extreme values: NaN, ±inf, near f32::MAX, subnormals.
+    let mut special = activations(&mut rng, 512);
+    special[3] = f32::NAN;
+    special[40] = f32::INFINITY;
+    special[77] = f32::NEG_INFINITY;
+    special[300] = 3.0e38;
+    special[301] = -3.0e38;
+    cases.push(special);
+    cases.push((0..256).map(|i| (i as f32 - 128.0) * 1e-41).collect());
+    cases.push((0..256).map(|i| if i == 9 { f32::NAN } else { 0.0 }).collect());
+    for k in tiers() {
+        for ty in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F32] {
+            let q = k.quantize(ty).unwrap();
+            for (c, x) in cases.iter().enumerate() {
+                let len = quant::row_size(ty, x.len()).unwrap();
+                let (mut want, mut got) = (vec![0u8; len], vec![0x55u8; len]);
+                quant::quantize_row(ty, x, &mut want).unwrap();
+                q(x, &mut got);
+                if let Some(i) = (0..len).find(|&i| want[i] != got[i]) {
+                    panic!("tier {} quantizer {ty} case {c}: first differing byte {i}: {} vs reference {}", k.tier(), got[i], want[i]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_tier_matches_reference_on_real_model_rows() {
+    let mut rng = Rng::new(2024);
+    for model in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        let Some(path) = common::model_path(model) else { continue };
+        let g = GgufFile::open(&path).unwrap();
+        let mut per_type: Vec<(GgmlType, usize)> = Vec::new();
+        for info in g.tensors() {
+            let ty = info.ty;
+            if !TYPES.contains(&ty) || info.dims.len() < 2 {
+                continue;
+            }
+            // At most 3 matrices per type per model (the embedding/output matrix is the largest).
+            let seen = per_type.iter_mut().find(|e| e.0 == ty);
+            match seen {
+                Some(e) if e.1 >= 3 => continue,
+                Some(e) => e.1 += 1,
+                None => per_type.push((ty, 1)),
+            }
+            let n = info.row_len();
+            let rb = info.row_bytes();
+            let data = g.data_of(info);
+            let rows = info.n_rows();
+            let sets = tiers();
+            let mut worst = vec![0f64; sets.len()];
+            for _ in 0..6 {
+                let r = (rng.next_u64() % rows as u64) as usize;
+                let w = &data[r * rb..(r + 1) * rb];
+                let act = quantize_act(ty, &activations(&mut rng, n));
+                for (s, k) in sets.iter().enumerate() {
+                    worst[s] = worst[s].max(check_dot(k, ty, n, w, &act, &format!("{model} {}", info.name)));
+                }
+            }
+            let summary: Vec<String> = sets.iter().zip(&worst).map(|(k, w)| format!("{}={w:.2}", k.tier().name())).collect();
+            eprintln!("{model} {} ({ty}, {rows}x{n}): worst err/(eps·Σ|wa|): {}", info.name, summary.join(" "));
+        }
+    }
+}
+
+#[test]
+fn tier_selection_and_override() {
+    let f = cpu_features();
+    for t in Tier::ALL {
+        assert_eq!(KernelSet::for_tier(t).is_ok(), t.supported(f), "{t}");
+        assert_eq!(parse_override(t.name(), f).is_ok(), t.supported(f), "{t}");
+        if let Ok(k) = KernelSet::for_tier(t) {
+            assert_eq!(k.tier(), t);
+        }
+    }
+    // The best tier is what the selection picks without an override (the test runner does not set it,
+    // unless a tier is forced for the whole run, which must then be honoured).
+    let k = turboinfer::kernels::try_kernels().expect("valid selection");
+    match std::env::var(turboinfer::kernels::OVERRIDE_ENV) {
+        Ok(s) if !s.trim().is_empty() => assert_eq!(k.tier(), parse_override(&s, f).unwrap()),
+        _ => assert_eq!(k.tier(), Tier::best(f)),
+    }
+    // A CPU without AVX-512 refuses the AVX-512 tiers with the missing feature named.
+    let avx2_only = CpuFeatures { avx2: true, fma: true, f16c: true, ..CpuFeatures::default() };
+    let e = parse_override("avx512vnni", &avx2_only).unwrap_err();
+    assert!(matches!(e, KernelError::Unsupported { tier: Tier::Avx512Vnni, .. }), "{e}");
+    assert!(matches!(parse_override("avx512", &CpuFeatures::default()), Err(KernelError::Unsupported { .. })));
+    assert!(matches!(parse_override("fastest", f), Err(KernelError::UnknownTier(_))));
+}
+
+#[test]
+fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
+    for k in tiers() {
+        for ty in TYPES {
+            let n = 256;
+            let w = vec![0u8; quant::row_size(ty, n).unwrap()];
+            let a = vec![0u8; quant::row_size(quant::activation_type(ty), n).unwrap()];
+            let dot = k.vec_dot(ty).unwrap();
+            let short = std::panic::catch_unwind(|| dot(n, &w[..w.len() - 1], &a));
+            let short_a = std::panic::catch_unwind(|| dot(n, &w, &a[..a.len() - 1]));
+            // The scalar reference slices (panics) or stops early; SIMD entry points assert. Either way
+            // no out-of-bounds read happens; a result is only acceptable from the scalar tier.
+            if k.tier() != Tier::Scalar {
+                assert!(short.is_err() && short_a.is_err(), "tier {} {ty} accepted a short buffer", k.tier());
+            }
+        }
+    }
+}
