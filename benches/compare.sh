@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Side-by-side speed of TurboInfer and llama.cpp on the same GGUF files, same thread count, in one
+# run (these machines are noisy: only ratios from one run mean anything). Prints a markdown table.
+#   benches/compare.sh [MODEL_NAME...]   (default: the three models, when fetched)
+# Env: REPS (default 3), PP (default 64), TG (default 64), THREADS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODELS_DIR=${TURBOINFER_MODELS_DIR:-/var/lib/turboinfer/models}
+REPS=${REPS:-3} PP=${PP:-64} TG=${TG:-64} THREADS=${THREADS:-2}
+names=("$@"); [[ ${#names[@]} -gt 0 ]] || names=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
+bin=$(benches/llamacpp.sh build)
+cargo bench -q --bench e2e --no-run >/dev/null 2>&1
+out=$(mktemp -d)
+for n in "${names[@]}"; do
+  m="$MODELS_DIR/$n.gguf"; [[ -f $m ]] || { echo "skipping $n: $m not found" >&2; continue; }
+  # Alternate the two engines so drift in machine load hits both alike.
+  cargo bench -q --bench e2e -- --reps "$REPS" --pp "$PP" --tg "$TG" -t "$THREADS" "$m" >"$out/$n.ours"
+  "$bin/llama-bench" -m "$m" -t "$THREADS" -r "$REPS" -p "$PP" -n "$TG" -o json >"$out/$n.llama" 2>/dev/null
+done
+python3 - "$out" "$PP" "$TG" "${names[@]}" <<'PY'
+import json, sys, os, re
+out, pp, tg, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+print(f"| model | test | TurboInfer tok/s | llama.cpp tok/s | ratio |")
+print("|---|---|---|---|---|")
+for n in names:
+    if not os.path.exists(f"{out}/{n}.ours"): continue
+    ours = {}
+    for line in open(f"{out}/{n}.ours"):
+        m = re.match(r"\|\s*\S+\s*\|\s*(pp\d+|tg\d+)\s*\|\s*([\d.]+)", line)
+        if m: ours[m.group(1)] = float(m.group(2))
+    llama = {}
+    for r in json.load(open(f"{out}/{n}.llama")):
+        key = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+        # llama-bench reports per-run samples; take their median like ours.
+        s = sorted(r.get("samples_ts") or [r["avg_ts"]]); llama[key] = s[len(s)//2]
+    for k in (f"pp{pp}", f"tg{tg}"):
+        if k in ours and k in llama:
+            print(f"| {n} | {k} | {ours[k]:.1f} | {llama[k]:.1f} | {ours[k]/llama[k]:.2f} |")
+PY
+rm -rf "$out"

@@ -1,0 +1,100 @@
+//! End-to-end prompt-processing and decode speed, measured the way llama.cpp's `llama-bench` does
+//! (pp N: one batch of N tokens into an empty cache; tg N: N single-token steps from an empty cache),
+//! so the two can be run side by side (`benches/compare.sh`).
+//!
+//! cargo bench --bench e2e -- [--reps R] [--pp N] [--tg N] [-t THREADS] MODEL.gguf...
+
+use std::time::Instant;
+use turboinfer::model::{Logits, Model};
+use turboinfer::runtime::Runtime;
+
+/// Parsed command line.
+struct Args {
+    reps: usize,
+    pp: usize,
+    tg: usize,
+    threads: usize,
+    models: Vec<String>,
+}
+
+/// Reads the command line (cargo bench passes `--bench`, which is ignored).
+fn parse_args() -> Args {
+    let mut a = Args { reps: 3, pp: 64, tg: 64, threads: 2, models: Vec::new() };
+    let mut it = std::env::args().skip(1);
+    while let Some(s) = it.next() {
+        let mut num = |name: &str| -> usize {
+            it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number"))
+        };
+        match s.as_str() {
+            "--bench" => {}
+            "--reps" => a.reps = num("--reps"),
+            "--pp" => a.pp = num("--pp"),
+            "--tg" => a.tg = num("--tg"),
+            "-t" | "--threads" => a.threads = num("-t"),
+            _ => a.models.push(s),
+        }
+    }
+    a
+}
+
+/// Median of a non-empty list.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Deterministic pseudo-random token ids below `vocab` (llama-bench also feeds random tokens).
+fn tokens(n: usize, vocab: usize) -> Vec<u32> {
+    // SplitMix64 step: a fixed, well-mixed sequence; the content does not change the cost.
+    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// Index of the largest logit.
+fn argmax(v: &[f32]) -> u32 {
+    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as u32
+}
+
+fn main() {
+    let a = parse_args();
+    let rt = Runtime::new(a.threads).expect("thread pool");
+    println!("| model | test | tok/s (median of {}) | runs |", a.reps);
+    println!("|---|---|---|---|");
+    for path in &a.models {
+        let model = Model::load(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let vocab = model.config().vocab_size;
+        let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().to_string();
+        let prompt = tokens(a.pp, vocab);
+        // One untimed warm-up pass pages the weights in, as llama-bench's warm-up run does.
+        let mut cache = model.new_cache(a.pp.max(a.tg) + 1);
+        model.forward(&rt, &mut cache, &prompt[..a.pp.min(8)], Logits::Last).expect("warm-up");
+        let mut pp = Vec::new();
+        let mut tg = Vec::new();
+        for _ in 0..a.reps {
+            cache.clear();
+            let t = Instant::now();
+            model.forward(&rt, &mut cache, &prompt, Logits::Last).expect("pp");
+            pp.push(a.pp as f64 / t.elapsed().as_secs_f64());
+
+            cache.clear();
+            let mut tok = prompt[0];
+            let t = Instant::now();
+            for _ in 0..a.tg {
+                let logits = model.forward(&rt, &mut cache, &[tok], Logits::Last).expect("tg");
+                tok = argmax(&logits);
+            }
+            tg.push(a.tg as f64 / t.elapsed().as_secs_f64());
+        }
+        let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
+        println!("| {name} | pp{} | {:.1} | {} |", a.pp, median(pp.clone()), fmt(&pp));
+        println!("| {name} | tg{} | {:.1} | {} |", a.tg, median(tg.clone()), fmt(&tg));
+    }
+}
