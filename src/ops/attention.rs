@@ -26,7 +26,8 @@ pub enum KvView<'a> {
 /// How the attention arithmetic is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttnPrecision {
-    /// Scores and the weighted V sum in f32 from the (widened) cache values, plain softmax.
+    /// (Default.) Scores and the weighted V sum in f32 from the (widened) cache values, plain softmax.
+    #[default]
     Exact,
     /// llama.cpp's CPU flash attention (ggml-cpu `ggml_compute_forward_flash_attn_ext_f16`):
     /// batches of fewer than `GGML_FA_TILE_Q` queries (decode, short prompts) take its one-chunk
@@ -34,7 +35,6 @@ pub enum AttnPrecision {
     /// accumulates `Σ p·V` in an f16 vector (rescaled and rounded at every key); larger batches take
     /// its tiled path, which widens K/V to f32 and accumulates in f32 (same results as `Exact` up to
     /// f32 summation order). With an f32 cache both paths are f32 (online softmax).
-    #[default]
     GgmlF16,
 }
 
