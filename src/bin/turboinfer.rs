@@ -3,6 +3,7 @@
 //! ```text
 //! turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
 //!                 [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
+//!                 [--kv-type f16|f32] [--attn-precision ggml|exact]
 //! turboinfer info -m MODEL.gguf
 //! ```
 
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use turboinfer::generate::{generate, GenerateParams, Generation};
 use turboinfer::gguf::GgufFile;
-use turboinfer::model::Model;
+use turboinfer::model::{Model, ModelOptions};
 use turboinfer::runtime::Runtime;
 use turboinfer::sampler::SamplerConfig;
 use turboinfer::tokenizer::Tokenizer;
@@ -20,6 +21,7 @@ use turboinfer::tokenizer::Tokenizer;
 const USAGE: &str = "usage:
   turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
                   [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
+                  [--kv-type f16|f32] [--attn-precision ggml|exact]
   turboinfer info -m MODEL.gguf";
 
 /// Default KV-cache size in positions (clamped to the model's training context).
@@ -47,6 +49,8 @@ struct RunArgs {
     stop: Vec<String>,
     json: bool,
     parse_special: bool,
+    /// KV cache type and attention arithmetic (`--kv-type`, `--attn-precision`).
+    opts: ModelOptions,
 }
 
 /// Parses `args` (without the program name).
@@ -67,6 +71,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         stop: Vec::new(),
         json: false,
         parse_special: true,
+        opts: ModelOptions::default(),
     };
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
@@ -92,6 +97,8 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
             "--stop" => run.stop.push(val(a)?),
             "--json" => run.json = true,
             "--no-special" => run.parse_special = false,
+            "--kv-type" => run.opts.kv_dtype = val(a)?.parse()?,
+            "--attn-precision" => run.opts.attn_precision = val(a)?.parse()?,
             _ => return Err(format!("unknown option {a:?}")),
         }
     }
@@ -113,7 +120,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
-    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?;
+    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?.with_options(a.opts);
     let tok = Tokenizer::from_gguf(&file).map_err(|e| format!("cannot load tokenizer of {}: {e}", a.model))?;
     let rt = Runtime::new(a.threads).map_err(|e| e.to_string())?;
     let mut cache = model.new_cache(a.ctx);
@@ -261,5 +268,23 @@ mod tests {
         assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--bogus"])).unwrap_err().contains("unknown option"));
         assert!(parse_args(&args(&["info", "-m", "x", "-p", "y"])).is_err());
         assert!(parse_args(&args(&["frobnicate", "-m", "x"])).is_err());
+    }
+
+    #[test]
+    fn parses_precision_options() {
+        use turboinfer::model::KvDtype;
+        use turboinfer::ops::AttnPrecision;
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else { panic!() };
+        assert_eq!(r.opts, ModelOptions::default());
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "f32", "--attn-precision", "exact"])).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F32, AttnPrecision::Exact));
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "f16", "--attn-precision", "ggml"])).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F16, AttnPrecision::GgmlF16));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "q8"])).unwrap_err().contains("KV cache type"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--attn-precision", "fast"])).unwrap_err().contains("attention precision"));
     }
 }

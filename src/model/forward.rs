@@ -1,7 +1,7 @@
 //! The model object and its forward pass (llama / qwen2 / qwen3 decoder blocks).
 
 use super::weights::{Matrix, Weights};
-use super::{Config, KvCache, ModelError};
+use super::{Config, KvCache, ModelError, ModelOptions};
 use crate::gguf::GgufFile;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
 use crate::quant;
@@ -23,6 +23,7 @@ pub struct Model {
     file: Arc<GgufFile>,
     cfg: Config,
     w: Weights,
+    opts: ModelOptions,
 }
 
 impl std::fmt::Debug for Model {
@@ -42,7 +43,7 @@ impl Model {
     pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
         let cfg = Config::from_gguf(&file)?;
         let w = Weights::load(&file, &cfg)?;
-        Ok(Model { file, cfg, w })
+        Ok(Model { file, cfg, w, opts: ModelOptions::default() })
     }
 
     /// The hyper-parameters.
@@ -60,9 +61,27 @@ impl Model {
         &self.w
     }
 
-    /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context).
+    /// The numeric options in effect.
+    pub fn options(&self) -> ModelOptions {
+        self.opts
+    }
+
+    /// Replaces the numeric options (affects later `forward` calls and caches made by `new_cache`;
+    /// an existing cache keeps its element type).
+    pub fn set_options(&mut self, opts: ModelOptions) {
+        self.opts = opts;
+    }
+
+    /// Builder form of `set_options`.
+    pub fn with_options(mut self, opts: ModelOptions) -> Model {
+        self.opts = opts;
+        self
+    }
+
+    /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context), of the
+    /// element type in `options().kv_dtype`.
     pub fn new_cache(&self, n_ctx: usize) -> KvCache {
-        KvCache::new(&self.cfg, n_ctx)
+        KvCache::with_dtype(&self.cfg, n_ctx, self.opts.kv_dtype)
     }
 
     /// Runs `tokens` at positions `cache.len()..` through the network, appends their keys and
@@ -127,9 +146,8 @@ impl Model {
                 rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
             }
             cache.store(l, &k, &v);
-            let (kc, vc) = cache.layer(l);
             let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
-            ops::attention(&q, kc, vc, shape, &mut att);
+            ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
             mul(f, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
             add_in_place(&mut x, &proj);
 

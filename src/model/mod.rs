@@ -4,10 +4,12 @@ mod config;
 mod error;
 mod forward;
 mod kv_cache;
+mod options;
 mod weights;
 
 pub use config::{Arch, Config};
 pub use error::ModelError;
 pub use forward::{Logits, Model};
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, KvDtype};
+pub use options::ModelOptions;
 pub use weights::{LayerWeights, Matrix, Weights};

@@ -1,5 +1,6 @@
-//! Causal grouped-query attention over an f32 KV cache.
+//! Causal grouped-query attention over an f32 or f16 KV cache, in two precision modes.
 
+use super::f16::{self as h16, f16};
 use super::softmax::softmax_in_place;
 use rayon::prelude::*;
 
@@ -15,51 +16,197 @@ pub struct AttnShape {
     pub pos0: usize,
 }
 
+/// One layer's cached keys and values, `[n_kv_heads, max_seq, head_dim]` each, in the cache's type.
+#[derive(Debug, Clone, Copy)]
+pub enum KvView<'a> {
+    F32 { k: &'a [f32], v: &'a [f32] },
+    F16 { k: &'a [f16], v: &'a [f16] },
+}
+
+/// How the attention arithmetic is carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttnPrecision {
+    /// (Default.) Scores and the weighted V sum in f32 from the (widened) cache values, plain softmax.
+    #[default]
+    Exact,
+    /// llama.cpp's CPU flash attention (ggml-cpu `ggml_compute_forward_flash_attn_ext_f16`):
+    /// batches of fewer than `GGML_FA_TILE_Q` queries (decode, short prompts) take its one-chunk
+    /// path, which with an f16 cache rounds Q to f16 for the K dot, runs an online softmax and
+    /// accumulates `Σ p·V` in an f16 vector (rescaled and rounded at every key); larger batches take
+    /// its tiled path, which widens K/V to f32 and accumulates in f32 (same results as `Exact` up to
+    /// f32 summation order). With an f32 cache both paths are f32 (online softmax).
+    GgmlF16,
+}
+
+impl std::str::FromStr for AttnPrecision {
+    type Err = String;
+    /// Parses `exact` or `ggml` (also `ggml-f16`).
+    fn from_str(s: &str) -> Result<AttnPrecision, String> {
+        match s {
+            "exact" => Ok(AttnPrecision::Exact),
+            "ggml" | "ggml-f16" => Ok(AttnPrecision::GgmlF16),
+            _ => Err(format!("unknown attention precision `{s}` (expected exact or ggml)")),
+        }
+    }
+}
+
+/// ggml's `GGML_FA_TILE_Q`: from this many query rows per batch on, ggml-cpu uses its tiled (f32
+/// GEMM) flash-attention path instead of the per-row one-chunk path.
+pub const GGML_FA_TILE_Q: usize = 64;
+
+/// A cache element that widens to f32.
+trait Elem: Copy + Send + Sync {
+    /// The value as f32 (exact for f16).
+    fn f(self) -> f32;
+}
+
+impl Elem for f32 {
+    /// Identity.
+    #[inline]
+    fn f(self) -> f32 {
+        self
+    }
+}
+
+impl Elem for f16 {
+    /// Exact widening.
+    #[inline]
+    fn f(self) -> f32 {
+        self.to_f32()
+    }
+}
+
 /// Causal GQA attention for `T` query tokens at positions `pos0..pos0+T`.
 ///
 /// - `q`: `[T, n_heads, head_dim]`
-/// - `k`, `v`: one layer's cache, `[n_kv_heads, max_seq, head_dim]`, filled up to `pos0 + T`
+/// - `kv`: one layer's cache, `[n_kv_heads, max_seq, head_dim]` each, filled up to `pos0 + T`
 /// - `out`: `[T, n_heads, head_dim]`
 ///
 /// Query head `h` reads KV head `h / (n_heads / n_kv_heads)` (ggml's broadcast); scores are scaled
 /// by `1/sqrt(head_dim)`. Parallel over (token, head) pairs: call inside `Runtime::install`.
-pub fn attention(q: &[f32], k: &[f32], v: &[f32], shape: AttnShape, out: &mut [f32]) {
-    let AttnShape { n_heads, n_kv_heads, head_dim: hd, max_seq, pos0 } = shape;
+pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecision, out: &mut [f32]) {
+    let AttnShape { n_heads, n_kv_heads, head_dim: hd, max_seq, .. } = shape;
     assert!(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "heads must be a multiple of kv heads");
     assert_eq!(q.len(), out.len(), "attention q/out shape mismatch");
     assert_eq!(q.len() % (n_heads * hd), 0, "attention q shape");
     let n_tok = q.len() / (n_heads * hd);
-    assert!(pos0 + n_tok <= max_seq, "attention beyond cache capacity");
-    assert!(k.len() >= n_kv_heads * max_seq * hd && v.len() >= n_kv_heads * max_seq * hd, "cache shape");
-    let group = n_heads / n_kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
-
-    out.par_chunks_mut(hd).enumerate().for_each_init(
-        || Vec::with_capacity(pos0 + n_tok), // scores scratch: [n_ctx]
-        |scores: &mut Vec<f32>, (idx, o)| {
-            let (t, h) = (idx / n_heads, idx % n_heads);
-            let kvh = h / group;
-            let n_ctx = pos0 + t + 1; // causal: positions 0..=pos0+t
-            let qh = &q[idx * hd..(idx + 1) * hd];
-            let kh = &k[kvh * max_seq * hd..(kvh * max_seq + n_ctx) * hd]; // [n_ctx, hd]
-            let vh = &v[kvh * max_seq * hd..(kvh * max_seq + n_ctx) * hd]; // [n_ctx, hd]
-            scores.clear();
-            scores.extend(kh.chunks_exact(hd).map(|kr| dot(qh, kr) * scale));
-            softmax_in_place(scores);
-            o.fill(0.0);
-            for (&p, vr) in scores.iter().zip(vh.chunks_exact(hd)) {
-                for (acc, &x) in o.iter_mut().zip(vr) {
-                    *acc += p * x;
-                }
+    assert!(shape.pos0 + n_tok <= max_seq, "attention beyond cache capacity");
+    let need = n_kv_heads * max_seq * hd;
+    let one_chunk = prec == AttnPrecision::GgmlF16 && n_tok < GGML_FA_TILE_Q;
+    match kv {
+        KvView::F32 { k, v } => {
+            assert!(k.len() >= need && v.len() >= need, "cache shape");
+            if one_chunk {
+                run(q, shape, out, |qh, n_ctx, kvh, o, _| online_f32(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o));
+            } else {
+                run(q, shape, out, |qh, n_ctx, kvh, o, sc| exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc));
             }
+        }
+        KvView::F16 { k, v } => {
+            assert!(k.len() >= need && v.len() >= need, "cache shape");
+            if one_chunk {
+                run(q, shape, out, |qh, n_ctx, kvh, o, _| ggml_one_chunk_f16(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o));
+            } else {
+                run(q, shape, out, |qh, n_ctx, kvh, o, sc| exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc));
+            }
+        }
+    }
+}
+
+/// The first `n_ctx` cached rows of KV head `kvh`: `[n_ctx, head_dim]`.
+#[inline]
+fn rows<T>(c: &[T], kvh: usize, n_ctx: usize, s: AttnShape) -> &[T] {
+    &c[kvh * s.max_seq * s.head_dim..(kvh * s.max_seq + n_ctx) * s.head_dim]
+}
+
+/// Runs `f(q_row, n_ctx, kv_head, out_row, scores_scratch)` for every (token, head) pair in parallel.
+fn run<F>(q: &[f32], s: AttnShape, out: &mut [f32], f: F)
+where
+    F: Fn(&[f32], usize, usize, &mut [f32], &mut Vec<f32>) + Send + Sync,
+{
+    let hd = s.head_dim;
+    let group = s.n_heads / s.n_kv_heads;
+    out.par_chunks_mut(hd).enumerate().for_each_init(
+        || Vec::with_capacity(s.pos0 + 1), // scores scratch: [n_ctx]
+        |scores: &mut Vec<f32>, (idx, o)| {
+            let (t, h) = (idx / s.n_heads, idx % s.n_heads);
+            let n_ctx = s.pos0 + t + 1; // causal: positions 0..=pos0+t
+            f(&q[idx * hd..(idx + 1) * hd], n_ctx, h / group, o, scores);
         },
     );
 }
 
-/// Plain f32 dot product.
+/// `1/sqrt(head_dim)`, computed in f32 as llama.cpp's `kq_scale` is.
 #[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+fn kq_scale(hd: usize) -> f32 {
+    1.0 / (hd as f32).sqrt()
+}
+
+/// Exact mode for one query row: f32 scores, plain softmax, f32 weighted V sum.
+/// `kh`, `vh`: `[n_ctx, hd]`.
+fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scores: &mut Vec<f32>) {
+    let scale = kq_scale(hd);
+    scores.clear();
+    scores.extend(kh.chunks_exact(hd).map(|kr| qh.iter().zip(kr).map(|(&a, &b)| a * b.f()).sum::<f32>() * scale));
+    softmax_in_place(scores);
+    o.fill(0.0);
+    for (&p, vr) in scores.iter().zip(vh.chunks_exact(hd)) {
+        for (acc, &x) in o.iter_mut().zip(vr) {
+            *acc += p * x.f();
+        }
+    }
+}
+
+/// ggml's one-chunk flash attention for one query row over an f32 cache: f32 dot, online softmax
+/// (rescale the accumulator when a new maximum appears), f32 accumulator, divide by the sum at the end.
+fn online_f32(qh: &[f32], kh: &[f32], vh: &[f32], hd: usize, o: &mut [f32]) {
+    let scale = kq_scale(hd);
+    let (mut m, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    o.fill(0.0);
+    for (kr, vr) in kh.chunks_exact(hd).zip(vh.chunks_exact(hd)) {
+        let s = qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
+        let (mut ms, mut vs) = (1.0f32, 1.0f32);
+        if s > m {
+            ms = (m - s).exp();
+            m = s;
+            o.iter_mut().for_each(|a| *a *= ms);
+        } else {
+            vs = (s - m).exp();
+        }
+        for (a, &x) in o.iter_mut().zip(vr) {
+            *a = x.mul_add(vs, *a);
+        }
+        sum = sum * ms + vs;
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    o.iter_mut().for_each(|a| *a *= inv);
+}
+
+/// ggml's one-chunk flash attention for one query row over an f16 cache: Q rounded to f16, f16·f16
+/// dot in f32, online softmax, and the `Σ p·V` accumulator kept in f16 (`ggml_vec_scale_f16` on a
+/// new maximum, `ggml_vec_mad_f16` per key), widened and divided by the f32 sum at the end.
+fn ggml_one_chunk_f16(qh: &[f32], kh: &[f16], vh: &[f16], hd: usize, o: &mut [f32]) {
+    let scale = kq_scale(hd);
+    let mut q16 = vec![f16::ZERO; hd]; // [hd]
+    h16::to_f16(&mut q16, qh);
+    let mut acc = vec![f16::ZERO; hd]; // [hd] the f16 VKQ accumulator
+    let (mut m, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    for (kr, vr) in kh.chunks_exact(hd).zip(vh.chunks_exact(hd)) {
+        let s = h16::dot_f16(&q16, kr) * scale;
+        let (mut ms, mut vs) = (1.0f32, 1.0f32);
+        if s > m {
+            ms = (m - s).exp();
+            m = s;
+            h16::scale_f16(&mut acc, ms);
+        } else {
+            vs = (s - m).exp();
+        }
+        h16::mad_f16(&mut acc, vr, vs);
+        sum = sum * ms + vs;
+    }
+    h16::to_f32(o, &acc);
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    o.iter_mut().for_each(|a| *a *= inv);
 }
 
 #[cfg(test)]
@@ -94,20 +241,67 @@ mod tests {
         out
     }
 
+    /// Runs `attention` on f32 `k`/`v` stored as `dtype` (`true` = f16) in mode `prec`.
+    fn run_mode(q: &[f32], k: &[f32], v: &[f32], s: AttnShape, f16_cache: bool, prec: AttnPrecision) -> Vec<f32> {
+        let mut out = vec![0.0; q.len()];
+        let rt = crate::runtime::Runtime::new(2).unwrap();
+        if f16_cache {
+            let (mut k16, mut v16) = (vec![f16::ZERO; k.len()], vec![f16::ZERO; v.len()]);
+            h16::to_f16(&mut k16, k);
+            h16::to_f16(&mut v16, v);
+            rt.install(|| attention(q, KvView::F16 { k: &k16, v: &v16 }, s, prec, &mut out));
+        } else {
+            rt.install(|| attention(q, KvView::F32 { k, v }, s, prec, &mut out));
+        }
+        out
+    }
+
+    /// `x` rounded to f16 and back.
+    fn r16(x: &[f32]) -> Vec<f32> {
+        x.iter().map(|&v| f16::from_f32(v).to_f32()).collect()
+    }
+
     #[test]
-    fn gqa_causal_matches_naive() {
+    fn gqa_causal_matches_naive_in_every_mode() {
         let (nh, nkv, hd, max_seq, pos0, n_tok) = (6, 2, 8, 16, 3, 4);
         let f = |i: usize, s: f32| ((i as f32) * s).sin();
         let q: Vec<f32> = (0..n_tok * nh * hd).map(|i| f(i, 0.31)).collect();
         let k: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.17)).collect();
         let v: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.23)).collect();
-        let mut out = vec![0.0; q.len()];
-        let rt = crate::runtime::Runtime::new(2).unwrap();
-        rt.install(|| attention(&q, &k, &v, AttnShape { n_heads: nh, n_kv_heads: nkv, head_dim: hd, max_seq, pos0 }, &mut out));
+        let s = AttnShape { n_heads: nh, n_kv_heads: nkv, head_dim: hd, max_seq, pos0 };
         let want = naive(&q, &k, &v, nh, nkv, hd, max_seq, pos0);
-        for i in 0..out.len() {
-            assert!((out[i] - want[i]).abs() < 1e-5, "{i}: {} vs {}", out[i], want[i]);
+        let want16 = naive(&q, &r16(&k), &r16(&v), nh, nkv, hd, max_seq, pos0);
+        // (f16 cache, mode, reference, tolerance): the f16 one-chunk path rounds Q and the
+        // accumulator to f16 (relative step 2^-11), so it only matches to ~1e-3 on values of size ~1.
+        let cases = [
+            (false, AttnPrecision::Exact, &want, 1e-5),
+            (false, AttnPrecision::GgmlF16, &want, 1e-5),
+            (true, AttnPrecision::Exact, &want16, 1e-5),
+            (true, AttnPrecision::GgmlF16, &want16, 4e-3),
+        ];
+        for (c16, prec, reference, tol) in cases {
+            let out = run_mode(&q, &k, &v, s, c16, prec);
+            for i in 0..out.len() {
+                assert!((out[i] - reference[i]).abs() < tol, "{c16} {prec:?} {i}: {} vs {}", out[i], reference[i]);
+            }
         }
+        // The f16 one-chunk path really differs from exact arithmetic on the same cache.
+        let g = run_mode(&q, &k, &v, s, true, AttnPrecision::GgmlF16);
+        assert!(g.iter().zip(&want16).any(|(a, b)| a != b as &f32));
+    }
+
+    #[test]
+    fn ggml_mode_uses_f32_tiled_path_for_large_batches() {
+        // From GGML_FA_TILE_Q query rows on, ggml accumulates in f32: equal to Exact up to f32 rounding.
+        let (nh, nkv, hd, max_seq, pos0, n_tok) = (2, 1, 8, 80, 0, GGML_FA_TILE_Q);
+        let f = |i: usize, s: f32| ((i as f32) * s).sin();
+        let q: Vec<f32> = (0..n_tok * nh * hd).map(|i| f(i, 0.31)).collect();
+        let k: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.17)).collect();
+        let v: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.23)).collect();
+        let s = AttnShape { n_heads: nh, n_kv_heads: nkv, head_dim: hd, max_seq, pos0 };
+        let a = run_mode(&q, &k, &v, s, true, AttnPrecision::GgmlF16);
+        let b = run_mode(&q, &k, &v, s, true, AttnPrecision::Exact);
+        assert_eq!(a, b);
     }
 
     #[test]
@@ -117,8 +311,11 @@ mod tests {
         let q = vec![1.0f32, 2.0, 3.0, 4.0];
         let k = vec![0.5f32; max_seq * hd];
         let v = vec![9.0f32, 8.0, 7.0, 6.0, 0.0, 0.0, 0.0, 0.0];
-        let mut out = vec![0.0; 4];
-        attention(&q, &k, &v, AttnShape { n_heads: 1, n_kv_heads: 1, head_dim: hd, max_seq, pos0: 0 }, &mut out);
-        assert_eq!(out, vec![9.0, 8.0, 7.0, 6.0]);
+        let s = AttnShape { n_heads: 1, n_kv_heads: 1, head_dim: hd, max_seq, pos0: 0 };
+        for c16 in [false, true] {
+            for prec in [AttnPrecision::Exact, AttnPrecision::GgmlF16] {
+                assert_eq!(run_mode(&q, &k, &v, s, c16, prec), vec![9.0, 8.0, 7.0, 6.0], "{c16} {prec:?}");
+            }
+        }
     }
 }
