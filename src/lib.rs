@@ -2,9 +2,12 @@
 //! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
 
 pub mod cpu;
+pub mod generate;
 pub mod gguf;
 pub mod model;
+pub mod ops;
 pub mod quant;
+pub mod runtime;
 pub mod sampler;
 pub mod tokenizer;
 

@@ -1,10 +1,263 @@
-fn main() {
-    let f = turboinfer::gguf::GgufFile::open(std::env::args().nth(1).unwrap()).unwrap();
-    let h = f.header();
-    println!("v{} tensors {} data_off {} align {}", h.version, h.tensors.len(), h.data_offset, h.alignment);
-    for k in &h.metadata_order { let v = &h.metadata[k]; match v { turboinfer::gguf::MetaValue::Array(a) => println!("{k}: array[{}]", a.len()), _ => println!("{k}: {v:?}") } }
-    let mut types = std::collections::BTreeMap::new();
-    for t in f.tensors() { *types.entry(t.ty.name()).or_insert(0) += 1; }
-    println!("{types:?}");
-    for t in f.tensors().iter().take(14) { println!("{} {:?} {}", t.name, t.dims, t.ty); }
+//! `turboinfer`: command-line front end of the engine (no PostgreSQL involved).
+//!
+//! ```text
+//! turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
+//!                 [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
+//! turboinfer info -m MODEL.gguf
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use turboinfer::generate::{generate, GenerateParams, Generation};
+use turboinfer::gguf::GgufFile;
+use turboinfer::model::Model;
+use turboinfer::runtime::Runtime;
+use turboinfer::sampler::SamplerConfig;
+use turboinfer::tokenizer::Tokenizer;
+
+const USAGE: &str = "usage:
+  turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
+                  [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
+  turboinfer info -m MODEL.gguf";
+
+/// Default KV-cache size in positions (clamped to the model's training context).
+const DEFAULT_CTX: usize = 4096;
+/// Default number of tokens to generate.
+const DEFAULT_N: usize = 128;
+
+/// Parsed command line.
+#[derive(Debug, PartialEq)]
+enum Command {
+    Run(RunArgs),
+    Info { model: String },
+    Help,
+}
+
+/// Options of `run`.
+#[derive(Debug, PartialEq)]
+struct RunArgs {
+    model: String,
+    prompt: String,
+    n: usize,
+    sampler: SamplerConfig,
+    threads: usize,
+    ctx: usize,
+    stop: Vec<String>,
+    json: bool,
+    parse_special: bool,
+}
+
+/// Parses `args` (without the program name).
+fn parse_args(args: &[String]) -> Result<Command, String> {
+    let Some(cmd) = args.first() else { return Err("missing command".into()) };
+    if cmd == "-h" || cmd == "--help" || cmd == "help" {
+        return Ok(Command::Help);
+    }
+    let mut model = None;
+    let mut prompt = None;
+    let mut run = RunArgs {
+        model: String::new(),
+        prompt: String::new(),
+        n: DEFAULT_N,
+        sampler: SamplerConfig::default(),
+        threads: 0,
+        ctx: DEFAULT_CTX,
+        stop: Vec::new(),
+        json: false,
+        parse_special: true,
+    };
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
+        fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
+            v.parse().map_err(|_| format!("option {name}: invalid value {v:?}"))
+        }
+        match a.as_str() {
+            "-m" | "--model" => model = Some(val(a)?),
+            "-h" | "--help" => return Ok(Command::Help),
+            _ if cmd != "run" => return Err(format!("unknown option {a:?} for {cmd}")),
+            "-p" | "--prompt" => prompt = Some(val(a)?),
+            "-n" | "--n-predict" => run.n = num(a, val(a)?)?,
+            "--temp" => run.sampler.temperature = num(a, val(a)?)?,
+            "--top-k" => run.sampler.top_k = num(a, val(a)?)?,
+            "--top-p" => run.sampler.top_p = num(a, val(a)?)?,
+            "--repeat-penalty" => run.sampler.repeat_penalty = num(a, val(a)?)?,
+            "--repeat-last-n" => run.sampler.repeat_last_n = num(a, val(a)?)?,
+            "--seed" => run.sampler.seed = num(a, val(a)?)?,
+            "-t" | "--threads" => run.threads = num(a, val(a)?)?,
+            "-c" | "--ctx" => run.ctx = num(a, val(a)?)?,
+            "--stop" => run.stop.push(val(a)?),
+            "--json" => run.json = true,
+            "--no-special" => run.parse_special = false,
+            _ => return Err(format!("unknown option {a:?}")),
+        }
+    }
+    let model = model.ok_or("missing -m MODEL")?;
+    match cmd.as_str() {
+        "info" => Ok(Command::Info { model }),
+        "run" => {
+            run.model = model;
+            run.prompt = prompt.ok_or("missing -p PROMPT")?;
+            if !(run.sampler.top_p > 0.0) || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
+                return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
+            }
+            Ok(Command::Run(run))
+        }
+        _ => Err(format!("unknown command {cmd:?}")),
+    }
+}
+
+/// `turboinfer run`.
+fn cmd_run(a: &RunArgs) -> Result<(), String> {
+    let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
+    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?;
+    let tok = Tokenizer::from_gguf(&file).map_err(|e| format!("cannot load tokenizer of {}: {e}", a.model))?;
+    let rt = Runtime::new(a.threads).map_err(|e| e.to_string())?;
+    let mut cache = model.new_cache(a.ctx);
+    let params = GenerateParams { max_tokens: a.n, sampler: a.sampler.clone(), stop: a.stop.clone(), parse_special: a.parse_special };
+    let mut out = std::io::stdout().lock();
+    let mut on_text = |s: &str| {
+        if !a.json {
+            let _ = out.write_all(s.as_bytes());
+            let _ = out.flush();
+        }
+    };
+    let g = generate(&model, &tok, &rt, &mut cache, &a.prompt, &params, &mut on_text).map_err(|e| e.to_string())?;
+    drop(on_text);
+    let t = &g.timings;
+    if a.json {
+        writeln!(out, "{}", json_of(&g)).map_err(|e| e.to_string())?;
+    } else {
+        let _ = writeln!(out);
+    }
+    eprintln!(
+        "prefill: {:.1} tok/s ({} tokens), decode: {:.1} tok/s ({} tokens)",
+        t.prefill_tok_s(),
+        t.prefill_tokens,
+        t.decode_tok_s(),
+        t.decode_tokens
+    );
+    Ok(())
+}
+
+/// The `--json` result object.
+fn json_of(g: &Generation) -> serde_json::Value {
+    let t = &g.timings;
+    serde_json::json!({
+        "prompt_ids": g.prompt_ids,
+        "output_ids": g.output_ids,
+        "text": g.text,
+        "stop_reason": format!("{:?}", g.stop_reason),
+        "timings": {
+            "prefill_tokens": t.prefill_tokens,
+            "prefill_ms": t.prefill_ms,
+            "prefill_tok_s": t.prefill_tok_s(),
+            "decode_tokens": t.decode_tokens,
+            "decode_ms": t.decode_ms,
+            "decode_tok_s": t.decode_tok_s(),
+        }
+    })
+}
+
+/// `turboinfer info`.
+fn cmd_info(path: &str) -> Result<(), String> {
+    let file = Arc::new(GgufFile::open(path).map_err(|e| e.to_string())?);
+    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {path}: {e}"))?;
+    let c = model.config();
+    let mut types: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut n_params = 0u64;
+    for t in file.tensors() {
+        let e = types.entry(t.ty.name()).or_default();
+        e.0 += 1;
+        e.1 += t.size;
+        n_params += t.n_elements();
+    }
+    println!("file:            {path}");
+    println!("file size:       {} bytes ({:.1} MiB)", file.len(), file.len() as f64 / (1 << 20) as f64);
+    if let Ok(name) = file.get_str("general.name") {
+        println!("name:            {name}");
+    }
+    println!("architecture:    {}", c.arch.name());
+    println!("parameters:      {n_params}");
+    println!("layers:          {}", c.n_layers);
+    println!("dim:             {}", c.dim);
+    println!("ffn dim:         {}", c.ffn_dim);
+    println!("heads / kv:      {} / {} (head dim {})", c.n_heads, c.n_kv_heads, c.head_dim);
+    println!("rope:            {:?}, theta {}, {} rotary dims", c.rope_mode, c.rope_theta, c.n_rot);
+    println!("rms eps:         {:e}", c.rms_eps);
+    println!("vocab:           {}", c.vocab_size);
+    println!("context length:  {}", c.context_length);
+    println!("tied embeddings: {}", c.tied_embeddings);
+    println!("qkv bias:        {}, qk norm: {}", c.qkv_bias, c.qk_norm);
+    println!("tensors:         {}", file.tensors().len());
+    for (ty, (n, bytes)) in types {
+        println!("  {ty:<6} {n:>4} tensors, {bytes:>12} bytes");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = match parse_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("turboinfer: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let res = match &cmd {
+        Command::Help => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Command::Info { model } => cmd_info(model),
+        Command::Run(r) => cmd_run(r),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("turboinfer: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_run_options() {
+        let c = parse_args(&args(&[
+            "run", "-m", "m.gguf", "-p", "hi", "-n", "7", "--temp", "0.8", "--top-k", "5", "--top-p", "0.9",
+            "--repeat-penalty", "1.1", "--seed", "9", "-t", "2", "--ctx", "512", "--stop", ";", "--json", "--no-special",
+        ]))
+        .unwrap();
+        let Command::Run(r) = c else { panic!("not run") };
+        assert_eq!((r.model.as_str(), r.prompt.as_str(), r.n, r.threads, r.ctx), ("m.gguf", "hi", 7, 2, 512));
+        assert_eq!((r.sampler.temperature, r.sampler.top_k, r.sampler.top_p, r.sampler.repeat_penalty, r.sampler.seed), (0.8, 5, 0.9, 1.1, 9));
+        assert_eq!(r.stop, vec![";".to_string()]);
+        assert!(r.json && !r.parse_special);
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else { panic!() };
+        assert_eq!((r.n, r.ctx, r.sampler.temperature, r.json, r.parse_special), (DEFAULT_N, DEFAULT_CTX, 0.0, false, true));
+        assert_eq!(parse_args(&args(&["info", "-m", "x"])).unwrap(), Command::Info { model: "x".into() });
+        assert!(parse_args(&args(&[])).is_err());
+        assert!(parse_args(&args(&["run", "-m", "x"])).unwrap_err().contains("-p"));
+        assert!(parse_args(&args(&["run", "-p", "x"])).unwrap_err().contains("-m"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n"])).unwrap_err().contains("needs a value"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n", "abc"])).unwrap_err().contains("invalid"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--bogus"])).unwrap_err().contains("unknown option"));
+        assert!(parse_args(&args(&["info", "-m", "x", "-p", "y"])).is_err());
+        assert!(parse_args(&args(&["frobnicate", "-m", "x"])).is_err());
+    }
 }

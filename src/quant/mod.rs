@@ -1,5 +1,201 @@
-//! Quantization formats: block layouts, scalar reference dequantization and dot products.
+//! Quantization formats: block layouts, scalar reference dequantization and dot products, and the
+//! activation quantizers (Q8_0/Q8_1/Q8_K) that weights are dotted with.
+//!
+//! Every format lives in its own file with its block layout documented. The functions here validate
+//! lengths and dispatch; the `*_fn` accessors hand out plain function pointers for the hot path (the
+//! caller validates once, then calls many times), so SIMD tiers can later be swapped in per type.
 
+mod bf16;
+mod bytes;
+mod fp16;
+mod fp32;
+mod q4_0;
+mod q4_1;
+mod q4_k;
+mod q5_0;
+mod q5_1;
+mod q6_k;
+mod q8_0;
+mod q8_1;
+mod q8_k;
 mod types;
 
 pub use types::{GgmlType, QK, QK_K};
+
+/// Dequantizes a row: `src` holds exactly `ty.row_bytes(dst.len())` bytes; fills all of `dst`.
+pub type DequantizeFn = fn(src: &[u8], dst: &mut [f32]);
+/// Quantizes a row of f32 activations: `dst` holds exactly `ty.row_bytes(x.len())` bytes.
+pub type QuantizeFn = fn(x: &[f32], dst: &mut [u8]);
+/// Dot product of one weight row of `n` elements with activations in the weight's activation type;
+/// `w` and `act` are exactly `row_bytes(n)` long for their types.
+pub type VecDotFn = fn(n: usize, w: &[u8], act: &[u8]) -> f32;
+
+/// Why a quantization call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuantError {
+    /// The type has no implementation for this operation.
+    #[error("{op} is not supported for tensor type {ty}")]
+    Unsupported { ty: GgmlType, op: &'static str },
+    /// The element count is not a whole number of the type's blocks.
+    #[error("{n} elements is not a whole number of {ty} blocks ({block} elements each)")]
+    NotBlockMultiple { ty: GgmlType, n: usize, block: usize },
+    /// A byte buffer has the wrong length for its element count.
+    #[error("{what}: {ty} row of {n} elements needs {expected} bytes, got {got}")]
+    WrongLength { what: &'static str, ty: GgmlType, n: usize, expected: usize, got: usize },
+}
+
+/// Byte length of a row of `n` elements of `ty`, or an error if `n` is not a whole number of blocks.
+pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
+    ty.row_bytes(n as u64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() })
+}
+
+/// Checks that `got` bytes is exactly a row of `n` elements of `ty`.
+fn check_len(what: &'static str, ty: GgmlType, n: usize, got: usize) -> Result<(), QuantError> {
+    let expected = row_size(ty, n)?;
+    if expected != got {
+        return Err(QuantError::WrongLength { what, ty, n, expected, got });
+    }
+    Ok(())
+}
+
+/// The unchecked dequantizer for `ty`, or `None` if `ty` cannot be dequantized here.
+pub fn dequantize_row_fn(ty: GgmlType) -> Option<DequantizeFn> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => fp32::dequantize,
+        F16 => fp16::dequantize,
+        BF16 => bf16::dequantize,
+        Q4_0 => q4_0::dequantize,
+        Q4_1 => q4_1::dequantize,
+        Q5_0 => q5_0::dequantize,
+        Q5_1 => q5_1::dequantize,
+        Q8_0 => q8_0::dequantize,
+        Q8_1 => q8_1::dequantize,
+        Q4_K => q4_k::dequantize,
+        Q6_K => q6_k::dequantize,
+        Q8_K => q8_k::dequantize,
+        _ => return None,
+    })
+}
+
+/// Dequantizes `dst.len()` elements stored as `ty` in `src` (`src.len()` must equal `ty.row_bytes(dst.len())`).
+pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
+    let f = dequantize_row_fn(ty).ok_or(QuantError::Unsupported { ty, op: "dequantize" })?;
+    check_len("source", ty, dst.len(), src.len())?;
+    f(src, dst);
+    Ok(())
+}
+
+/// The activation format a weight type is dotted with (ggml's `vec_dot_type`): Q8_0 for
+/// Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1/Q8_1, Q8_K for the K-quants, F32 for everything else
+/// (F32/F16/BF16 and the integer types). Whether a dot product exists is `vec_dot_fn(weight).is_some()`.
+pub fn activation_type(weight: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match weight {
+        Q4_0 | Q5_0 | Q8_0 => Q8_0,
+        Q4_1 | Q5_1 | Q8_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => Q8_K,
+        F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => F32,
+    }
+}
+
+/// The unchecked activation quantizer for `ty` (Q8_0, Q8_1, Q8_K or F32), or `None`.
+pub fn quantize_row_fn(ty: GgmlType) -> Option<QuantizeFn> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => fp32::quantize,
+        Q8_0 => q8_0::quantize,
+        Q8_1 => q8_1::quantize,
+        Q8_K => q8_k::quantize,
+        _ => return None,
+    })
+}
+
+/// Quantizes f32 activations `x` into `dst` in format `ty` (Q8_0, Q8_1, Q8_K or F32), as ggml's `*_ref` does.
+pub fn quantize_row(ty: GgmlType, x: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = quantize_row_fn(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+    check_len("destination", ty, x.len(), dst.len())?;
+    f(x, dst);
+    Ok(())
+}
+
+/// The unchecked scalar dot product for weight type `weight` against `activation_type(weight)`, or `None`.
+pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
+    use GgmlType::*;
+    Some(match weight {
+        F32 => fp32::vec_dot,
+        F16 => fp16::vec_dot,
+        BF16 => bf16::vec_dot,
+        Q4_0 => q4_0::vec_dot,
+        Q4_1 => q4_1::vec_dot,
+        Q5_0 => q5_0::vec_dot,
+        Q5_1 => q5_1::vec_dot,
+        Q8_0 => q8_0::vec_dot,
+        Q4_K => q4_k::vec_dot,
+        Q6_K => q6_k::vec_dot,
+        Q8_K => q8_k::vec_dot,
+        _ => return None,
+    })
+}
+
+/// Scalar reference dot product of one weight row `w` (type `weight`, `n` elements) with activations
+/// `act` (already quantized in `activation_type(weight)`).
+pub fn vec_dot(weight: GgmlType, n: usize, w: &[u8], act: &[u8]) -> Result<f32, QuantError> {
+    let f = vec_dot_fn(weight).ok_or(QuantError::Unsupported { ty: weight, op: "vec_dot" })?;
+    check_len("weights", weight, n, w.len())?;
+    check_len("activations", activation_type(weight), n, act.len())?;
+    Ok(f(n, w, act))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Block sizes in the per-format files agree with the type table.
+    #[test]
+    fn block_constants_match_type_table() {
+        use GgmlType::*;
+        assert_eq!(q4_0::BLOCK, Q4_0.type_size());
+        assert_eq!(q4_1::BLOCK, Q4_1.type_size());
+        assert_eq!(q5_0::BLOCK, Q5_0.type_size());
+        assert_eq!(q5_1::BLOCK, Q5_1.type_size());
+        assert_eq!(q8_0::BLOCK, Q8_0.type_size());
+        assert_eq!(q8_1::BLOCK, Q8_1.type_size());
+        assert_eq!(q4_k::BLOCK, Q4_K.type_size());
+        assert_eq!(q6_k::BLOCK, Q6_K.type_size());
+        assert_eq!(q8_k::BLOCK, Q8_K.type_size());
+        assert_eq!(fp32::SIZE, F32.type_size());
+        assert_eq!(fp16::SIZE, F16.type_size());
+        assert_eq!(bf16::SIZE, BF16.type_size());
+    }
+
+    /// Q4_K scale unpacking matches a direct bit-level reading of the packing for all 8 sub-blocks.
+    #[test]
+    fn q4_k_scale_min_unpacking() {
+        // Pick 8 distinct 6-bit scales and mins and pack them by hand per the documented layout.
+        let sc: [u8; 8] = [1, 62, 33, 17, 63, 40, 5, 48];
+        let m: [u8; 8] = [60, 2, 31, 44, 9, 63, 21, 36];
+        let mut q = [0u8; 12];
+        for j in 0..4 {
+            q[j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+            q[j + 4] = m[j] | ((m[j + 4] >> 4) << 6);
+            q[j + 8] = (sc[j + 4] & 0x0F) | ((m[j + 4] & 0x0F) << 4);
+        }
+        for j in 0..8 {
+            assert_eq!(q4_k::scale_min(j, &q), (sc[j], m[j]), "sub-block {j}");
+        }
+    }
+
+    /// Unsupported types and bad lengths are errors, not panics.
+    #[test]
+    fn errors_instead_of_panics() {
+        let mut out = [0f32; 32];
+        assert!(matches!(dequantize_row(GgmlType::Q2_K, &[0; 84], &mut [0f32; 256]), Err(QuantError::Unsupported { .. })));
+        assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out), Err(QuantError::WrongLength { .. })));
+        assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 18], &mut out[..31]), Err(QuantError::NotBlockMultiple { .. })));
+        assert!(matches!(quantize_row(GgmlType::Q4_0, &out, &mut [0; 18]), Err(QuantError::Unsupported { .. })));
+        assert!(vec_dot(GgmlType::Q8_0, 32, &[0; 34], &[0; 33]).is_err());
+    }
+}

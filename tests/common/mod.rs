@@ -59,3 +59,18 @@ pub fn load_fixture(name: &str) -> Option<serde_json::Value> {
         }
     }
 }
+
+/// The parsed fixture of model `name`; panics when it is absent (callers have already found the model).
+pub fn fixture(name: &str) -> serde_json::Value {
+    let path = fixture_path(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display()))
+}
+
+/// A JSON array of integers as token ids.
+pub fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().expect("id array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+}
+
+/// The three models of this machine, smallest first.
+pub const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"];

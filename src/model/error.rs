@@ -1,0 +1,31 @@
+//! The model module's error type.
+
+use crate::gguf::GgufError;
+use crate::quant::GgmlType;
+
+/// Everything that can go wrong loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("unsupported model architecture {0:?} (supported: llama, qwen2, qwen3)")]
+    UnsupportedArch(String),
+    #[error("bad model metadata {key:?}: {reason}")]
+    BadMetadata { key: String, reason: String },
+    #[error("model tensor {0:?} is missing")]
+    MissingTensor(String),
+    #[error("tensor {name:?} has shape {found:?}, expected {expected:?} (ggml order)")]
+    ShapeMismatch { name: String, expected: Vec<u64>, found: Vec<u64> },
+    #[error("tensor {name:?} has type {ty}, which this engine cannot {what}")]
+    UnsupportedType { name: String, ty: GgmlType, what: &'static str },
+    #[error("context is full: {needed} positions needed, the KV cache holds {capacity}")]
+    ContextFull { needed: usize, capacity: usize },
+    #[error("token id {id} is out of range for a vocabulary of {vocab}")]
+    TokenOutOfRange { id: u32, vocab: usize },
+    #[error("forward pass called with no tokens")]
+    EmptyBatch,
+    #[error("KV cache was made for a different model shape")]
+    CacheMismatch,
+    #[error(transparent)]
+    Quant(#[from] crate::quant::QuantError),
+}

@@ -1,0 +1,191 @@
+//! The model object and its forward pass (llama / qwen2 / qwen3 decoder blocks).
+
+use super::weights::{Matrix, Weights};
+use super::{Config, KvCache, ModelError};
+use crate::gguf::GgufFile;
+use crate::ops::{self, AttnShape, RopeTable, SharedActs};
+use crate::quant;
+use crate::runtime::Runtime;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Which positions of a batch get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's (prompt processing, decoding).
+    Last,
+    /// Every token's (scoring, speculative verification, tests).
+    All,
+}
+
+/// A loaded model: config plus weights borrowed from a shared mapping of the GGUF file.
+pub struct Model {
+    file: Arc<GgufFile>,
+    cfg: Config,
+    w: Weights,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model").field("path", &self.file.path()).field("config", &self.cfg).finish()
+    }
+}
+
+impl Model {
+    /// Opens and validates the GGUF file at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
+        Model::from_gguf(Arc::new(GgufFile::open(path)?))
+    }
+
+    /// Builds a model over an already opened file (shared, e.g. with the tokenizer).
+    pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
+        let cfg = Config::from_gguf(&file)?;
+        let w = Weights::load(&file, &cfg)?;
+        Ok(Model { file, cfg, w })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The underlying GGUF file.
+    pub fn file(&self) -> &Arc<GgufFile> {
+        &self.file
+    }
+
+    /// The validated weights.
+    pub fn weights(&self) -> &Weights {
+        &self.w
+    }
+
+    /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context).
+    pub fn new_cache(&self, n_ctx: usize) -> KvCache {
+        KvCache::new(&self.cfg, n_ctx)
+    }
+
+    /// Runs `tokens` at positions `cache.len()..` through the network, appends their keys and
+    /// values to `cache`, and returns logits `[n_out, vocab]` (`n_out` = 1 for `Last`, `tokens.len()`
+    /// for `All`). A batch is processed layer by layer, so each weight row is read once per batch.
+    pub fn forward(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyBatch);
+        }
+        cache.check_shape(&self.cfg)?;
+        cache.check_room(tokens.len())?;
+        let vocab = self.cfg.vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab });
+        }
+        rt.install(|| self.forward_inner(cache, tokens, which))
+    }
+
+    /// The forward pass proper (inputs validated; runs inside the pool).
+    fn forward_inner(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+        let c = &self.cfg;
+        let f = &*self.file;
+        let n = tokens.len();
+        let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
+        let pos0 = cache.len();
+
+        let mut x = vec![0.0f32; n * dim]; // [n, dim] residual stream
+        let embd = &self.w.token_embd;
+        let deq = quant::dequantize_row_fn(embd.ty).expect("checked at load");
+        for (row, &id) in x.chunks_exact_mut(dim).zip(tokens) {
+            deq(embd.row_bytes_of(f, id as usize), row);
+        }
+
+        let rope = RopeTable::new(pos0..pos0 + n, c.n_rot, c.rope_theta);
+        let mut h = vec![0.0f32; n * dim]; // [n, dim] normalised input of a sub-block
+        let mut q = vec![0.0f32; n * qd]; // [n, n_heads, head_dim]
+        let mut k = vec![0.0f32; n * kvd]; // [n, n_kv_heads, head_dim]
+        let mut v = vec![0.0f32; n * kvd]; // [n, n_kv_heads, head_dim]
+        let mut att = vec![0.0f32; n * qd]; // [n, n_heads, head_dim]
+        let mut proj = vec![0.0f32; n * dim]; // [n, dim] block output before the residual add
+        let mut gate = vec![0.0f32; n * c.ffn_dim]; // [n, ffn_dim]
+        let mut up = vec![0.0f32; n * c.ffn_dim]; // [n, ffn_dim]
+
+        for (l, lw) in self.w.layers.iter().enumerate() {
+            // Attention block.
+            norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
+            let mut acts = SharedActs::new(&h, dim);
+            mul(f, &lw.wq, &mut acts, &mut q)?;
+            mul(f, &lw.wk, &mut acts, &mut k)?;
+            mul(f, &lw.wv, &mut acts, &mut v)?;
+            add_bias(&mut q, lw.bq.as_deref());
+            add_bias(&mut k, lw.bk.as_deref());
+            add_bias(&mut v, lw.bv.as_deref());
+            if let Some(w) = &lw.q_norm {
+                ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
+            }
+            if let Some(w) = &lw.k_norm {
+                ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
+            }
+            for t in 0..n {
+                rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
+                rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
+            }
+            cache.store(l, &k, &v);
+            let (kc, vc) = cache.layer(l);
+            let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
+            ops::attention(&q, kc, vc, shape, &mut att);
+            mul(f, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
+            add_in_place(&mut x, &proj);
+
+            // Feed-forward block (SwiGLU).
+            norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
+            let mut acts = SharedActs::new(&h, dim);
+            mul(f, &lw.w_gate, &mut acts, &mut gate)?;
+            mul(f, &lw.w_up, &mut acts, &mut up)?;
+            ops::swiglu(&mut gate, &up);
+            mul(f, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+            add_in_place(&mut x, &proj);
+        }
+        cache.advance(n);
+
+        let last = match which {
+            Logits::Last => &x[(n - 1) * dim..], // [1, dim]
+            Logits::All => &x[..],               // [n, dim]
+        };
+        let n_out = last.len() / dim;
+        let mut hn = vec![0.0f32; last.len()]; // [n_out, dim]
+        norm_rows(&mut hn, last, &self.w.output_norm, c.rms_eps);
+        let mut logits = vec![0.0f32; n_out * c.vocab_size]; // [n_out, vocab]
+        mul(f, &self.w.output, &mut SharedActs::new(&hn, dim), &mut logits)?;
+        Ok(logits)
+    }
+}
+
+/// `out[t] = rmsnorm(x[t]) * w` for every row.
+fn norm_rows(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
+    let d = w.len();
+    for (o, xi) in out.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+        ops::rmsnorm(o, xi, w, eps);
+    }
+}
+
+/// `out = acts · mᵀ` (`[n_tok, m.rows]`), quantizing the activations to `m`'s format once.
+fn mul(file: &GgufFile, m: &Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) -> Result<(), ModelError> {
+    let n_tok = acts.n_tok();
+    let (a, rb) = acts.get(m.act_ty)?;
+    ops::matmul(m.rows(file), a, rb, n_tok, out);
+    Ok(())
+}
+
+/// Adds `bias` (`[width]`) to every row of `x` (`[n, width]`), if there is a bias.
+fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        for row in x.chunks_exact_mut(b.len()) {
+            for (v, &bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+    }
+}
+
+/// `x += y` elementwise.
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}

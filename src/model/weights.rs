@@ -1,0 +1,165 @@
+//! Model weights: references into the mapped GGUF file, validated against the config at load.
+
+use super::{Config, ModelError};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::ops::{VecDotFn, WeightRows};
+use crate::quant::{self, GgmlType};
+use std::ops::Range;
+
+/// A 2-D weight matrix whose quantized rows stay in the mapping (never copied or dequantized).
+#[derive(Clone)]
+pub struct Matrix {
+    pub name: String,
+    pub ty: GgmlType,
+    /// Output features (`dims[1]`).
+    pub rows: usize,
+    /// Input features (`dims[0]`, the dot-product length).
+    pub cols: usize,
+    pub row_bytes: usize,
+    /// The format input activations must be quantized to before dotting with these rows.
+    pub act_ty: GgmlType,
+    /// Byte range of the tensor inside the file.
+    range: Range<usize>,
+    dot: VecDotFn,
+}
+
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Matrix({} {} [{}x{}])", self.name, self.ty, self.rows, self.cols)
+    }
+}
+
+impl Matrix {
+    /// The rows as a kernel argument, borrowing from `file` (the file this matrix was loaded from).
+    pub fn rows<'a>(&self, file: &'a GgufFile) -> WeightRows<'a> {
+        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, dot: self.dot }
+    }
+
+    /// Row `r`'s raw bytes (`r < rows`, checked by the caller).
+    pub fn row_bytes_of<'a>(&self, file: &'a GgufFile, r: usize) -> &'a [u8] {
+        let start = self.range.start + r * self.row_bytes;
+        &file.bytes()[start..start + self.row_bytes]
+    }
+}
+
+/// One transformer block's weights.
+#[derive(Debug)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>, // [dim]
+    pub wq: Matrix,          // [q_dim rows, dim cols]
+    pub wk: Matrix,          // [kv_dim, dim]
+    pub wv: Matrix,          // [kv_dim, dim]
+    pub wo: Matrix,          // [dim, q_dim]
+    pub bq: Option<Vec<f32>>, // [q_dim]
+    pub bk: Option<Vec<f32>>, // [kv_dim]
+    pub bv: Option<Vec<f32>>, // [kv_dim]
+    pub q_norm: Option<Vec<f32>>, // [head_dim]
+    pub k_norm: Option<Vec<f32>>, // [head_dim]
+    pub ffn_norm: Vec<f32>,  // [dim]
+    pub w_gate: Matrix,      // [ffn_dim, dim]
+    pub w_up: Matrix,        // [ffn_dim, dim]
+    pub w_down: Matrix,      // [dim, ffn_dim]
+}
+
+/// All weights of a model.
+#[derive(Debug)]
+pub struct Weights {
+    /// Token embeddings `[vocab rows, dim cols]`; rows are dequantized one at a time on lookup.
+    pub token_embd: Matrix,
+    pub output_norm: Vec<f32>, // [dim]
+    /// LM head `[vocab, dim]` (the embedding matrix itself when tied).
+    pub output: Matrix,
+    pub layers: Vec<LayerWeights>,
+}
+
+/// Looks up `name` and checks its dims.
+fn tensor<'a>(file: &'a GgufFile, name: &str, dims: &[usize]) -> Result<&'a TensorInfo, ModelError> {
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?.info;
+    let want: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    if t.dims != want {
+        return Err(ModelError::ShapeMismatch { name: name.to_string(), expected: want, found: t.dims.clone() });
+    }
+    Ok(t)
+}
+
+/// Loads matrix `name` of `rows` rows by `cols` columns (ggml dims `[cols, rows]`).
+fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+    let t = tensor(file, name, &[cols, rows])?;
+    let unsupported = |what| ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what };
+    let dot = quant::vec_dot_fn(t.ty).ok_or_else(|| unsupported("multiply (no dot product)"))?;
+    let act_ty = quant::activation_type(t.ty);
+    quant::quantize_row_fn(act_ty).ok_or_else(|| unsupported("multiply (no activation quantizer)"))?;
+    // The activation row must exist for this length too (e.g. Q8_K needs multiples of 256).
+    quant::row_size(act_ty, cols).map_err(|_| unsupported("multiply at this row length"))?;
+    let row_bytes = quant::row_size(t.ty, cols).map_err(|_| unsupported("store at this row length"))?;
+    if row_bytes.checked_mul(rows) != Some(t.size as usize) {
+        return Err(ModelError::ShapeMismatch { name: name.into(), expected: vec![cols as u64, rows as u64], found: t.dims.clone() });
+    }
+    let start = t.offset as usize;
+    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, dot })
+}
+
+/// Loads a 1-D tensor `name` of `n` elements converted to f32 (norm weights, biases).
+fn vector(file: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+    let t = tensor(file, name, &[n])?;
+    let mut out = vec![0.0f32; n];
+    quant::dequantize_row(t.ty, file.data_of(t), &mut out)
+        .map_err(|_| ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what: "convert to f32" })?;
+    Ok(out)
+}
+
+/// Loads `name` only if the file has it.
+fn opt_vector(file: &GgufFile, name: &str, n: usize) -> Result<Option<Vec<f32>>, ModelError> {
+    if file.tensor(name).is_none() {
+        return Ok(None);
+    }
+    vector(file, name, n).map(Some)
+}
+
+impl Weights {
+    /// Finds and validates every tensor the config calls for.
+    pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
+        let (dim, qd, kvd, ffn, hd) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim, cfg.head_dim);
+        let token_embd = matrix(file, "token_embd.weight", cfg.vocab_size, dim)?;
+        if quant::dequantize_row_fn(token_embd.ty).is_none() {
+            return Err(ModelError::UnsupportedType { name: token_embd.name, ty: token_embd.ty, what: "dequantize (embedding lookup)" });
+        }
+        let output = if cfg.tied_embeddings { token_embd.clone() } else { matrix(file, "output.weight", cfg.vocab_size, dim)? };
+        let output_norm = vector(file, "output_norm.weight", dim)?;
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for i in 0..cfg.n_layers {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                if cfg.qkv_bias {
+                    vector(file, &n(s), len).map(Some)
+                } else {
+                    opt_vector(file, &n(s), len)
+                }
+            };
+            let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
+                if cfg.qk_norm {
+                    vector(file, &n(s), hd).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            layers.push(LayerWeights {
+                attn_norm: vector(file, &n("attn_norm.weight"), dim)?,
+                wq: matrix(file, &n("attn_q.weight"), qd, dim)?,
+                wk: matrix(file, &n("attn_k.weight"), kvd, dim)?,
+                wv: matrix(file, &n("attn_v.weight"), kvd, dim)?,
+                wo: matrix(file, &n("attn_output.weight"), dim, qd)?,
+                bq: bias("attn_q.bias", qd)?,
+                bk: bias("attn_k.bias", kvd)?,
+                bv: bias("attn_v.bias", kvd)?,
+                q_norm: qk_norm("attn_q_norm.weight")?,
+                k_norm: qk_norm("attn_k_norm.weight")?,
+                ffn_norm: vector(file, &n("ffn_norm.weight"), dim)?,
+                w_gate: matrix(file, &n("ffn_gate.weight"), ffn, dim)?,
+                w_up: matrix(file, &n("ffn_up.weight"), ffn, dim)?,
+                w_down: matrix(file, &n("ffn_down.weight"), dim, ffn)?,
+            });
+        }
+        Ok(Weights { token_embd, output_norm, output, layers })
+    }
+}

@@ -1,0 +1,44 @@
+//! Activations quantized once per input and shared by every matrix that reads that input.
+
+use crate::quant::{self, GgmlType, QuantError};
+use rayon::prelude::*;
+
+/// A batch of f32 input rows plus its quantized forms, made lazily, one per activation type.
+///
+/// Q, K and V read the same normalised input, as do the FFN gate and up projections: the first
+/// matrix to ask for a format pays for the quantization, the others reuse the bytes.
+#[derive(Debug)]
+pub struct SharedActs<'a> {
+    x: &'a [f32], // [n_tok, cols]
+    cols: usize,
+    quantized: Vec<(GgmlType, usize, Vec<u8>)>, // (type, row_bytes, [n_tok, row_bytes])
+}
+
+impl<'a> SharedActs<'a> {
+    /// Wraps `x` (`[n_tok, cols]`).
+    pub fn new(x: &'a [f32], cols: usize) -> SharedActs<'a> {
+        assert!(cols > 0 && x.len() % cols == 0, "activation shape");
+        SharedActs { x, cols, quantized: Vec::new() }
+    }
+
+    /// Number of rows (tokens).
+    pub fn n_tok(&self) -> usize {
+        self.x.len() / self.cols
+    }
+
+    /// The rows quantized to `ty` (`[n_tok, row_bytes]`) and `row_bytes`, quantizing on first use
+    /// (rows in parallel; call inside `Runtime::install`).
+    pub fn get(&mut self, ty: GgmlType) -> Result<(&[u8], usize), QuantError> {
+        if let Some(i) = self.quantized.iter().position(|e| e.0 == ty) {
+            let e = &self.quantized[i];
+            return Ok((&e.2, e.1));
+        }
+        let f = quant::quantize_row_fn(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+        let rb = quant::row_size(ty, self.cols)?;
+        let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]
+        buf.par_chunks_mut(rb).zip(self.x.par_chunks(self.cols)).for_each(|(d, s)| f(s, d));
+        self.quantized.push((ty, rb, buf));
+        let e = self.quantized.last().expect("just pushed");
+        Ok((&e.2, e.1))
+    }
+}

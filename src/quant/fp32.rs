@@ -1,0 +1,29 @@
+//! F32: plain little-endian IEEE-754 singles, 4 bytes per element. Also the activation format of F32/F16/BF16.
+
+use super::bytes::f32_at;
+
+/// Bytes per element.
+pub(crate) const SIZE: usize = 4;
+
+/// Decodes `dst.len()` little-endian f32 values from `src` (`src.len() == 4 * dst.len()`).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    debug_assert_eq!(src.len(), dst.len() * SIZE);
+    for (o, b) in dst.iter_mut().zip(src.chunks_exact(SIZE)) {
+        *o = f32_at(b);
+    }
+}
+
+/// Encodes `x` as little-endian f32 bytes into `dst` (`dst.len() == 4 * x.len()`).
+pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
+    debug_assert_eq!(dst.len(), x.len() * SIZE);
+    for (b, v) in dst.chunks_exact_mut(SIZE).zip(x) {
+        b.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Dot product of an f32 weight row with f32 activations, `n` elements each.
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n * SIZE && act.len() == n * SIZE);
+    let n = n.min(w.len() / SIZE).min(act.len() / SIZE);
+    super::bytes::dot_f32_lanes(n, |i| f32_at(&w[i * SIZE..]), |i| f32_at(&act[i * SIZE..]))
+}

@@ -1,0 +1,44 @@
+//! Q4_0: blocks of 32 elements, 18 bytes (ggml `block_q4_0`):
+//! ```text
+//! [0..2)   d   f16    scale
+//! [2..18)  qs  u8×16  element j (<16) = low nibble of qs[j], element j+16 = high nibble of qs[j]
+//! value = d * (nibble - 8)
+//! ```
+//! Dotted with Q8_0 activations.
+
+use super::bytes::f16_at;
+use super::{q8_0, QK};
+
+/// Bytes per block.
+pub(crate) const BLOCK: usize = 2 + QK / 2;
+
+/// Dequantizes whole Q4_0 blocks (`dequantize_row_q4_0`).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+        let d = f16_at(b);
+        let qs = &b[2..BLOCK];
+        for j in 0..QK / 2 {
+            // 8: the nibble's midpoint, making the 4-bit code signed (-8..=7).
+            y[j] = ((qs[j] & 0x0F) as i32 - 8) as f32 * d;
+            y[j + QK / 2] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+/// Dot product of a Q4_0 row with Q8_0 activations (`ggml_vec_dot_q4_0_q8_0` generic).
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_0::BLOCK)) {
+        let qs = &x[2..BLOCK];
+        let q8 = &y[2..q8_0::BLOCK];
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let v0 = (qs[j] & 0x0F) as i32 - 8;
+            let v1 = (qs[j] >> 4) as i32 - 8;
+            sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
+        }
+        sumf += sumi as f32 * f16_at(x) * f16_at(y);
+    }
+    sumf
+}

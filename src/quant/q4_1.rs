@@ -1,0 +1,45 @@
+//! Q4_1: blocks of 32 elements, 20 bytes (ggml `block_q4_1`):
+//! ```text
+//! [0..2)   d   f16    scale
+//! [2..4)   m   f16    offset (block minimum)
+//! [4..20)  qs  u8×16  element j (<16) = low nibble of qs[j], element j+16 = high nibble
+//! value = d * nibble + m
+//! ```
+//! Dotted with Q8_1 activations: sum(w*a) = d_w*d_a*sum(q_w*q_a) + m_w * (d_a*sum(q_a)) = … + m_w*s_a.
+
+use super::bytes::f16_at;
+use super::{q8_1, QK};
+
+/// Bytes per block.
+pub(crate) const BLOCK: usize = 4 + QK / 2;
+
+/// Dequantizes whole Q4_1 blocks (`dequantize_row_q4_1`).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+        let d = f16_at(&b[0..2]);
+        let m = f16_at(&b[2..4]);
+        let qs = &b[4..BLOCK];
+        for j in 0..QK / 2 {
+            y[j] = (qs[j] & 0x0F) as f32 * d + m;
+            y[j + QK / 2] = (qs[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+/// Dot product of a Q4_1 row with Q8_1 activations (`ggml_vec_dot_q4_1_q8_1` generic).
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_1::BLOCK)) {
+        let qs = &x[4..BLOCK];
+        let q8 = &y[4..q8_1::BLOCK];
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let v0 = (qs[j] & 0x0F) as i32;
+            let v1 = (qs[j] >> 4) as i32;
+            sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
+        }
+        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32 + f16_at(&x[2..4]) * f16_at(&y[2..4]);
+    }
+    sumf
+}

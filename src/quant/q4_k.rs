@@ -1,0 +1,83 @@
+//! Q4_K: super-blocks of 256 elements, 144 bytes (ggml `block_q4_K`), 8 sub-blocks of 32:
+//! ```text
+//! [0..2)     d       f16     super-scale of the sub-block scales
+//! [2..4)     dmin    f16     super-scale of the sub-block mins
+//! [4..16)    scales  u8×12   eight 6-bit scales sc[j] and eight 6-bit mins m[j], packed (see `scale_min`)
+//! [16..144)  qs      u8×128  4-bit codes; chunk c (0..4) of 32 bytes holds sub-block 2c in its low
+//!                            nibbles and sub-block 2c+1 in its high nibbles
+//! value = d*sc[j] * code - dmin*m[j]
+//! ```
+//! Dotted with Q8_K activations.
+
+use super::bytes::{f16_at, f32_at};
+use super::{q8_k, QK_K};
+
+/// Bytes per super-block.
+pub(crate) const BLOCK: usize = 2 + 2 + 12 + QK_K / 2;
+
+/// Unpacks the 6-bit scale and min of sub-block `j` (0..8) from the 12 packed bytes `q`
+/// (ggml `get_scale_min_k4`): bytes 0..4 hold sc[0..4] in their low 6 bits, bytes 4..8 hold m[0..4];
+/// sub-blocks 4..8 take their low 4 bits from bytes 8..12 (scale: low nibble, min: high nibble) and
+/// their top 2 bits from the spare top bits of bytes 0..4 (scale) and 4..8 (min).
+#[inline(always)]
+pub(crate) fn scale_min(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// Dequantizes whole Q4_K super-blocks (`dequantize_row_q4_K`).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+        let d = f16_at(&b[0..2]);
+        let dmin = f16_at(&b[2..4]);
+        let scales = &b[4..16];
+        let qs = &b[16..BLOCK];
+        for c in 0..4 {
+            let (sc0, m0) = scale_min(2 * c, scales);
+            let (sc1, m1) = scale_min(2 * c + 1, scales);
+            let (d0, dm0) = (d * sc0 as f32, dmin * m0 as f32);
+            let (d1, dm1) = (d * sc1 as f32, dmin * m1 as f32);
+            let q = &qs[32 * c..32 * c + 32];
+            let out = &mut y[64 * c..64 * c + 64];
+            for l in 0..32 {
+                out[l] = d0 * (q[l] & 0x0F) as f32 - dm0;
+                out[l + 32] = d1 * (q[l] >> 4) as f32 - dm1;
+            }
+        }
+    }
+}
+
+/// Dot product of a Q4_K row with Q8_K activations (`ggml_vec_dot_q4_K_q8_K` generic):
+/// per super-block `d_w*d_a * sum_j sc[j]*sum(code*q8) - dmin_w*d_a * sum_g m[g/2]*bsums[g]`, the
+/// integer parts exact.
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_k::BLOCK)) {
+        let scales = &x[4..16];
+        let qs = &x[16..BLOCK];
+        let q8 = &y[q8_k::QS..q8_k::BSUMS];
+        let mut sums = 0i32; // sum over sub-blocks of sc[j] * dot(codes, q8)
+        let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
+        for c in 0..4 {
+            let (sc0, m0) = scale_min(2 * c, scales);
+            let (sc1, m1) = scale_min(2 * c + 1, scales);
+            let q = &qs[32 * c..32 * c + 32];
+            let a = &q8[64 * c..64 * c + 64];
+            let (mut s0, mut s1) = (0i32, 0i32);
+            for l in 0..32 {
+                s0 += (q[l] & 0x0F) as i32 * a[l] as i8 as i32;
+                s1 += (q[l] >> 4) as i32 * a[l + 32] as i8 as i32;
+            }
+            sums += sc0 as i32 * s0 + sc1 as i32 * s1;
+            summ += m0 as i32 * (q8_k::bsum(y, 4 * c) + q8_k::bsum(y, 4 * c + 1));
+            summ += m1 as i32 * (q8_k::bsum(y, 4 * c + 2) + q8_k::bsum(y, 4 * c + 3));
+        }
+        let dy = f32_at(y);
+        sumf += f16_at(&x[0..2]) * dy * sums as f32 - f16_at(&x[2..4]) * dy * summ as f32;
+    }
+    sumf
+}

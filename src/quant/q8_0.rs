@@ -1,0 +1,59 @@
+//! Q8_0: blocks of 32 elements, 34 bytes (ggml `block_q8_0`):
+//! ```text
+//! [0..2)   d   f16   scale
+//! [2..34)  qs  i8×32 value_j = d * qs[j]
+//! ```
+//! Both a weight format and the activation format of Q4_0/Q5_0/Q8_0 weights.
+
+use super::bytes::{f16_at, put_f16};
+use super::QK;
+
+/// Bytes per block.
+pub(crate) const BLOCK: usize = 2 + QK;
+
+/// Dequantizes whole Q8_0 blocks from `src` into `dst` (`dst.len()` a multiple of 32).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+        let d = f16_at(b);
+        for (o, &q) in y.iter_mut().zip(&b[2..BLOCK]) {
+            *o = q as i8 as f32 * d;
+        }
+    }
+}
+
+/// Quantizes `x` (a multiple of 32 long) into Q8_0 blocks as `quantize_row_q8_0_ref` does:
+/// `d = max|x| / 127`, `qs = roundf(x / d)` (ties away from zero).
+pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
+    for (xb, b) in x.chunks_exact(QK).zip(dst.chunks_exact_mut(BLOCK)) {
+        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        // 127 = largest i8 magnitude used symmetrically (-128 is never produced).
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        put_f16(b, d);
+        for (q, &v) in b[2..].iter_mut().zip(xb) {
+            // `as i8` saturates (and maps NaN to 0), so hostile input cannot wrap.
+            *q = (v * id).round() as i8 as u8;
+        }
+    }
+}
+
+/// Integer dot of one Q8_0 block pair's quants (32 i8 × 32 i8).
+#[inline(always)]
+pub(crate) fn dot_qs(a: &[u8], b: &[u8]) -> i32 {
+    let mut s = 0i32;
+    for j in 0..QK {
+        s += a[j] as i8 as i32 * b[j] as i8 as i32;
+    }
+    s
+}
+
+/// Dot product of a Q8_0 weight row with Q8_0 activations (`ggml_vec_dot_q8_0_q8_0` generic).
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(BLOCK)) {
+        let sumi = dot_qs(&x[2..BLOCK], &y[2..BLOCK]);
+        sumf += sumi as f32 * (f16_at(x) * f16_at(y));
+    }
+    sumf
+}

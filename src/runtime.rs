@@ -1,0 +1,73 @@
+//! The compute runtime: a private rayon thread pool that all parallel engine work runs inside.
+//!
+//! The engine never touches rayon's global pool and never calls `rayon::spawn`: inside a
+//! PostgreSQL backend the threads must be created (with signals blocked) by whoever owns the
+//! process, and every parallel region must finish before the call that started it returns.
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+/// Errors creating a runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot build a thread pool with {n_threads} threads: {source}")]
+    Pool { n_threads: usize, source: rayon::ThreadPoolBuildError },
+}
+
+/// Owns the engine's worker threads.
+pub struct Runtime {
+    pool: ThreadPool,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("n_threads", &self.n_threads()).finish()
+    }
+}
+
+impl Runtime {
+    /// Builds a pool of `n_threads` workers (0 means one per available CPU).
+    pub fn new(n_threads: usize) -> Result<Runtime, RuntimeError> {
+        let n = if n_threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            n_threads
+        };
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("turboinfer-{i}"))
+            .build()
+            .map_err(|source| RuntimeError::Pool { n_threads: n, source })?;
+        Ok(Runtime { pool })
+    }
+
+    /// Number of worker threads.
+    pub fn n_threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Runs `f` inside the pool, so rayon parallel iterators in `f` use these workers.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::prelude::*;
+
+    #[test]
+    fn work_runs_on_the_private_pool() {
+        let rt = Runtime::new(2).unwrap();
+        assert_eq!(rt.n_threads(), 2);
+        let names: Vec<String> = rt.install(|| {
+            (0..64)
+                .into_par_iter()
+                .map(|_| std::thread::current().name().unwrap_or("").to_string())
+                .collect()
+        });
+        assert!(names.iter().all(|n| n.starts_with("turboinfer-")), "{names:?}");
+        let sum: u64 = rt.install(|| (0..1000u64).into_par_iter().sum());
+        assert_eq!(sum, 499500);
+    }
+}
