@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod generate;
 pub mod gguf;
 pub mod model;
+pub mod nl2sql;
 pub mod ops;
 pub mod quant;
 pub mod runtime;
