@@ -132,11 +132,13 @@ impl Plan {
     }
 }
 
-/// The result of a successful call.
+/// The result of a call that ran the model.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// The validated statement (no `;`).
+    /// The last attempt's statement (no `;`); validated unless `error` is set.
     pub sql: String,
+    /// The validator's message when even the repaired statement was rejected.
+    pub error: Option<String>,
     pub fingerprint: Fingerprint,
     /// Prompt tokens (prefix + question).
     pub prompt_tokens: usize,
@@ -152,6 +154,16 @@ pub struct Outcome {
     /// One or two (after a repair).
     pub attempts: Vec<Attempt>,
     pub timings: PhaseTimings,
+}
+
+impl Outcome {
+    /// `Ok` when the statement was accepted, else [`Nl2SqlError::InvalidSql`].
+    pub fn into_result(self) -> Result<Outcome, Nl2SqlError> {
+        match self.error {
+            None => Ok(self),
+            Some(message) => Err(Nl2SqlError::InvalidSql { sql: self.sql, message }),
+        }
+    }
 }
 
 /// Counters of the prefix cache.
@@ -313,7 +325,9 @@ impl Engine {
     }
 
     /// Answers `question` over `schema`: one generation, validated with `validate` (which returns
-    /// the reason a statement is not acceptable), and at most one repair round.
+    /// the reason a statement is not acceptable), and at most one repair round. A statement that
+    /// is still rejected is reported in [`Outcome::error`] ([`Outcome::into_result`] turns that
+    /// into [`Nl2SqlError::InvalidSql`]).
     /// `on_progress` runs before every forward pass; returning `false` cancels the call.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
@@ -371,9 +385,15 @@ impl Engine {
             timings.validate_ms += ms_since(t3);
             let error = verdict.err().map(|e| cap_chars(&e, MAX_ERROR_CHARS));
             attempts.push(Attempt { raw, sql: sql.clone(), generated_tokens: n, stop, error: error.clone() });
-            let Some(message) = error else {
+            let done = error.is_none() || attempts.len() == 2;
+            let repair_fits = error.is_some() && {
+                kv.truncate(n_question_end);
+                kv.check_room(opts.max_new_tokens + REPAIR_RESERVE_TOKENS).is_ok()
+            };
+            if done || !repair_fits {
                 return Ok(Outcome {
                     sql,
+                    error,
                     fingerprint: plan.fingerprint,
                     prompt_tokens: n_prefix + plan.question_ids.len(),
                     prefix_tokens: n_prefix,
@@ -385,16 +405,11 @@ impl Engine {
                     attempts,
                     timings,
                 });
-            };
-            if attempts.len() == 2 {
-                return Err(Nl2SqlError::InvalidSql { sql, message });
             }
+            let message = error.unwrap_or_default();
             // Repair round: the rejected answer and the parser's message as a new turn.
-            kv.truncate(n_question_end);
             let repair_ids = prompt::repair(&sql, &message).encode(&self.tok)?;
-            if kv.check_room(repair_ids.len() + opts.max_new_tokens).is_err() {
-                return Err(Nl2SqlError::InvalidSql { sql, message });
-            }
+            kv.check_room(repair_ids.len() + 1)?;
             let t4 = Instant::now();
             logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
             prefill_tokens += repair_ids.len();

@@ -1,0 +1,26 @@
+-- statement_timeout (and pg_cancel_backend, which uses the same interrupt path) stops a long
+-- nl2sql() call between two forward passes; the backend stays usable afterwards.
+CREATE EXTENSION turboinfer;
+SET turboinfer.model = 'smollm2-135m';
+SET turboinfer.max_new_tokens = 4096;
+SET turboinfer.context_tokens = 8192;
+CREATE SCHEMA big;
+SET search_path = big;
+-- 80 tables of 12 columns: thousands of prompt tokens, far more than a second of work.
+DO $$
+BEGIN
+  FOR i IN 1..80 LOOP
+    EXECUTE format('CREATE TABLE big.t%s (%s)', i,
+                   (SELECT string_agg(format('column_number_%s_of_table_%s integer', c, i), ', ' ORDER BY c)
+                    FROM generate_series(1, 12) c));
+  END LOOP;
+END $$;
+SELECT count(*) AS tables FROM information_schema.tables WHERE table_schema = 'big';
+SET statement_timeout = '1s';
+SELECT nl2sql('list every column of every table');
+RESET statement_timeout;
+-- Still alive, model still loaded.
+SELECT (turboinfer_info()->>'loaded')::bool AS loaded;
+RESET search_path;
+DROP SCHEMA big CASCADE;
+DROP EXTENSION turboinfer;
