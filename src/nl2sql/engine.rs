@@ -282,7 +282,7 @@ impl Engine {
         let capacity = self.context_capacity(opts);
         let question_ids = prompt::question(question).encode(&self.tok)?;
         let fixed = prompt::prefix("").encode(&self.tok)?.len();
-        let reserve = 2 * opts.max_new_tokens + REPAIR_RESERVE_TOKENS;
+        let reserve = answer_reserve(opts.max_new_tokens, capacity);
         let renderer = Renderer::new(&schema);
         let blocks: Vec<String> = schema.tables.iter().map(|t| renderer.table(t)).collect();
         let overhead = fixed + question_ids.len() + reserve;
@@ -388,7 +388,7 @@ impl Engine {
             let done = error.is_none() || attempts.len() == 2;
             let repair_fits = error.is_some() && {
                 kv.truncate(n_question_end);
-                kv.check_room(opts.max_new_tokens + REPAIR_RESERVE_TOKENS).is_ok()
+                kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS).is_ok()
             };
             if done || !repair_fits {
                 return Ok(Outcome {
@@ -474,6 +474,13 @@ impl Engine {
     }
 }
 
+/// Positions kept free after the prompt: room for an answer and a repair round (repair turn +
+/// second answer). An answer budget above a quarter of the context is not reserved in full (it
+/// would leave no room for the schema): such answers end at `context_full` instead.
+fn answer_reserve(max_new_tokens: usize, capacity: usize) -> usize {
+    2 * max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS
+}
+
 /// `s` cut to at most `max` characters.
 fn cap_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
@@ -490,6 +497,12 @@ fn ms_since(t: Instant) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserve_is_capped_by_the_context() {
+        assert_eq!(answer_reserve(128, 4096), 2 * 128 + REPAIR_RESERVE_TOKENS);
+        assert_eq!(answer_reserve(4096, 8192), 2 * 2048 + REPAIR_RESERVE_TOKENS);
+    }
 
     #[test]
     fn caps_characters() {

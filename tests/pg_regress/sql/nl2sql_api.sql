@@ -17,13 +17,10 @@ WHERE name LIKE 'turboinfer.%' ORDER BY name;
 -- NULL in, NULL out (STRICT): no model needed.
 SELECT nl2sql(NULL) IS NULL AS null_question, nl2sql_explain(NULL) IS NULL AS null_explain;
 
--- Empty and blank questions: 22023 before any model is touched.
-\set VERBOSITY verbose
+-- Empty and blank questions are refused before any model is touched; so are long ones.
 SELECT nl2sql('');
 SELECT nl2sql(E'  \n\t ');
--- Too long.
 SELECT nl2sql(repeat('x', 2001));
-\set VERBOSITY default
 
 -- No model configured.
 SELECT nl2sql('how many users?');
@@ -48,18 +45,37 @@ SET turboinfer.cache_dir = '/tmp';
 RESET ROLE;
 DROP ROLE nl2sql_api_user;
 
--- A real model, but nothing to show it: no visible tables in the search path.
+-- A real model, but nothing to show it: no visible tables in the search path / given schemas.
 SET turboinfer.model = 'smollm2-135m';
 CREATE SCHEMA empty_schema;
 SET search_path = empty_schema;
-SELECT nl2sql('how many users?');
+SELECT public.nl2sql('how many users?');
 RESET search_path;
-DROP SCHEMA empty_schema;
+SELECT nl2sql('how many users?', ARRAY['empty_schema']);
 
 -- turboinfer_info() reports the loaded model (stable fields only).
 SELECT i->>'loaded' AS loaded, i->>'arch' AS arch, (i->>'n_layers')::int AS n_layers,
        i->'tensor_types' ? 'q4_1' OR i->'tensor_types' ? 'Q4_1' AS has_q4_1,
        (i->>'mapped_bytes')::bigint AS mapped_bytes, i->>'model_path' AS path
 FROM turboinfer_info() i;
+
+-- The SQLSTATE of each error.
+CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE q;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE;
+END $$;
+SELECT q, sqlstate_of(q) AS sqlstate FROM (VALUES
+  ($q$SELECT nl2sql('')$q$),
+  ($q$SELECT nl2sql(repeat('x', 2001))$q$),
+  ($q$SELECT nl2sql('q', ARRAY['empty_schema'])$q$),
+  ($q$SET turboinfer.model = '/etc/passwd'$q$),
+  ($q$SET LOCAL turboinfer.model = 'absent-model'; SELECT nl2sql('q')$q$),
+  ($q$SET LOCAL turboinfer.model = ''; SELECT nl2sql('q')$q$)
+) v(q);
+DROP FUNCTION sqlstate_of(text);
+DROP SCHEMA empty_schema;
 
 DROP EXTENSION turboinfer;

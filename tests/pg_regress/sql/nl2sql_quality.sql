@@ -3,7 +3,7 @@
 CREATE EXTENSION turboinfer;
 SET turboinfer.model = 'qwen2.5-coder-0.5b';
 CREATE SCHEMA shop;
-SET search_path = shop;
+SET search_path = shop, public;
 CREATE TABLE countries (country_code char(2) PRIMARY KEY, name text NOT NULL UNIQUE, continent text NOT NULL);
 COMMENT ON TABLE countries IS 'Countries the shop ships to.';
 CREATE TABLE users (user_id integer PRIMARY KEY, email text NOT NULL UNIQUE, full_name text NOT NULL,

@@ -2,10 +2,10 @@
 -- nl2sql() call between two forward passes; the backend stays usable afterwards.
 CREATE EXTENSION turboinfer;
 SET turboinfer.model = 'smollm2-135m';
-SET turboinfer.max_new_tokens = 4096;
+SET turboinfer.max_new_tokens = 2048;
 SET turboinfer.context_tokens = 8192;
 CREATE SCHEMA big;
-SET search_path = big;
+SET search_path = big, public;
 -- 80 tables of 12 columns: thousands of prompt tokens, far more than a second of work.
 DO $$
 BEGIN
@@ -17,10 +17,15 @@ BEGIN
 END $$;
 SELECT count(*) AS tables FROM information_schema.tables WHERE table_schema = 'big';
 SET statement_timeout = '1s';
+-- Terse: a server started with RUST_BACKTRACE=1 adds a backtrace DETAIL to re-raised errors.
+\set VERBOSITY terse
 SELECT nl2sql('list every column of every table');
+\set VERBOSITY default
 RESET statement_timeout;
 -- Still alive, model still loaded.
 SELECT (turboinfer_info()->>'loaded')::bool AS loaded;
 RESET search_path;
+SET client_min_messages = warning;
 DROP SCHEMA big CASCADE;
+RESET client_min_messages;
 DROP EXTENSION turboinfer;

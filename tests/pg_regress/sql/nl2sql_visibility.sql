@@ -12,7 +12,7 @@ COMMENT ON TABLE vis.secrets IS 'launch codes';
 CREATE ROLE nl2sql_reader;
 GRANT USAGE ON SCHEMA vis TO nl2sql_reader;
 GRANT SELECT ON vis.users TO nl2sql_reader;
-SET search_path = vis;
+SET search_path = vis, public;
 
 -- The superuser sees both tables; first call computes the prefix, the second reuses it.
 SELECT e->'tables_shown' AS shown, e->'tables_dropped' AS dropped, e->>'cache' AS cache,
@@ -33,7 +33,7 @@ RESET ROLE;
 RESET search_path;
 SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['vis']) e;
 SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['pg_catalog', 'vis']) e;
-SET search_path = vis;
+SET search_path = vis, public;
 
 -- Changing the schema changes the fingerprint (and misses the cache).
 ALTER TABLE vis.users ADD COLUMN email text;
