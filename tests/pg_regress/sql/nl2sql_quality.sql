@@ -35,6 +35,7 @@ COMMIT;
 SELECT e->>'cache' AS cache, e->>'sql' = :'q' AS same_sql, (e->>'valid')::bool AS valid FROM nl2sql_explain('how many users?') e;
 
 RESET search_path;
+SET client_min_messages = warning;
 DROP SCHEMA shop CASCADE;
-DROP FUNCTION run_scalar(text);
+RESET client_min_messages;
 DROP EXTENSION turboinfer;
