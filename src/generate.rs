@@ -227,7 +227,7 @@ impl<'a> TextStop<'a> {
         for s in self.stops.iter().filter(|s| !s.is_empty()) {
             for k in (1..s.len().min(pending.len() + 1)).rev() {
                 let start = pending.len() - k;
-                if k > hold && pending.is_char_boundary(start) && s.as_bytes().starts_with(pending[start..].as_bytes()) {
+                if k > hold && pending.is_char_boundary(start) && s.as_bytes().starts_with(&pending.as_bytes()[start..]) {
                     hold = k;
                     break;
                 }

@@ -19,6 +19,7 @@ pub struct Runtime {
 }
 
 impl std::fmt::Debug for Runtime {
+    /// Short summary (the weights themselves are not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("n_threads", &self.n_threads()).finish()
     }

@@ -191,6 +191,7 @@ fn softmax_of(c: &[(u32, f32)]) -> Vec<f64> {
 mod tests {
     use super::*;
 
+    /// A small logit vector with a tie between ids 1 and 5.
     fn logits() -> Vec<f32> {
         vec![1.0, 3.0, -2.0, 2.5, 0.0, 3.0, -1.0, 2.9]
     }

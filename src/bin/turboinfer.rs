@@ -71,6 +71,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
+        /// Parses an option value.
         fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
             v.parse().map_err(|_| format!("option {name}: invalid value {v:?}"))
         }
@@ -100,7 +101,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         "run" => {
             run.model = model;
             run.prompt = prompt.ok_or("missing -p PROMPT")?;
-            if !(run.sampler.top_p > 0.0) || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
+            if run.sampler.top_p.is_nan() || run.sampler.top_p <= 0.0 || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
                 return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
             }
             Ok(Command::Run(run))
@@ -125,7 +126,6 @@ fn cmd_run(a: &RunArgs) -> Result<(), String> {
         }
     };
     let g = generate(&model, &tok, &rt, &mut cache, &a.prompt, &params, &mut on_text).map_err(|e| e.to_string())?;
-    drop(on_text);
     let t = &g.timings;
     if a.json {
         writeln!(out, "{}", json_of(&g)).map_err(|e| e.to_string())?;
@@ -198,6 +198,7 @@ fn cmd_info(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses the command line, runs the command, maps errors to exit codes (2 usage, 1 failure).
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cmd = match parse_args(&args) {
@@ -228,6 +229,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    /// Owned argument vector.
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
     }

@@ -139,7 +139,7 @@ impl Config {
         }
         let rope_theta = opt_f32("rope.freq_base", DEFAULT_ROPE_THETA)?;
         let rms_eps = opt_f32("attention.layer_norm_rms_epsilon", DEFAULT_RMS_EPS)?;
-        if !(rope_theta > 0.0 && rope_theta.is_finite()) || !(rms_eps >= 0.0 && rms_eps.is_finite()) {
+        if !(rope_theta > 0.0 && rope_theta.is_finite() && rms_eps >= 0.0 && rms_eps.is_finite()) {
             return Err(ModelError::BadMetadata { key: key("rope.freq_base"), reason: "non-finite or negative".into() });
         }
         if let Some(MetaValue::String(s)) = file.get(&key("rope.scaling.type")) {

@@ -26,6 +26,7 @@ pub struct Model {
 }
 
 impl std::fmt::Debug for Model {
+    /// Short summary (the weights themselves are not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model").field("path", &self.file.path()).field("config", &self.cfg).finish()
     }

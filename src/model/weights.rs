@@ -24,6 +24,7 @@ pub struct Matrix {
 }
 
 impl std::fmt::Debug for Matrix {
+    /// Short summary (the weights themselves are not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Matrix({} {} [{}x{}])", self.name, self.ty, self.rows, self.cols)
     }

@@ -17,7 +17,7 @@ pub struct SharedActs<'a> {
 impl<'a> SharedActs<'a> {
     /// Wraps `x` (`[n_tok, cols]`).
     pub fn new(x: &'a [f32], cols: usize) -> SharedActs<'a> {
-        assert!(cols > 0 && x.len() % cols == 0, "activation shape");
+        assert!(cols > 0 && x.len().is_multiple_of(cols), "activation shape");
         SharedActs { x, cols, quantized: Vec::new() }
     }
 

@@ -24,6 +24,7 @@ pub struct WeightRows<'a> {
 }
 
 impl std::fmt::Debug for WeightRows<'_> {
+    /// Short summary (the weights themselves are not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WeightRows").field("rows", &self.rows).field("cols", &self.cols).finish()
     }
@@ -80,6 +81,7 @@ mod tests {
         (0..n).map(|i| f(a, i) * f(b, i)).sum()
     }
 
+    /// f32 values as little-endian bytes.
     fn bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }

@@ -16,7 +16,7 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
 
 /// In-place RMS normalisation of every `w.len()`-long chunk of `x` (e.g. per-head QK-norm).
 pub fn rmsnorm_chunks_in_place(x: &mut [f32], w: &[f32], eps: f32) {
-    assert!(x.len() % w.len() == 0, "rmsnorm_chunks length mismatch");
+    assert!(x.len().is_multiple_of(w.len()), "rmsnorm_chunks length mismatch");
     let mut tmp = vec![0.0f32; w.len()]; // [chunk]
     for chunk in x.chunks_exact_mut(w.len()) {
         rmsnorm(&mut tmp, chunk, w, eps);
@@ -35,7 +35,7 @@ mod tests {
         let mut out = [0.0f32; 4];
         rmsnorm(&mut out, &x, &w, 1e-5);
         let ms = (1.0 + 4.0 + 9.0 + 0.25) / 4.0;
-        let s = 1.0 / ((ms + 1e-5f64) as f64).sqrt();
+        let s = 1.0 / (ms + 1e-5f64).sqrt();
         for i in 0..4 {
             let want = (x[i] as f64 * s * w[i] as f64) as f32;
             assert!((out[i] - want).abs() < 1e-6, "{i}: {} vs {want}", out[i]);

@@ -24,7 +24,7 @@ impl RopeTable {
     /// Like ggml's rope cache, the frequency is advanced by repeated f32 multiplication by
     /// `base^(-2/n_rot)`, so our angles round the same way as llama.cpp's.
     pub fn new(positions: impl IntoIterator<Item = usize>, n_rot: usize, base: f32) -> RopeTable {
-        assert!(n_rot % 2 == 0 && n_rot > 0, "n_rot must be even and positive");
+        assert!(n_rot.is_multiple_of(2) && n_rot > 0, "n_rot must be even and positive");
         let half = n_rot / 2;
         let theta_scale = base.powf(-2.0 / n_rot as f32);
         let mut cos = Vec::new();
@@ -48,7 +48,7 @@ impl RopeTable {
     /// Rotates every head in `x` (`[n_heads, head_dim]`, `head_dim >= n_rot`) for table row `i`.
     /// Dimensions at and above `n_rot` are left unchanged (partial rotary, as in ggml).
     pub fn apply(&self, i: usize, x: &mut [f32], head_dim: usize, mode: RopeMode) {
-        assert!(head_dim >= self.n_rot && x.len() % head_dim == 0, "rope shape mismatch");
+        assert!(head_dim >= self.n_rot && x.len().is_multiple_of(head_dim), "rope shape mismatch");
         let half = self.n_rot / 2;
         let cos = &self.cos[i * half..(i + 1) * half];
         let sin = &self.sin[i * half..(i + 1) * half];

@@ -1,7 +1,7 @@
 //! BF16: the top 16 bits of an f32 (1 sign, 8 exponent, 7 mantissa), 2 little-endian bytes per element.
 //! Dotted with f32 activations.
 
-use super::bytes::{bf16_at, f32_at};
+use super::bytes::bf16_at;
 
 /// Bytes per element.
 pub(crate) const SIZE: usize = 2;
@@ -17,6 +17,5 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Dot product of a bf16 weight row with f32 activations, `n` elements each.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n * SIZE && act.len() == n * 4);
-    let n = n.min(w.len() / SIZE).min(act.len() / 4);
-    super::bytes::dot_f32_lanes(n, |i| bf16_at(&w[i * SIZE..]), |i| f32_at(&act[i * 4..]))
+    super::bytes::dot_f32_act::<SIZE>(n, w, act, |b| bf16_at(b))
 }

@@ -1,17 +1,33 @@
 //! Little-endian field readers/writers shared by the block formats.
 
-use half::{bf16, f16};
+use half::bf16;
 
 /// Reads the f16 stored little-endian at `b[0..2]` as f32.
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8]) -> f32 {
-    f16::from_le_bytes([b[0], b[1]]).to_f32()
+    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// Exact f16 → f32 conversion without branches on the common path (the scale of every block goes
+/// through here, and the portable build cannot assume F16C): moving the 15 exponent+mantissa bits up
+/// by 13 and multiplying by 2^112 rebiases the exponent (15 → 127) and normalizes subnormals exactly;
+/// only inf/NaN (exponent 31) need their exponent forced to 255. Checked against `half` for all 65536 inputs.
+#[inline(always)]
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    // 2^112 = 2^(127-15): the difference of the f32 and f16 exponent biases.
+    const REBIAS: f32 = f32::from_bits((127 + 112) << 23);
+    // Exponent field 31 (inf/NaN) after the 13-bit shift.
+    const INF_NAN: u32 = 0x1F << 23;
+    let em = (h as u32 & 0x7FFF) << 13;
+    let sign = (h as u32 & 0x8000) << 16;
+    let mag = if em >= INF_NAN { em | 0x7F80_0000 } else { (f32::from_bits(em) * REBIAS).to_bits() };
+    f32::from_bits(mag | sign)
 }
 
 /// Writes `v` rounded to f16 (round-to-nearest-even, as `GGML_FP32_TO_FP16`) into `b[0..2]`.
 #[inline(always)]
 pub(crate) fn put_f16(b: &mut [u8], v: f32) {
-    b[..2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+    b[..2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
 }
 
 /// Reads the bf16 stored little-endian at `b[0..2]` as f32.
@@ -38,22 +54,43 @@ pub(crate) fn i16_at(b: &[u8]) -> i16 {
     i16::from_le_bytes([b[0], b[1]])
 }
 
-/// Dot product of two f32 slices with 8 independent accumulators (lets the compiler vectorize).
+/// Dot product of `n` weights (each `S` bytes, decoded by `conv`) with `n` little-endian f32 activations,
+/// using 8 independent accumulators so the compiler can vectorize; lengths beyond `n` are ignored.
 #[inline(always)]
-pub(crate) fn dot_f32_lanes(n: usize, mut w_at: impl FnMut(usize) -> f32, mut x_at: impl FnMut(usize) -> f32) -> f32 {
-    // 8 lanes: one AVX2 register of f32; the final reduction order differs from a serial sum only by rounding.
-    let mut acc = [0.0f32; 8];
-    let full = n / 8 * 8;
-    let mut i = 0;
-    while i < full {
-        for l in 0..8 {
-            acc[l] += w_at(i + l) * x_at(i + l);
+pub(crate) fn dot_f32_act<const S: usize>(n: usize, w: &[u8], act: &[u8], conv: impl Fn(&[u8; S]) -> f32) -> f32 {
+    // 8 lanes: one AVX2 register of f32; the reduction order differs from a serial sum only by rounding.
+    const L: usize = 8;
+    let n = n.min(w.len() / S).min(act.len() / 4);
+    let (w, _) = w[..n * S].as_chunks::<S>();
+    let (a, _) = act[..n * 4].as_chunks::<4>();
+    let (wc, wt) = w.as_chunks::<L>();
+    let (ac, at) = a.as_chunks::<L>();
+    let mut acc = [0.0f32; L];
+    for (wb, ab) in wc.iter().zip(ac) {
+        for l in 0..L {
+            acc[l] += conv(&wb[l]) * f32::from_le_bytes(ab[l]);
         }
-        i += 8;
     }
     let mut tail = 0.0f32;
-    for k in full..n {
-        tail += w_at(k) * x_at(k);
+    for (wv, av) in wt.iter().zip(at) {
+        tail += conv(wv) * f32::from_le_bytes(*av);
     }
     acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    /// The branch-light f16 conversion equals `half`'s for every one of the 65536 bit patterns.
+    #[test]
+    fn f16_to_f32_is_exact_for_all_inputs() {
+        for h in 0..=u16::MAX {
+            let ours = super::f16_to_f32(h);
+            let reference = half::f16::from_bits(h).to_f32();
+            if reference.is_nan() {
+                assert!(ours.is_nan(), "{h:#06x}");
+            } else {
+                assert_eq!(ours.to_bits(), reference.to_bits(), "{h:#06x}");
+            }
+        }
+    }
 }

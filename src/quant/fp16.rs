@@ -1,6 +1,6 @@
 //! F16: IEEE-754 half precision, 2 little-endian bytes per element. Dotted with f32 activations.
 
-use super::bytes::{f16_at, f32_at};
+use super::bytes::{f16_at, f16_to_f32};
 
 /// Bytes per element.
 pub(crate) const SIZE: usize = 2;
@@ -16,6 +16,5 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Dot product of an f16 weight row with f32 activations, `n` elements each.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n * SIZE && act.len() == n * 4);
-    let n = n.min(w.len() / SIZE).min(act.len() / 4);
-    super::bytes::dot_f32_lanes(n, |i| f16_at(&w[i * SIZE..]), |i| f32_at(&act[i * 4..]))
+    super::bytes::dot_f32_act::<SIZE>(n, w, act, |b| f16_to_f32(u16::from_le_bytes(*b)))
 }

@@ -1,19 +1,36 @@
 //! Quantization formats: block layouts, scalar reference dequantization and dot products, and the
 //! activation quantizers (Q8_0/Q8_1/Q8_K) that weights are dotted with.
 //!
+//! Weights: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (and Q8_K).
+//! Activations: Q8_0, Q8_1, Q8_K, F32.
+//!
 //! Every format lives in its own file with its block layout documented. The functions here validate
 //! lengths and dispatch; the `*_fn` accessors hand out plain function pointers for the hot path (the
 //! caller validates once, then calls many times), so SIMD tiers can later be swapped in per type.
+//!
+//! Accuracy (checked by tests/quant_*.rs):
+//! - dequantization is bit-identical to ggml / gguf-py (same f32 operations in the same order);
+//! - the Q8_0/Q8_1/Q8_K quantizers are byte-identical to ggml's `quantize_row_q8_*_ref`;
+//! - dot products do ggml's `*_generic` kernels' exact integer block sums and the same f32 operations
+//!   in the same order (8 float lanes in the K-quants), so they are bit-identical to ggml's reference
+//!   results; against the f64 dot of the dequantized operands they agree to ≤ 1e-4·Σ|w·a| (≈1e-7 measured);
+//! - against *unquantized* f32 activations the error is the activation rounding: per element at most
+//!   d/2 (d = block max/127) plus, for the f16-scaled Q8_0/Q8_1, 127·|f16(d) − d| (≤ max·(1/254 + 1/2048)
+//!   in total); Q4_1/Q5_1 add |m|·|s − f16(d)·Σq| per block from ggml's use of the stored sum `s`.
+//!   Observed worst case on real model rows with LLM-like activations: 0.2–0.9% of Σ|w·x|.
 
 mod bf16;
 mod bytes;
 mod fp16;
 mod fp32;
+mod q2_k;
+mod q3_k;
 mod q4_0;
 mod q4_1;
 mod q4_k;
 mod q5_0;
 mod q5_1;
+mod q5_k;
 mod q6_k;
 mod q8_0;
 mod q8_1;
@@ -39,6 +56,9 @@ pub enum QuantError {
     /// The element count is not a whole number of the type's blocks.
     #[error("{n} elements is not a whole number of {ty} blocks ({block} elements each)")]
     NotBlockMultiple { ty: GgmlType, n: usize, block: usize },
+    /// The row's byte size does not fit in memory.
+    #[error("a {ty} row of {n} elements is too large")]
+    TooLarge { ty: GgmlType, n: usize },
     /// A byte buffer has the wrong length for its element count.
     #[error("{what}: {ty} row of {n} elements needs {expected} bytes, got {got}")]
     WrongLength { what: &'static str, ty: GgmlType, n: usize, expected: usize, got: usize },
@@ -46,9 +66,10 @@ pub enum QuantError {
 
 /// Byte length of a row of `n` elements of `ty`, or an error if `n` is not a whole number of blocks.
 pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
-    ty.row_bytes(n as u64)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() })
+    if !n.is_multiple_of(ty.block_size()) {
+        return Err(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() });
+    }
+    ty.row_bytes(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::TooLarge { ty, n })
 }
 
 /// Checks that `got` bytes is exactly a row of `n` elements of `ty`.
@@ -73,7 +94,10 @@ pub fn dequantize_row_fn(ty: GgmlType) -> Option<DequantizeFn> {
         Q5_1 => q5_1::dequantize,
         Q8_0 => q8_0::dequantize,
         Q8_1 => q8_1::dequantize,
+        Q2_K => q2_k::dequantize,
+        Q3_K => q3_k::dequantize,
         Q4_K => q4_k::dequantize,
+        Q5_K => q5_k::dequantize,
         Q6_K => q6_k::dequantize,
         Q8_K => q8_k::dequantize,
         _ => return None,
@@ -133,7 +157,10 @@ pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
         Q5_0 => q5_0::vec_dot,
         Q5_1 => q5_1::vec_dot,
         Q8_0 => q8_0::vec_dot,
+        Q2_K => q2_k::vec_dot,
+        Q3_K => q3_k::vec_dot,
         Q4_K => q4_k::vec_dot,
+        Q5_K => q5_k::vec_dot,
         Q6_K => q6_k::vec_dot,
         Q8_K => q8_k::vec_dot,
         _ => return None,
@@ -163,7 +190,10 @@ mod tests {
         assert_eq!(q5_1::BLOCK, Q5_1.type_size());
         assert_eq!(q8_0::BLOCK, Q8_0.type_size());
         assert_eq!(q8_1::BLOCK, Q8_1.type_size());
+        assert_eq!(q2_k::BLOCK, Q2_K.type_size());
+        assert_eq!(q3_k::BLOCK, Q3_K.type_size());
         assert_eq!(q4_k::BLOCK, Q4_K.type_size());
+        assert_eq!(q5_k::BLOCK, Q5_K.type_size());
         assert_eq!(q6_k::BLOCK, Q6_K.type_size());
         assert_eq!(q8_k::BLOCK, Q8_K.type_size());
         assert_eq!(fp32::SIZE, F32.type_size());
@@ -192,7 +222,7 @@ mod tests {
     #[test]
     fn errors_instead_of_panics() {
         let mut out = [0f32; 32];
-        assert!(matches!(dequantize_row(GgmlType::Q2_K, &[0; 84], &mut [0f32; 256]), Err(QuantError::Unsupported { .. })));
+        assert!(matches!(dequantize_row(GgmlType::I8, &[0; 32], &mut [0f32; 32]), Err(QuantError::Unsupported { .. })));
         assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out), Err(QuantError::WrongLength { .. })));
         assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 18], &mut out[..31]), Err(QuantError::NotBlockMultiple { .. })));
         assert!(matches!(quantize_row(GgmlType::Q4_0, &out, &mut [0; 18]), Err(QuantError::Unsupported { .. })));

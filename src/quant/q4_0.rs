@@ -14,7 +14,7 @@ pub(crate) const BLOCK: usize = 2 + QK / 2;
 
 /// Dequantizes whole Q4_0 blocks (`dequantize_row_q4_0`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
         let d = f16_at(b);
         let qs = &b[2..BLOCK];
         for j in 0..QK / 2 {
@@ -29,15 +29,15 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_0::BLOCK)) {
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0) {
         let qs = &x[2..BLOCK];
-        let q8 = &y[2..q8_0::BLOCK];
-        let mut sumi = 0i32;
+        // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
+        let mut v = [0u8; QK];
         for j in 0..QK / 2 {
-            let v0 = (qs[j] & 0x0F) as i32 - 8;
-            let v1 = (qs[j] >> 4) as i32 - 8;
-            sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
+            v[j] = ((qs[j] & 0x0F) as i8 - 8) as u8;
+            v[j + QK / 2] = ((qs[j] >> 4) as i8 - 8) as u8;
         }
+        let sumi = q8_0::dot_qs(&v, y[2..].try_into().expect("32 quants"));
         sumf += sumi as f32 * f16_at(x) * f16_at(y);
     }
     sumf

@@ -15,7 +15,7 @@ pub(crate) const BLOCK: usize = 4 + QK / 2;
 
 /// Dequantizes whole Q4_1 blocks (`dequantize_row_q4_1`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
         let d = f16_at(&b[0..2]);
         let m = f16_at(&b[2..4]);
         let qs = &b[4..BLOCK];
@@ -30,7 +30,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_1::BLOCK)) {
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0) {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
         let mut sumi = 0i32;

@@ -30,7 +30,7 @@ pub(crate) fn scale_min(j: usize, q: &[u8]) -> (u8, u8) {
 
 /// Dequantizes whole Q4_K super-blocks (`dequantize_row_q4_K`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
         let d = f16_at(&b[0..2]);
         let dmin = f16_at(&b[2..4]);
         let scales = &b[4..16];
@@ -52,32 +52,32 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// Dot product of a Q4_K row with Q8_K activations (`ggml_vec_dot_q4_K_q8_K` generic):
 /// per super-block `d_w*d_a * sum_j sc[j]*sum(code*q8) - dmin_w*d_a * sum_g m[g/2]*bsums[g]`, the
-/// integer parts exact.
+/// integer parts exact, accumulated in ggml's lane order (bit-identical to ggml's reference).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_k::BLOCK)) {
+    let mut acc = q8_k::LaneAcc::default();
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let scales = &x[4..16];
         let qs = &x[16..BLOCK];
-        let q8 = &y[q8_k::QS..q8_k::BSUMS];
-        let mut sums = 0i32; // sum over sub-blocks of sc[j] * dot(codes, q8)
+        let mut codes = [0i8; QK_K];
+        let mut scale16 = [0i32; QK_K / 16];
         let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
         for c in 0..4 {
-            let (sc0, m0) = scale_min(2 * c, scales);
-            let (sc1, m1) = scale_min(2 * c + 1, scales);
-            let q = &qs[32 * c..32 * c + 32];
-            let a = &q8[64 * c..64 * c + 64];
-            let (mut s0, mut s1) = (0i32, 0i32);
             for l in 0..32 {
-                s0 += (q[l] & 0x0F) as i32 * a[l] as i8 as i32;
-                s1 += (q[l] >> 4) as i32 * a[l + 32] as i8 as i32;
+                codes[64 * c + l] = (qs[32 * c + l] & 0x0F) as i8;
+                codes[64 * c + 32 + l] = (qs[32 * c + l] >> 4) as i8;
             }
-            sums += sc0 as i32 * s0 + sc1 as i32 * s1;
-            summ += m0 as i32 * (q8_k::bsum(y, 4 * c) + q8_k::bsum(y, 4 * c + 1));
-            summ += m1 as i32 * (q8_k::bsum(y, 4 * c + 2) + q8_k::bsum(y, 4 * c + 3));
         }
+        for j in 0..8 {
+            let (sc, m) = scale_min(j, scales);
+            scale16[2 * j] = sc as i32;
+            scale16[2 * j + 1] = sc as i32;
+            summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
+        }
+        let lanes = q8_k::lane_dot(&codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
         let dy = f32_at(y);
-        sumf += f16_at(&x[0..2]) * dy * sums as f32 - f16_at(&x[2..4]) * dy * summ as f32;
+        acc.add(f16_at(&x[0..2]) * dy, &lanes);
+        acc.sub_min(f16_at(&x[2..4]) * dy, summ);
     }
-    sumf
+    acc.finish()
 }

@@ -13,25 +13,28 @@ use super::{q8_0, QK};
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 2 + 4 + QK / 2;
 
-/// The two signed 5-bit codes (elements j and j+16) of a block, j < 16.
+/// Unpacks the 32 signed 5-bit codes (-16..=15) of a block in element order.
 #[inline(always)]
-fn codes(qh: u32, q: u8, j: usize) -> (i32, i32) {
-    let h0 = ((qh >> j) & 1) << 4;
-    let h1 = ((qh >> (j + 16)) & 1) << 4;
-    // 16: midpoint of the 5-bit range, making the code signed (-16..=15).
-    (((q & 0x0F) as u32 | h0) as i32 - 16, ((q >> 4) as u32 | h1) as i32 - 16)
+fn codes(b: &[u8; BLOCK]) -> [i8; QK] {
+    let qh = u32_at(&b[2..6]);
+    let mut v = [0i8; QK];
+    for j in 0..QK / 2 {
+        // Mask tests rather than variable shifts: per lane the masks are constants, so this vectorizes.
+        let h0 = if qh & (1 << j) != 0 { 0x10 } else { 0 };
+        let h1 = if qh & (1 << (j + 16)) != 0 { 0x10 } else { 0 };
+        // 16: midpoint of the 5-bit range, making the code signed.
+        v[j] = ((b[6 + j] & 0x0F) | h0) as i8 - 16;
+        v[j + QK / 2] = ((b[6 + j] >> 4) | h1) as i8 - 16;
+    }
+    v
 }
 
 /// Dequantizes whole Q5_0 blocks (`dequantize_row_q5_0`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
         let d = f16_at(b);
-        let qh = u32_at(&b[2..6]);
-        let qs = &b[6..BLOCK];
-        for j in 0..QK / 2 {
-            let (x0, x1) = codes(qh, qs[j], j);
-            y[j] = x0 as f32 * d;
-            y[j + QK / 2] = x1 as f32 * d;
+        for (o, &c) in y.iter_mut().zip(&codes(b)) {
+            *o = c as f32 * d;
         }
     }
 }
@@ -40,15 +43,11 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_0::BLOCK)) {
-        let qh = u32_at(&x[2..6]);
-        let qs = &x[6..BLOCK];
-        let q8 = &y[2..q8_0::BLOCK];
-        let mut sumi = 0i32;
-        for j in 0..QK / 2 {
-            let (x0, x1) = codes(qh, qs[j], j);
-            sumi += x0 * q8[j] as i8 as i32 + x1 * q8[j + QK / 2] as i8 as i32;
-        }
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0) {
+        // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
+        let v = codes(x);
+        let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
+        let sumi: i32 = v.iter().zip(q8).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
         sumf += (f16_at(x) * f16_at(y)) * sumi as f32;
     }
     sumf

@@ -37,7 +37,7 @@ fn codes(b: &[u8], out: &mut [i8; QK_K]) {
 /// Dequantizes whole Q6_K super-blocks (`dequantize_row_q6_K`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     let mut q = [0i8; QK_K];
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
         let d = f16_at(&b[208..210]);
         codes(b, &mut q);
         // Element e belongs to 16-wide sub-block e/16, whose scale is scales[e/16]
@@ -52,23 +52,17 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 }
 
 /// Dot product of a Q6_K row with Q8_K activations (`ggml_vec_dot_q6_K_q8_K` generic):
-/// per super-block `d_w*d_a * sum_g scales[g] * sum(code*q8 over sub-block g)`, integer part exact.
+/// per super-block `d_w*d_a * sum_g scales[g] * sum(code*q8 over sub-block g)`, integer part exact,
+/// accumulated in ggml's lane order (bit-identical to ggml's reference).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut q = [0i8; QK_K];
-    let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(q8_k::BLOCK)) {
+    let mut acc = q8_k::LaneAcc::default();
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         codes(x, &mut q);
-        let q8 = &y[q8_k::QS..q8_k::BSUMS];
-        let mut sumi = 0i32;
-        for g in 0..QK_K / 16 {
-            let mut s = 0i32;
-            for k in 16 * g..16 * g + 16 {
-                s += q[k] as i32 * q8[k] as i8 as i32;
-            }
-            sumi += x[192 + g] as i8 as i32 * s;
-        }
-        sumf += f16_at(&x[208..210]) * f32_at(y) * sumi as f32;
+        let scale16: [i32; QK_K / 16] = std::array::from_fn(|g| x[192 + g] as i8 as i32);
+        let lanes = q8_k::lane_dot(&q, &y[q8_k::QS..q8_k::BSUMS], &scale16);
+        acc.add(f16_at(&x[208..210]) * f32_at(y), &lanes);
     }
-    sumf
+    acc.finish()
 }

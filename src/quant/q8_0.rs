@@ -13,7 +13,7 @@ pub(crate) const BLOCK: usize = 2 + QK;
 
 /// Dequantizes whole Q8_0 blocks from `src` into `dst` (`dst.len()` a multiple of 32).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
         let d = f16_at(b);
         for (o, &q) in y.iter_mut().zip(&b[2..BLOCK]) {
             *o = q as i8 as f32 * d;
@@ -24,7 +24,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Quantizes `x` (a multiple of 32 long) into Q8_0 blocks as `quantize_row_q8_0_ref` does:
 /// `d = max|x| / 127`, `qs = roundf(x / d)` (ties away from zero).
 pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
-    for (xb, b) in x.chunks_exact(QK).zip(dst.chunks_exact_mut(BLOCK)) {
+    for (xb, b) in x.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BLOCK>().0) {
         let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         // 127 = largest i8 magnitude used symmetrically (-128 is never produced).
         let d = amax / 127.0;
@@ -39,20 +39,18 @@ pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
 
 /// Integer dot of one Q8_0 block pair's quants (32 i8 × 32 i8).
 #[inline(always)]
-pub(crate) fn dot_qs(a: &[u8], b: &[u8]) -> i32 {
-    let mut s = 0i32;
-    for j in 0..QK {
-        s += a[j] as i8 as i32 * b[j] as i8 as i32;
-    }
-    s
+pub(crate) fn dot_qs(a: &[u8; QK], b: &[u8; QK]) -> i32 {
+    a.iter().zip(b).map(|(&x, &y)| x as i8 as i32 * y as i8 as i32).sum()
 }
 
 /// Dot product of a Q8_0 weight row with Q8_0 activations (`ggml_vec_dot_q8_0_q8_0` generic).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
     let mut sumf = 0.0f32;
-    for (x, y) in w.chunks_exact(BLOCK).zip(act.chunks_exact(BLOCK)) {
-        let sumi = dot_qs(&x[2..BLOCK], &y[2..BLOCK]);
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0) {
+        let (_, xq) = x.split_first_chunk::<2>().expect("block has a scale");
+        let (_, yq) = y.split_first_chunk::<2>().expect("block has a scale");
+        let sumi = dot_qs(xq.try_into().expect("32 quants"), yq.try_into().expect("32 quants"));
         sumf += sumi as f32 * (f16_at(x) * f16_at(y));
     }
     sumf

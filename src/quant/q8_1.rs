@@ -14,7 +14,7 @@ pub(crate) const BLOCK: usize = 4 + QK;
 
 /// Dequantizes whole Q8_1 blocks (ignores `s`, which is derived).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(QK)) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
         let d = f16_at(b);
         for (o, &q) in y.iter_mut().zip(&b[4..BLOCK]) {
             *o = q as i8 as f32 * d;
@@ -25,7 +25,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Quantizes `x` into Q8_1 blocks as `quantize_row_q8_1_ref` does: like Q8_0, plus
 /// `s = f16(d * sum(qs))` computed with the unrounded f32 `d`.
 pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
-    for (xb, b) in x.chunks_exact(QK).zip(dst.chunks_exact_mut(BLOCK)) {
+    for (xb, b) in x.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BLOCK>().0) {
         let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         // 127: symmetric i8 range, as in Q8_0.
         let d = amax / 127.0;

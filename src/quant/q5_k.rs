@@ -1,0 +1,83 @@
+//! Q5_K: super-blocks of 256 elements, 176 bytes (ggml `block_q5_K`), 8 sub-blocks of 32:
+//! ```text
+//! [0..2)     d       f16     super-scale of the sub-block scales
+//! [2..4)     dmin    f16     super-scale of the sub-block mins
+//! [4..16)    scales  u8×12   eight 6-bit scales and eight 6-bit mins, packed as in Q4_K
+//! [16..48)   qh      u8×32   5th bits: bit 2c of qh[l] belongs to element 64c+l, bit 2c+1 to 64c+32+l
+//! [48..176)  qs      u8×128  low 4 bits; chunk c (0..4) of 32 bytes holds sub-block 2c in its low
+//!                            nibbles and sub-block 2c+1 in its high nibbles
+//! value = d*sc[j] * code - dmin*m[j]   (code 0..=31)
+//! ```
+//! Dotted with Q8_K activations.
+
+use super::bytes::{f16_at, f32_at};
+use super::q4_k::scale_min;
+use super::{q8_k, QK_K};
+
+/// Bytes per super-block.
+pub(crate) const BLOCK: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
+
+/// Unpacks the 64 codes (0..=31) of chunk `c` (sub-blocks 2c and 2c+1) in element order.
+#[inline(always)]
+fn chunk_codes(b: &[u8; BLOCK], c: usize) -> [u8; 64] {
+    let qh = &b[16..48];
+    let ql = &b[48 + 32 * c..48 + 32 * c + 32];
+    let (m0, m1) = (1u8 << (2 * c), 2u8 << (2 * c));
+    let mut v = [0u8; 64];
+    for l in 0..32 {
+        // 16 = the 5th bit's weight.
+        v[l] = (ql[l] & 0x0F) + if qh[l] & m0 != 0 { 16 } else { 0 };
+        v[l + 32] = (ql[l] >> 4) + if qh[l] & m1 != 0 { 16 } else { 0 };
+    }
+    v
+}
+
+/// Dequantizes whole Q5_K super-blocks (`dequantize_row_q5_K`).
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.as_chunks::<BLOCK>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+        let d = f16_at(&b[0..2]);
+        let dmin = f16_at(&b[2..4]);
+        let scales = &b[4..16];
+        for c in 0..4 {
+            let (sc0, m0) = scale_min(2 * c, scales);
+            let (sc1, m1) = scale_min(2 * c + 1, scales);
+            let (d0, dm0) = (d * sc0 as f32, dmin * m0 as f32);
+            let (d1, dm1) = (d * sc1 as f32, dmin * m1 as f32);
+            let v = chunk_codes(b, c);
+            let out = &mut y[64 * c..64 * c + 64];
+            for l in 0..32 {
+                out[l] = d0 * v[l] as f32 - dm0;
+                out[l + 32] = d1 * v[l + 32] as f32 - dm1;
+            }
+        }
+    }
+}
+
+/// Dot product of a Q5_K row with Q8_K activations (`ggml_vec_dot_q5_K_q8_K` generic): as Q4_K, with
+/// 5-bit codes, accumulated in ggml's lane order (bit-identical to ggml's reference).
+pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
+    let mut acc = q8_k::LaneAcc::default();
+    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
+        let scales = &x[4..16];
+        let mut codes = [0i8; QK_K];
+        let mut scale16 = [0i32; QK_K / 16];
+        let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
+        for c in 0..4 {
+            for (o, &v) in codes[64 * c..64 * c + 64].iter_mut().zip(&chunk_codes(x, c)) {
+                *o = v as i8;
+            }
+        }
+        for j in 0..8 {
+            let (sc, m) = scale_min(j, scales);
+            scale16[2 * j] = sc as i32;
+            scale16[2 * j + 1] = sc as i32;
+            summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
+        }
+        let lanes = q8_k::lane_dot(&codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
+        let dy = f32_at(y);
+        acc.add(f16_at(&x[0..2]) * dy, &lanes);
+        acc.sub_min(f16_at(&x[2..4]) * dy, summ);
+    }
+    acc.finish()
+}
