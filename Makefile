@@ -11,7 +11,7 @@ MODEL        ?= qwen2.5-coder-1.5b
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features
+REGRESS      := version cpu_features nl2sql_api nl2sql_visibility nl2sql_timeout nl2sql_quality
 
 comma := ,
 empty :=
@@ -66,12 +66,10 @@ demo:
 	@$(PSQL) -d $(DEMO_DB) -c "CREATE EXTENSION IF NOT EXISTS turboinfer"
 	@echo "==> demo queries (database $(DEMO_DB), open it with: make psql)"
 	@$(PSQL) -d $(DEMO_DB) -e -c "SELECT turboinfer_version();" -c "SELECT * FROM turboinfer_cpu_features();"
-	@if [[ $$($(PSQL) -d $(DEMO_DB) -At -c "SELECT to_regprocedure('nl2sql(text)') IS NOT NULL") == t ]]; then \
-	  $(PSQL) -d $(DEMO_DB) -e -c "SELECT nl2sql('how many users?');"; \
-	else \
-	  echo "nl2sql() is coming: once it exists, this demo runs SELECT nl2sql('how many users?');"; \
-	  echo "(model ready: /var/lib/turboinfer/models/$(MODEL).gguf)"; \
-	fi
+	@# The model for this database (turboinfer.model is superuser-only: set it per database).
+	@$(PSQL) -d $(DEMO_DB) -c "ALTER DATABASE $(DEMO_DB) SET turboinfer.model = '$(MODEL)'"
+	@echo "==> nl2sql with $(MODEL): generate, then run the query in a read-only transaction"
+	@$(PSQL) -d $(DEMO_DB) -f demo/nl2sql-demo.sql
 
 ## Open psql on the demo database.
 psql:

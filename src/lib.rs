@@ -6,6 +6,7 @@ pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod model;
+pub mod nl2sql;
 pub mod ops;
 pub mod quant;
 pub mod runtime;

@@ -1,7 +1,19 @@
 //! PostgreSQL glue: the only module that may use `pgrx`. Each function here is a thin wrapper that
 //! calls the pure-Rust engine and turns its errors into `ereport`s.
 
+mod backend;
+mod catalog;
 mod functions;
+mod gucs;
+mod nl2sql;
+mod validate;
 
 // The magic block tells the server which PostgreSQL major version this library was built for.
 ::pgrx::pg_module_magic!(name, version);
+
+/// Library initialisation (once per backend, when the library is first loaded): registers the
+/// settings. No threads are created here: the postmaster may load the library before forking.
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::register();
+}

@@ -1,0 +1,27 @@
+//! The nl2sql module's error type.
+
+use crate::model::ModelError;
+use crate::tokenizer::TokenizerError;
+
+/// Everything that can make an nl2sql call fail.
+#[derive(Debug, thiserror::Error)]
+pub enum Nl2SqlError {
+    #[error("the question is empty")]
+    EmptyQuestion,
+    #[error("the question is {chars} characters long; the limit is {max}")]
+    QuestionTooLong { chars: usize, max: usize },
+    #[error("no tables or views are visible to show the model")]
+    NoTables,
+    #[error("the context is too small: the prompt needs at least {needed} tokens but {available} are available")]
+    ContextTooSmall { needed: usize, available: usize },
+    #[error("unsupported model: {0}")]
+    UnsupportedModel(String),
+    #[error("generation was cancelled")]
+    Cancelled,
+    #[error("the model did not produce a valid query: {message}")]
+    InvalidSql { sql: String, message: String },
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+}

@@ -1,0 +1,24 @@
+//! nl2sql, engine side (no PostgreSQL types): the schema model, its rendering to compact DDL,
+//! trimming to the context budget, the ChatML prompt, the schema-prefix KV cache, generation
+//! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
+//! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
+
+mod engine;
+mod error;
+mod fingerprint;
+pub mod model_path;
+pub mod ident;
+pub mod prompt;
+mod render;
+mod schema;
+pub mod sqltext;
+pub mod trim;
+
+pub use engine::{
+    Attempt, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, Progress, StopReason, MAX_QUESTION_CHARS,
+    PREFILL_CHUNK,
+};
+pub use error::Nl2SqlError;
+pub use fingerprint::Fingerprint;
+pub use render::{render_schema, Renderer};
+pub use schema::{Column, ForeignKey, SchemaInfo, Table, TableKind};

@@ -1,0 +1,147 @@
+//! ChatML prompt assembly, as in the fixture prompts:
+//!
+//! ```text
+//! <|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n### Schema\n{DDL}### Question\n   <- prefix
+//! {question}<|im_end|>\n<|im_start|>assistant\n                                                      <- question part
+//! ```
+//!
+//! The prefix depends only on the schema (and model), so its KV state is computed once and reused
+//! for every question. Template markers are tokenized with special-token parsing; everything else
+//! (system text, schema, question, previous answers, parser errors) is tokenized as plain text,
+//! so a comment or question containing `<|im_end|>` is just characters, never a control token.
+
+use super::error::Nl2SqlError;
+use crate::tokenizer::Tokenizer;
+
+/// The system instruction (identical to the fixtures' prompts).
+pub const SYSTEM_PROMPT: &str =
+    "You are a PostgreSQL expert. Given the database schema, write one PostgreSQL query that answers the question. Reply with only the SQL.";
+
+/// ChatML markers the model must know as single special tokens.
+const CHATML_TOKENS: [&str; 2] = ["<|im_start|>", "<|im_end|>"];
+
+/// One piece of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// Template text with ChatML markers (tokenized with special tokens parsed).
+    Template(&'static str),
+    /// Untrusted or free text (tokenized as plain text).
+    Text(String),
+}
+
+impl Segment {
+    /// The segment's characters.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Segment::Template(s) => s,
+            Segment::Text(s) => s,
+        }
+    }
+}
+
+/// A sequence of segments (a prompt or a part of one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Segments(pub Vec<Segment>);
+
+impl Segments {
+    /// The concatenated text.
+    pub fn text(&self) -> String {
+        self.0.iter().map(Segment::as_str).collect()
+    }
+
+    /// A canonical, unambiguous serialisation (kind, byte length, bytes per segment) for hashing:
+    /// the same text split into different segment kinds tokenizes differently.
+    pub fn canonical(&self) -> String {
+        let mut out = String::new();
+        for s in &self.0 {
+            let kind = match s {
+                Segment::Template(_) => 'T',
+                Segment::Text(_) => 'X',
+            };
+            out.push_str(&format!("{kind}{}:{}", s.as_str().len(), s.as_str()));
+        }
+        out
+    }
+
+    /// Token ids of the segments, each tokenized on its own (no BOS: Qwen/SmolLM ChatML adds none).
+    pub fn encode(&self, tok: &Tokenizer) -> Result<Vec<u32>, Nl2SqlError> {
+        let mut ids = Vec::new();
+        for s in &self.0 {
+            match s {
+                Segment::Template(t) => ids.extend(tok.encode(t, true)?),
+                Segment::Text(t) => ids.extend(tok.encode(t, false)?),
+            }
+        }
+        Ok(ids)
+    }
+}
+
+/// Fails unless the tokenizer has the ChatML markers as special tokens.
+pub fn check_chat_template(tok: &Tokenizer) -> Result<(), Nl2SqlError> {
+    for t in CHATML_TOKENS {
+        match tok.token_id(t) {
+            Some(id) if tok.is_special(id) => {}
+            _ => return Err(Nl2SqlError::UnsupportedModel(format!("the model's vocabulary has no {t} special token (ChatML chat template required)"))),
+        }
+    }
+    Ok(())
+}
+
+/// The schema-dependent prefix: system turn, then the user turn up to the question.
+pub fn prefix(ddl: &str) -> Segments {
+    Segments(vec![
+        Segment::Template("<|im_start|>system\n"),
+        Segment::Text(SYSTEM_PROMPT.to_string()),
+        Segment::Template("<|im_end|>\n<|im_start|>user\n"),
+        Segment::Text(format!("### Schema\n{ddl}### Question\n")),
+    ])
+}
+
+/// The question, closing the user turn and opening the assistant's.
+pub fn question(q: &str) -> Segments {
+    Segments(vec![Segment::Text(q.to_string()), Segment::Template("<|im_end|>\n<|im_start|>assistant\n")])
+}
+
+/// The repair turn, appended after the question part: the rejected answer as the assistant's
+/// turn, the parser's message as a new user turn, and a fresh assistant turn.
+pub fn repair(previous_sql: &str, error: &str) -> Segments {
+    Segments(vec![
+        Segment::Text(previous_sql.to_string()),
+        Segment::Template("<|im_end|>\n<|im_start|>user\n"),
+        Segment::Text(format!(
+            "PostgreSQL rejected that query: {error}\nWrite a corrected query: one SELECT statement. Reply with only the SQL."
+        )),
+        Segment::Template("<|im_end|>\n<|im_start|>assistant\n"),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assembles_the_fixture_prompt() {
+        // The fixtures' prompt for "How many users are there?", character for character.
+        let ddl = "CREATE TABLE users (id integer PRIMARY KEY, name text NOT NULL, email text, country text, created_at timestamp);\n\
+CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id), amount numeric(10,2), status text, ordered_at timestamp);\n";
+        let text = prefix(ddl).text() + &question("How many users are there?").text();
+        let want = "<|im_start|>system\nYou are a PostgreSQL expert. Given the database schema, write one PostgreSQL query that answers the question. Reply with only the SQL.<|im_end|>\n<|im_start|>user\n### Schema\nCREATE TABLE users (id integer PRIMARY KEY, name text NOT NULL, email text, country text, created_at timestamp);\nCREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id), amount numeric(10,2), status text, ordered_at timestamp);\n### Question\nHow many users are there?<|im_end|>\n<|im_start|>assistant\n";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn canonical_form_separates_kinds() {
+        let a = Segments(vec![Segment::Template("<|im_end|>")]);
+        let b = Segments(vec![Segment::Text("<|im_end|>".into())]);
+        assert_eq!(a.text(), b.text());
+        assert_ne!(a.canonical(), b.canonical());
+        assert_eq!(a.canonical(), "T10:<|im_end|>");
+    }
+
+    #[test]
+    fn repair_turn_mentions_the_error() {
+        let t = repair("SELEC 1", "syntax error at or near \"SELEC\"").text();
+        assert!(t.starts_with("SELEC 1<|im_end|>\n<|im_start|>user\nPostgreSQL rejected that query: syntax error"));
+        assert!(t.ends_with("<|im_start|>assistant\n"));
+    }
+}

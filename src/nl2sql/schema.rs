@@ -1,0 +1,167 @@
+//! The schema model nl2sql shows the language model: tables and views with their columns, keys
+//! and comments, as read from the catalog by the caller (the PostgreSQL glue reads it through
+//! `information_schema`, so it only contains what the current role may see).
+
+/// What kind of relation a [`Table`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TableKind {
+    /// An ordinary, partitioned or foreign table.
+    Table,
+    /// A view (rendered as `CREATE VIEW name (columns...)`: the model may read it, not its body).
+    View,
+}
+
+/// One column of a table or view.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Column {
+    pub name: String,
+    /// The type as PostgreSQL formats it (`integer`, `numeric(10,2)`, `character varying(20)`).
+    pub data_type: String,
+    pub nullable: bool,
+    /// The column's comment (untrusted text; sanitised when rendered).
+    pub comment: Option<String>,
+}
+
+/// A foreign key: `columns` of this table reference `ref_columns` of `ref_schema.ref_table`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ForeignKey {
+    pub columns: Vec<String>,
+    pub ref_schema: String,
+    pub ref_table: String,
+    pub ref_columns: Vec<String>,
+}
+
+/// A table or view as shown to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Table {
+    pub schema: String,
+    pub name: String,
+    pub kind: TableKind,
+    /// In ordinal position order.
+    pub columns: Vec<Column>,
+    /// Primary-key columns in key order (empty when there is none).
+    pub primary_key: Vec<String>,
+    pub foreign_keys: Vec<ForeignKey>,
+    /// The table's comment (untrusted text; sanitised when rendered).
+    pub comment: Option<String>,
+}
+
+impl Table {
+    /// A table with no columns, keys or comment yet.
+    pub fn new(schema: &str, name: &str, kind: TableKind) -> Table {
+        Table {
+            schema: schema.to_string(),
+            name: name.to_string(),
+            kind,
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            foreign_keys: Vec::new(),
+            comment: None,
+        }
+    }
+
+    /// Appends a column (builder style, for callers and tests).
+    pub fn column(mut self, name: &str, data_type: &str, nullable: bool) -> Table {
+        self.columns.push(Column { name: name.to_string(), data_type: data_type.to_string(), nullable, comment: None });
+        self
+    }
+
+    /// `schema.name` unquoted, for reports.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+
+    /// True when this table is `schema.name`.
+    pub fn is(&self, schema: &str, name: &str) -> bool {
+        self.schema == schema && self.name == name
+    }
+}
+
+/// Every table the model may see, plus how to name them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct SchemaInfo {
+    pub tables: Vec<Table>,
+    /// Tables in this schema are rendered without a schema prefix (the first schema of the
+    /// search path, so the generated SQL resolves the same way); others are qualified.
+    pub default_schema: Option<String>,
+}
+
+impl SchemaInfo {
+    /// A schema of `tables` whose unqualified names live in `default_schema`.
+    pub fn new(tables: Vec<Table>, default_schema: Option<&str>) -> SchemaInfo {
+        SchemaInfo { tables, default_schema: default_schema.map(str::to_string) }
+    }
+
+    /// Sorts tables by (schema, name) and foreign keys by their columns, so that catalog read
+    /// order never changes the rendering (and therefore the fingerprint).
+    pub fn normalize(&mut self) {
+        self.tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
+        self.tables.dedup_by(|a, b| a.schema == b.schema && a.name == b.name);
+        for t in &mut self.tables {
+            t.foreign_keys.sort_by(|a, b| {
+                (&a.columns, &a.ref_schema, &a.ref_table, &a.ref_columns).cmp(&(&b.columns, &b.ref_schema, &b.ref_table, &b.ref_columns))
+            });
+            t.foreign_keys.dedup();
+        }
+    }
+
+    /// Index of `schema.name` among the tables.
+    pub fn find(&self, schema: &str, name: &str) -> Option<usize> {
+        self.tables.iter().position(|t| t.is(schema, name))
+    }
+
+    /// Indices of the tables linked to table `i` by a foreign key in either direction, ascending.
+    pub fn fk_neighbours(&self, i: usize) -> Vec<usize> {
+        let t = &self.tables[i];
+        let mut out: Vec<usize> = t.foreign_keys.iter().filter_map(|fk| self.find(&fk.ref_schema, &fk.ref_table)).collect();
+        for (j, other) in self.tables.iter().enumerate() {
+            if other.foreign_keys.iter().any(|fk| fk.ref_schema == t.schema && fk.ref_table == t.name) {
+                out.push(j);
+            }
+        }
+        out.retain(|&j| j != i);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// users <- orders -> (nothing); products standalone.
+    fn shop() -> SchemaInfo {
+        let users = Table::new("public", "users", TableKind::Table).column("id", "integer", false);
+        let mut orders = Table::new("public", "orders", TableKind::Table).column("user_id", "integer", false);
+        orders.foreign_keys.push(ForeignKey {
+            columns: vec!["user_id".into()],
+            ref_schema: "public".into(),
+            ref_table: "users".into(),
+            ref_columns: vec!["id".into()],
+        });
+        let products = Table::new("public", "products", TableKind::Table);
+        SchemaInfo::new(vec![users, products, orders], Some("public"))
+    }
+
+    #[test]
+    fn normalize_sorts_and_dedups() {
+        let mut s = shop();
+        let dup = s.tables[0].clone();
+        s.tables.push(dup);
+        s.normalize();
+        let names: Vec<_> = s.tables.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["orders", "products", "users"]);
+    }
+
+    #[test]
+    fn neighbours_in_both_directions() {
+        let mut s = shop();
+        s.normalize();
+        let (o, p, u) = (s.find("public", "orders").unwrap(), s.find("public", "products").unwrap(), s.find("public", "users").unwrap());
+        assert_eq!(s.fk_neighbours(o), vec![u]);
+        assert_eq!(s.fk_neighbours(u), vec![o]);
+        assert!(s.fk_neighbours(p).is_empty());
+        assert_eq!(s.find("other", "users"), None);
+    }
+}

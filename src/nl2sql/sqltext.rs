@@ -1,0 +1,228 @@
+//! Finding the SQL statement in a model's answer: where it starts (after chatter or an opening
+//! ``` fence), where it ends (a top-level `;`, the closing fence, a blank line), and whether the
+//! answer is complete enough to stop generating.
+
+/// Words a SQL statement may start with (any kind, so that validation can reject non-queries by
+/// name instead of silently dropping them). Compared case-insensitively on a word boundary.
+const START_WORDS: &[&str] = &[
+    "select", "with", "values", "table", "insert", "update", "delete", "merge", "create", "drop", "alter",
+    "truncate", "explain", "show", "grant", "revoke", "copy", "call", "do", "set", "begin", "commit",
+];
+
+/// The statement found in an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    /// The statement, trimmed, without its terminating `;`.
+    pub sql: String,
+    /// True when the statement's end was seen (`;`, closing fence or blank line), so more
+    /// tokens cannot change it.
+    pub complete: bool,
+}
+
+/// Extracts the first SQL statement of `answer`. The statement is inside the first ``` fence if
+/// there is one, else in the whole text; it starts at the first line beginning with a SQL word
+/// (or at the start of the fence body / text when no line does), and ends at the first `;`
+/// outside quotes and comments, at a blank line, or at the end of the fence.
+pub fn extract_sql(answer: &str) -> Extracted {
+    let (region, fence_closed) = fenced_region(answer);
+    let start = statement_start(region).unwrap_or(0);
+    let body = &region[start..];
+    let (end, terminated) = statement_end(body);
+    let sql = body[..end].trim().to_string();
+    Extracted { complete: !sql.is_empty() && (terminated || fence_closed), sql }
+}
+
+/// True when generation can stop: the first statement of `answer` has ended.
+pub fn answer_complete(answer: &str) -> bool {
+    extract_sql(answer).complete
+}
+
+/// The body of the first ``` fence (after its language tag line) and whether the fence was
+/// closed; the whole text and `false` when there is no fence.
+fn fenced_region(answer: &str) -> (&str, bool) {
+    let Some(open) = answer.find("```") else {
+        return (answer, false);
+    };
+    let after = &answer[open + 3..];
+    // The rest of the opening line is a language tag (```sql); the body starts on the next line.
+    match after.find('\n') {
+        Some(nl) if !after[..nl].contains("```") => {
+            let body = &after[nl + 1..];
+            match body.find("```") {
+                Some(close) => (&body[..close], true),
+                None => (body, false),
+            }
+        }
+        // A one-line fence (```SELECT 1```).
+        _ if after.contains("```") => (&after[..after.find("```").unwrap_or(after.len())], true),
+        // Still on the opening line (the tag is streaming in): no body yet.
+        _ => ("", false),
+    }
+}
+
+/// Byte offset of the first line of `text` that starts (after indentation) with a SQL start word.
+fn statement_start(text: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let indent = line.len() - line.trim_start().len();
+        let rest = &line[indent..];
+        if rest.starts_with('(') || START_WORDS.iter().any(|w| starts_with_word(rest, w)) {
+            return Some(offset + indent);
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// True when `s` starts with `word` (ASCII case-insensitive) followed by a non-identifier char.
+fn starts_with_word(s: &str, word: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= word.len()
+        && b[..word.len()].eq_ignore_ascii_case(word.as_bytes())
+        && b.get(word.len()).is_none_or(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
+}
+
+/// Scans `body` from a statement start: returns the end offset of the statement and whether a
+/// terminator (`;` outside quotes/comments, or a blank line) was found.
+fn statement_end(body: &str) -> (usize, bool) {
+    let b = body.as_bytes();
+    let mut i = 0;
+    let mut line_has_text = false;
+    while i < b.len() {
+        match b[i] {
+            b';' => return (i, true),
+            b'\'' | b'"' => i = skip_quoted(b, i, b[i]),
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                i = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
+                line_has_text = true;
+                continue;
+            }
+            b'$' => {
+                if let Some(tag_end) = dollar_tag_end(b, i) {
+                    let tag = &b[i..tag_end];
+                    i = find(b, tag_end, tag).map_or(b.len(), |p| p + tag.len());
+                    line_has_text = true;
+                    continue;
+                }
+                i += 1;
+            }
+            b'\n' => {
+                if !line_has_text && i > 0 && body[..i].trim().len() > 0 {
+                    // An empty line after statement text: the statement (and the SQL) is over.
+                    return (i, true);
+                }
+                line_has_text = false;
+                i += 1;
+                continue;
+            }
+            c => {
+                if !c.is_ascii_whitespace() {
+                    line_has_text = true;
+                }
+                i += 1;
+                continue;
+            }
+        }
+        line_has_text = true;
+    }
+    (b.len(), false)
+}
+
+/// Offset just past the quoted token starting at `i` (quote char `q`; doubled quotes escape).
+fn skip_quoted(b: &[u8], i: usize, q: u8) -> usize {
+    let mut j = i + 1;
+    while j < b.len() {
+        if b[j] == q {
+            if b.get(j + 1) == Some(&q) {
+                j += 2;
+                continue;
+            }
+            return j + 1;
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// If a dollar-quote opener (`$$` or `$tag$`) starts at `i`, the offset just past it.
+fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
+    // `$1` is a parameter, and a tag cannot start with a digit.
+    let mut j = i + 1;
+    if b.get(j).is_some_and(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        j += 1;
+    }
+    (b.get(j) == Some(&b'$')).then_some(j + 1)
+}
+
+/// First offset `>= from` where `needle` occurs in `b`.
+fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    if from > b.len() {
+        return None;
+    }
+    b[from..].windows(needle.len()).position(|w| w == needle).map(|p| from + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql(a: &str) -> (String, bool) {
+        let e = extract_sql(a);
+        (e.sql, e.complete)
+    }
+
+    #[test]
+    fn bare_sql_from_the_small_model() {
+        assert_eq!(sql("SELECT count(*) FROM users"), ("SELECT count(*) FROM users".into(), false));
+        assert_eq!(sql("SELECT count(*) FROM users;"), ("SELECT count(*) FROM users".into(), true));
+        assert_eq!(sql("SELECT 1;\nSELECT 2;"), ("SELECT 1".into(), true));
+    }
+
+    #[test]
+    fn fenced_sql_from_the_larger_model() {
+        assert_eq!(sql("```sql\nSELECT COUNT(*) FROM users;\n```"), ("SELECT COUNT(*) FROM users".into(), true));
+        assert_eq!(sql("```sql\nSELECT COUNT(*)\nFROM users\n```\nThis counts."), ("SELECT COUNT(*)\nFROM users".into(), true));
+        // Fence opened, body still streaming: not complete.
+        assert_eq!(sql("```sql\nSELECT COUNT(*)"), ("SELECT COUNT(*)".into(), false));
+        assert_eq!(sql("```sql"), ("".into(), false));
+        assert_eq!(sql("```"), ("".into(), false));
+        assert_eq!(sql("```SELECT 1```"), ("SELECT 1".into(), true));
+    }
+
+    #[test]
+    fn chatter_before_and_after() {
+        let a = "Here is the query:\n\n```sql\nSELECT name FROM users WHERE id = 1;\n```\nIt returns the name.";
+        assert_eq!(sql(a), ("SELECT name FROM users WHERE id = 1".into(), true));
+        let a = "To count users, run:\nSELECT count(*) FROM users\n\nThis query counts every row.";
+        assert_eq!(sql(a), ("SELECT count(*) FROM users".into(), true));
+        let a = "  with t as (select 1) select * from t;";
+        assert_eq!(sql(a), ("with t as (select 1) select * from t".into(), true));
+    }
+
+    #[test]
+    fn semicolons_inside_quotes_and_comments_do_not_end_it() {
+        let a = "SELECT ';' AS a, \"x;y\" FROM t -- c;\nWHERE b = 'it''s;' /* ; */ AND c = $$;$$ AND d = $q$;$q$;";
+        let (s, done) = sql(a);
+        assert!(done);
+        assert_eq!(s, a.trim_end_matches(';'));
+        // Parameters are not dollar quotes.
+        assert_eq!(sql("SELECT $1; x"), ("SELECT $1".into(), true));
+    }
+
+    #[test]
+    fn start_words_need_a_word_boundary() {
+        assert_eq!(sql("selection is hard\nSELECT 1;"), ("SELECT 1".into(), true));
+        assert_eq!(sql("(SELECT 1) UNION (SELECT 2);"), ("(SELECT 1) UNION (SELECT 2)".into(), true));
+        assert_eq!(sql("DELETE FROM users;"), ("DELETE FROM users".into(), true));
+        assert!(!answer_complete("The"));
+        assert!(!answer_complete(""));
+        assert!(!answer_complete("\n\n"));
+    }
+}

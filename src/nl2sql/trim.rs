@@ -1,0 +1,194 @@
+//! Deterministic schema trimming when the whole schema does not fit the context budget.
+//!
+//! Order of preference: tables whose name or column names share a word with the question
+//! (name matches weigh more), then their foreign-key neighbours, then every other table in
+//! schema order. Tables are added whole, greedily in that order, while they fit; a table that
+//! does not fit is skipped (never cut), and later smaller ones may still go in. The kept tables
+//! are rendered in schema order, so the prompt does not depend on the order they were picked in.
+
+use super::schema::SchemaInfo;
+use std::collections::BTreeSet;
+
+/// Weight of a question word found in a table's name (vs. 1 for a column name).
+const NAME_MATCH_WEIGHT: u32 = 3;
+
+/// Question words too common to say anything about which table is meant.
+const STOP_WORDS: &[&str] = &[
+    "a", "all", "an", "and", "are", "as", "at", "by", "can", "did", "do", "does", "each", "for", "from", "give",
+    "has", "have", "how", "in", "is", "it", "list", "many", "me", "much", "number", "of", "on", "or", "per",
+    "show", "that", "the", "their", "there", "this", "to", "total", "was", "were", "what", "when", "where",
+    "which", "who", "with",
+];
+
+/// Which tables to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Indices of kept tables, ascending (schema order).
+    pub shown: Vec<usize>,
+    /// Indices of dropped tables, ascending.
+    pub dropped: Vec<usize>,
+    /// Sum of the kept tables' token counts.
+    pub tokens: usize,
+}
+
+/// Lowercase words of `s` (split on anything not a letter or digit, so `order_items` gives
+/// `order`, `item`), singularised, without stop words.
+pub fn words(s: &str) -> BTreeSet<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| singular(&w.to_lowercase()))
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect()
+}
+
+/// A crude English singular: `categories` -> `category`, `addresses` -> `address`, `users` -> `user`.
+fn singular(w: &str) -> String {
+    if w.len() > 4 && w.ends_with("ies") {
+        format!("{}y", &w[..w.len() - 3])
+    } else if w.len() > 4 && (w.ends_with("sses") || w.ends_with("xes") || w.ends_with("ches") || w.ends_with("shes")) {
+        w[..w.len() - 2].to_string()
+    } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") {
+        w[..w.len() - 1].to_string()
+    } else {
+        w.to_string()
+    }
+}
+
+/// How strongly table `i` matches the question's words.
+fn score(schema: &SchemaInfo, i: usize, q: &BTreeSet<String>) -> u32 {
+    let t = &schema.tables[i];
+    let name = words(&t.name);
+    let cols: BTreeSet<String> = t.columns.iter().flat_map(|c| words(&c.name)).collect();
+    q.iter()
+        .map(|w| if name.contains(w) { NAME_MATCH_WEIGHT } else if cols.contains(w) { 1 } else { 0 })
+        .sum()
+}
+
+/// The order in which tables are offered to the budget: matches (best first), their FK
+/// neighbours, then the rest; ties broken by schema order.
+pub fn priority(schema: &SchemaInfo, question: &str) -> Vec<usize> {
+    let q = words(question);
+    let n = schema.tables.len();
+    let scores: Vec<u32> = (0..n).map(|i| score(schema, i, &q)).collect();
+    let mut matched: Vec<usize> = (0..n).filter(|&i| scores[i] > 0).collect();
+    matched.sort_by(|&a, &b| scores[b].cmp(&scores[a]).then(a.cmp(&b)));
+    let mut order = matched.clone();
+    let mut seen = vec![false; n];
+    for &i in &order {
+        seen[i] = true;
+    }
+    for &i in &matched {
+        for j in schema.fk_neighbours(i) {
+            if !seen[j] {
+                seen[j] = true;
+                order.push(j);
+            }
+        }
+    }
+    order.extend((0..n).filter(|&i| !seen[i]));
+    order
+}
+
+/// Picks whole tables, in [`priority`] order, whose token counts (`table_tokens[i]`) fit in
+/// `budget`. All tables are kept when they all fit.
+pub fn select(schema: &SchemaInfo, question: &str, table_tokens: &[usize], budget: usize) -> Selection {
+    assert_eq!(table_tokens.len(), schema.tables.len(), "one token count per table");
+    let total: usize = table_tokens.iter().sum();
+    let n = schema.tables.len();
+    if total <= budget {
+        return Selection { shown: (0..n).collect(), dropped: Vec::new(), tokens: total };
+    }
+    let mut keep = vec![false; n];
+    let mut used = 0;
+    for i in priority(schema, question) {
+        if used + table_tokens[i] <= budget {
+            used += table_tokens[i];
+            keep[i] = true;
+        }
+    }
+    Selection {
+        shown: (0..n).filter(|&i| keep[i]).collect(),
+        dropped: (0..n).filter(|&i| !keep[i]).collect(),
+        tokens: used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nl2sql::schema::{ForeignKey, Table, TableKind};
+
+    /// addresses, categories, order_items, orders, products, reviews, users (after normalize).
+    fn shop() -> SchemaInfo {
+        let fk = |cols: &str, t: &str| ForeignKey {
+            columns: vec![cols.into()],
+            ref_schema: "public".into(),
+            ref_table: t.into(),
+            ref_columns: vec!["id".into()],
+        };
+        let users = Table::new("public", "users", TableKind::Table).column("id", "integer", false).column("email", "text", false);
+        let mut orders = Table::new("public", "orders", TableKind::Table).column("id", "integer", false).column("user_id", "integer", false);
+        orders.foreign_keys.push(fk("user_id", "users"));
+        let mut items = Table::new("public", "order_items", TableKind::Table).column("order_id", "integer", false).column("product_id", "integer", false);
+        items.foreign_keys.push(fk("order_id", "orders"));
+        items.foreign_keys.push(fk("product_id", "products"));
+        let mut products = Table::new("public", "products", TableKind::Table).column("id", "integer", false).column("price", "numeric", false);
+        products.foreign_keys.push(fk("category_id", "categories"));
+        let categories = Table::new("public", "categories", TableKind::Table).column("id", "integer", false);
+        let addresses = Table::new("public", "addresses", TableKind::Table).column("city", "text", false);
+        let reviews = Table::new("public", "reviews", TableKind::Table).column("rating", "integer", false);
+        let mut s = SchemaInfo::new(vec![users, orders, items, products, categories, addresses, reviews], Some("public"));
+        s.normalize();
+        s
+    }
+
+    fn names(s: &SchemaInfo, idx: &[usize]) -> Vec<String> {
+        idx.iter().map(|&i| s.tables[i].name.clone()).collect()
+    }
+
+    #[test]
+    fn words_are_split_singularised_and_filtered() {
+        let w: Vec<String> = words("How many order_items per Category? addresses, boxes, status").into_iter().collect();
+        assert_eq!(w, ["address", "box", "category", "item", "order", "status"]);
+    }
+
+    #[test]
+    fn everything_fits_keeps_everything() {
+        let s = shop();
+        let sel = select(&s, "how many users?", &[10; 7], 70);
+        assert_eq!(sel.shown, (0..7).collect::<Vec<_>>());
+        assert!(sel.dropped.is_empty());
+        assert_eq!(sel.tokens, 70);
+    }
+
+    #[test]
+    fn matches_then_neighbours_then_rest() {
+        let s = shop();
+        let p = priority(&s, "average price of products by user");
+        // products: name (3) + column price (1); users: name (3); order_items and orders match
+        // through product_id / user_id columns (1 each); then the neighbours; then the rest.
+        assert_eq!(names(&s, &p), ["products", "users", "order_items", "orders", "categories", "addresses", "reviews"]);
+    }
+
+    #[test]
+    fn trimming_keeps_whole_tables_within_budget() {
+        let s = shop();
+        let tokens = [10, 10, 10, 10, 10, 10, 10];
+        let sel = select(&s, "how many users?", &tokens, 25);
+        assert_eq!(names(&s, &sel.shown), ["orders", "users"]);
+        assert_eq!(names(&s, &sel.dropped), ["addresses", "categories", "order_items", "products", "reviews"]);
+        assert_eq!(sel.tokens, 20);
+        // A big matched table is skipped, not cut; smaller ones still fill the budget.
+        let mut big = tokens;
+        big[s.find("public", "users").unwrap()] = 100;
+        let sel = select(&s, "how many users?", &big, 25);
+        assert!(!sel.shown.contains(&s.find("public", "users").unwrap()));
+        assert_eq!(sel.tokens, 20);
+        // Deterministic.
+        assert_eq!(sel, select(&s, "how many users?", &big, 25));
+        // Nothing fits.
+        let sel = select(&s, "x", &tokens, 5);
+        assert!(sel.shown.is_empty());
+        assert_eq!(sel.dropped.len(), 7);
+    }
+}

@@ -1,0 +1,142 @@
+//! Per-backend state: the model (loaded lazily over a shared read-only mmap, reloaded when the
+//! file changes), the schema-prefix KV cache, and the worker pool (created lazily with the
+//! backend's signals blocked so that PostgreSQL's signal handlers only ever run on the backend's
+//! own thread).
+
+use super::gucs;
+use crate::nl2sql::model_path::{self, ModelPathError, MODELS_DIR};
+use crate::nl2sql::{Engine, Nl2SqlError, PrefixCache};
+use crate::runtime::Runtime;
+use std::cell::RefCell;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Identity of a model file on disk: a change of any field means a different file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileId {
+    /// Reads the identity of `path` (following symlinks).
+    fn of(path: &Path) -> std::io::Result<FileId> {
+        let m = std::fs::metadata(path)?;
+        Ok(FileId { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128 })
+    }
+
+    /// A string for fingerprints: path plus identity.
+    fn identity(&self, path: &Path) -> String {
+        format!("{}|dev={}|ino={}|size={}|mtime_ns={}", path.display(), self.dev, self.ino, self.size, self.mtime_ns)
+    }
+}
+
+/// A loaded model and its caches.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub id: FileId,
+    pub engine: Engine,
+    /// The per-backend schema-prefix cache used by nl2sql().
+    pub cache: PrefixCache,
+    /// How long the load took.
+    pub load_ms: f64,
+}
+
+/// Everything a backend keeps between calls.
+#[derive(Default)]
+pub struct Backend {
+    pub loaded: Option<Loaded>,
+    runtime: Option<Runtime>,
+    /// The `turboinfer.threads` value the runtime was built for.
+    runtime_setting: i32,
+}
+
+thread_local! {
+    /// The backend's state (PostgreSQL backends are single-threaded; only this thread touches it).
+    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
+}
+
+/// Why the model cannot be used.
+#[derive(Debug)]
+pub enum LoadError {
+    Path(ModelPathError),
+    Engine(PathBuf, Nl2SqlError),
+    Runtime(String),
+}
+
+/// Runs `f` with the backend state. Not re-entrant (nl2sql does not call itself).
+pub fn with_backend<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
+    BACKEND.with(|b| f(&mut b.borrow_mut()))
+}
+
+impl Backend {
+    /// The model named by `turboinfer.model`, loading or reloading it when needed. Returns
+    /// whether a (re)load happened.
+    pub fn model(&mut self) -> Result<(&mut Loaded, bool), LoadError> {
+        let setting = gucs::model_setting();
+        let path = model_path::resolve_existing(&setting, Path::new(MODELS_DIR)).map_err(LoadError::Path)?;
+        let id = FileId::of(&path).map_err(|_| LoadError::Path(ModelPathError::Missing(path.display().to_string())))?;
+        let fresh = matches!(&self.loaded, Some(l) if l.path == path && l.id == id);
+        if !fresh {
+            // Drop the old mapping first: two large models need not be mapped at once.
+            self.loaded = None;
+            let t = Instant::now();
+            let engine = Engine::load(&path, &id.identity(&path)).map_err(|e| LoadError::Engine(path.clone(), e))?;
+            let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), load_ms });
+        }
+        Ok((self.loaded.as_mut().expect("set above"), !fresh))
+    }
+
+    /// The worker pool for the current `turboinfer.threads`, created on first use.
+    pub fn runtime(&mut self) -> Result<&Runtime, LoadError> {
+        let setting = gucs::THREADS.get();
+        if self.runtime.is_none() || self.runtime_setting != setting {
+            self.runtime = None; // joins nothing: rayon workers exit once the pool is dropped
+            let n = usize::try_from(setting).unwrap_or(0);
+            self.runtime = Some(spawn_runtime(n)?);
+            self.runtime_setting = setting;
+        }
+        Ok(self.runtime.as_ref().expect("set above"))
+    }
+
+    /// Both the model and the runtime (split borrows).
+    pub fn model_and_runtime(&mut self) -> Result<(&mut Loaded, bool, &Runtime), LoadError> {
+        self.runtime()?;
+        let (_, reloaded) = self.model()?;
+        let rt = self.runtime.as_ref().expect("created above");
+        Ok((self.loaded.as_mut().expect("loaded above"), reloaded, rt))
+    }
+}
+
+/// Builds a runtime with PostgreSQL's signals blocked, so the workers inherit a mask that keeps
+/// every signal on the backend thread, then restores the backend's mask.
+fn spawn_runtime(n_threads: usize) -> Result<Runtime, LoadError> {
+    // SAFETY: plain libc signal-set manipulation on stack-allocated sets.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGALRM, libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaddset(&mut block, sig);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old) != 0 {
+            return Err(LoadError::Runtime("pthread_sigmask failed".into()));
+        }
+        let rt = Runtime::new(n_threads);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        rt.map_err(|e| LoadError::Runtime(e.to_string()))
+    }
+}
+
+/// Resident set size of this process in bytes (from /proc/self/statm), if readable.
+pub fn rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(1) as u64)
+}

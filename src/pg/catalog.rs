@@ -1,0 +1,174 @@
+//! Reads the schema the current role may see, through SPI.
+//!
+//! Tables/views and their columns come from `information_schema` (which already hides objects the
+//! role has no privilege on), further restricted to what the role may SELECT. Keys come from
+//! `pg_constraint`, restricted to those visible tables and columns: `information_schema`'s
+//! constraint views only show constraints to roles with a privilege *other than* SELECT, which
+//! would hide every key from a read-only role. Comments are read only for those visible objects.
+//!
+//! The caller's search path decides which schemas are shown (and which one is left unqualified),
+//! so it is read first; the catalog queries themselves then run with `search_path` pinned to
+//! `pg_catalog, pg_temp` (and every name schema-qualified), so objects in the caller's schemas
+//! cannot shadow anything these queries use.
+
+use crate::nl2sql::{Column, ForeignKey, SchemaInfo, Table, TableKind};
+use pgrx::prelude::*;
+use pgrx::spi::SpiResult;
+use std::collections::HashMap;
+
+/// Schemas never shown.
+const HIDDEN_SCHEMAS: [&str; 3] = ["pg_catalog", "information_schema", "pg_toast"];
+
+/// Reads the schema: the given `schemas`, or the caller's search path when `None`.
+pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
+    let (schemas, default_schema) = match schemas {
+        Some(list) => {
+            let first = list.first().cloned();
+            (list, first)
+        }
+        None => {
+            let path: Vec<String> = Spi::get_one::<Vec<String>>("SELECT pg_catalog.current_schemas(false)::text[]")
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let path: Vec<String> = path.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp")).collect();
+            let first = path.first().cloned();
+            (path, first)
+        }
+    };
+    let schemas: Vec<String> = schemas.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str())).collect();
+    let mut info = with_pinned_search_path(|| query_schema(&schemas)).unwrap_or_else(|e| {
+        pgrx::error!("turboinfer: reading the schema failed: {e}");
+    });
+    info.default_schema = default_schema;
+    info.normalize();
+    info
+}
+
+/// Runs `f` with `search_path = pg_catalog, pg_temp`, restoring the previous value afterwards
+/// (also on error: the GUC nest level is unwound with the (sub)transaction).
+fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the same sequence fmgr uses for a function's SET clause.
+    let level = unsafe { pg_sys::NewGUCNestLevel() };
+    unsafe {
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+    let r = f();
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    r
+}
+
+/// The catalog queries proper.
+fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
+    Spi::connect(|client| {
+        let args = vec![schemas.to_vec().into()];
+        // Tables and views the role may read (a table-level or any column-level SELECT).
+        let rows = client.select(
+            "SELECT t.table_schema::text, t.table_name::text, t.table_type::text, c.oid, \
+                    pg_catalog.obj_description(c.oid, 'pg_class') \
+             FROM information_schema.tables t \
+             JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) t.table_schema::name \
+             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
+                                       AND c.relname OPERATOR(pg_catalog.=) t.table_name::name \
+             WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+                    OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
+             ORDER BY 1, 2",
+            None,
+            &args,
+        )?;
+        let mut tables: Vec<Table> = Vec::new();
+        let mut by_oid: HashMap<u32, usize> = HashMap::new();
+        for row in rows {
+            let schema: String = row.get(1)?.unwrap_or_default();
+            let name: String = row.get(2)?.unwrap_or_default();
+            let kind = match row.get::<String>(3)?.as_deref() {
+                Some("VIEW") => TableKind::View,
+                _ => TableKind::Table,
+            };
+            let oid: pg_sys::Oid = row.get(4)?.unwrap_or(pg_sys::InvalidOid);
+            let mut t = Table::new(&schema, &name, kind);
+            t.comment = row.get(5)?;
+            by_oid.insert(oid.to_u32(), tables.len());
+            tables.push(t);
+        }
+        // Columns the role may read, in ordinal order, with PostgreSQL's own type formatting.
+        let rows = client.select(
+            "SELECT c.oid, col.column_name::text, col.is_nullable::text OPERATOR(pg_catalog.=) 'YES', \
+                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum) \
+             FROM information_schema.columns col \
+             JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) col.table_schema::name \
+             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
+                                       AND c.relname OPERATOR(pg_catalog.=) col.table_name::name \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
+                                           AND a.attname OPERATOR(pg_catalog.=) col.column_name::name \
+             WHERE col.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
+             ORDER BY col.table_schema, col.table_name, col.ordinal_position",
+            None,
+            &args,
+        )?;
+        for row in rows {
+            let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
+            let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
+            tables[i].columns.push(Column {
+                name: row.get(2)?.unwrap_or_default(),
+                nullable: row.get(3)?.unwrap_or(true),
+                data_type: row.get(4)?.unwrap_or_default(),
+                comment: row.get(5)?,
+            });
+        }
+        // Primary and foreign keys of those tables (column lists in key order).
+        let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
+        let rows = client.select(
+            "SELECT k.conrelid::int8, k.contype::text, \
+                    ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY u(n, i) \
+                          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) k.conrelid \
+                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i), \
+                    k.confrelid::int8, \
+                    ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.confkey) WITH ORDINALITY u(n, i) \
+                          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) k.confrelid \
+                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i) \
+             FROM pg_catalog.pg_constraint k \
+             WHERE k.contype OPERATOR(pg_catalog.=) ANY (ARRAY['p', 'f']::\"char\"[]) \
+               AND k.conrelid::int8 OPERATOR(pg_catalog.=) ANY ($1) \
+             ORDER BY k.conrelid, k.conname",
+            None,
+            &[oids.into()],
+        )?;
+        let mut fks: Vec<(usize, Vec<String>, u32, Vec<String>)> = Vec::new();
+        for row in rows {
+            let rel = row.get::<i64>(1)?.unwrap_or(0) as u32;
+            let Some(&i) = by_oid.get(&rel) else { continue };
+            let kind: String = row.get(2)?.unwrap_or_default();
+            let cols: Vec<String> = row.get(3)?.unwrap_or_default();
+            // Only keys whose columns are all visible.
+            if !cols.iter().all(|c| tables[i].columns.iter().any(|col| &col.name == c)) {
+                continue;
+            }
+            if kind == "p" {
+                tables[i].primary_key = cols;
+            } else {
+                let target = row.get::<i64>(4)?.unwrap_or(0) as u32;
+                let ref_cols: Vec<String> = row.get(5)?.unwrap_or_default();
+                fks.push((i, cols, target, ref_cols));
+            }
+        }
+        for (i, cols, target, ref_cols) in fks {
+            // A foreign key to a table the role cannot see is not shown.
+            let Some(&j) = by_oid.get(&target) else { continue };
+            let (ref_schema, ref_table) = (tables[j].schema.clone(), tables[j].name.clone());
+            tables[i].foreign_keys.push(ForeignKey { columns: cols, ref_schema, ref_table, ref_columns: ref_cols });
+        }
+        Ok(SchemaInfo::new(tables, None))
+    })
+}

@@ -1,0 +1,361 @@
+//! SQL functions: `nl2sql(question [, schemas])`, `nl2sql_explain(question [, schemas])`,
+//! `turboinfer_info()`, `turboinfer_bench()`.
+//!
+//! None of them executes the generated SQL. They run with the caller's rights (SECURITY
+//! INVOKER): the schema shown to the model is what the caller may read.
+
+use super::backend::{self, LoadError, Loaded};
+use super::{catalog, gucs, validate};
+use crate::model::ModelError;
+use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
+use crate::nl2sql::{Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind, MAX_QUESTION_CHARS};
+use crate::runtime::Runtime;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::{JsonB, PgLogLevel, PgSqlErrorCode};
+use serde_json::json;
+use std::time::Instant;
+
+/// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint. Never returns.
+fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
+    let mut r = ErrorReport::new(code, message, "nl2sql");
+    if let Some(d) = detail {
+        r = r.set_detail(d);
+    }
+    if let Some(h) = hint {
+        r = r.set_hint(h);
+    }
+    r.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Reports a model loading failure.
+fn raise_load(e: LoadError) -> ! {
+    let fetch = "Install a model with: make fetch-model MODEL=qwen2.5-coder-0.5b, then SET turboinfer.model = 'qwen2.5-coder-0.5b' (as a superuser, or ALTER DATABASE/ROLE ... SET).";
+    match e {
+        LoadError::Path(ModelPathError::NotConfigured) => raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "turboinfer: no model is configured".into(),
+            Some("turboinfer.model is empty.".into()),
+            Some(fetch.into()),
+        ),
+        LoadError::Path(ModelPathError::Missing(p)) => raise(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+            format!("turboinfer: model file \"{p}\" not found"),
+            Some(format!("turboinfer.model = '{}' resolves inside {MODELS_DIR}.", gucs::model_setting())),
+            Some(fetch.into()),
+        ),
+        LoadError::Path(other) => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch.into())),
+        LoadError::Engine(p, e) => raise(
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!("turboinfer: cannot load model \"{}\"", p.display()),
+            Some(e.to_string()),
+            Some("The file is not a usable GGUF model (truncated, corrupt or unsupported); fetch it again with make fetch-model.".into()),
+        ),
+        LoadError::Runtime(m) => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: cannot start worker threads: {m}"), None, None),
+    }
+}
+
+/// Reports an engine failure.
+fn raise_engine(e: Nl2SqlError) -> ! {
+    match e {
+        Nl2SqlError::EmptyQuestion => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "nl2sql: the question is empty".into(), None, Some("Ask a question about the data, e.g. nl2sql('how many users?').".into())),
+        Nl2SqlError::QuestionTooLong { chars, max } => raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("nl2sql: the question is too long ({chars} characters, limit {max})"),
+            None,
+            Some("Ask a shorter question.".into()),
+        ),
+        Nl2SqlError::NoTables => raise(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            "nl2sql: no tables or views are visible".into(),
+            Some("Only tables and views in the search path (or the given schemas) that the current role may SELECT from are shown to the model.".into()),
+            Some("Check search_path, pass schemas explicitly (nl2sql(question, ARRAY['myschema'])) or GRANT SELECT.".into()),
+        ),
+        Nl2SqlError::ContextTooSmall { needed, available } => raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("nl2sql: the context is too small ({needed} tokens needed, {available} available)"),
+            None,
+            Some("Raise turboinfer.context_tokens or lower turboinfer.max_new_tokens.".into()),
+        ),
+        Nl2SqlError::InvalidSql { sql, message } => raise(
+            PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION,
+            "nl2sql: the model did not produce a valid query".into(),
+            Some(format!("SQL: {sql}\nparser: {message}")),
+            Some("Rephrase the question, or use a larger model (turboinfer.model).".into()),
+        ),
+        Nl2SqlError::Cancelled => raise(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "nl2sql: cancelled".into(), None, None),
+        Nl2SqlError::UnsupportedModel(m) => raise(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("turboinfer: {m}"), None, None),
+        Nl2SqlError::Model(ModelError::ContextFull { needed, capacity }) => raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("nl2sql: the context is full ({needed} positions needed, {capacity} available)"),
+            None,
+            Some("Raise turboinfer.context_tokens.".into()),
+        ),
+        other => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: {other}"), None, None),
+    }
+}
+
+/// Engine options from the settings.
+fn options() -> Options {
+    Options {
+        max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(128),
+        context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
+    }
+}
+
+/// Milliseconds since `t`.
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Runs the engine with interrupt checks on the backend thread and the parser as validator.
+fn generate(engine: &Engine, rt: &Runtime, cache: &mut PrefixCache, schema: &SchemaInfo, question: &str, opts: &Options) -> Result<Outcome, Nl2SqlError> {
+    engine.run(
+        rt,
+        cache,
+        schema,
+        question,
+        opts,
+        &mut |_| {
+            // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
+            pgrx::check_for_interrupts!();
+            true
+        },
+        &mut |sql| validate::check_query(sql),
+    )
+}
+
+/// Everything one answer reports.
+struct Answer {
+    outcome: Outcome,
+    load_ms: f64,
+    reloaded: bool,
+    schema_ms: f64,
+    model_path: String,
+}
+
+/// The shared body of nl2sql() and nl2sql_explain().
+fn answer(question: &str, schemas: Option<Vec<String>>) -> Answer {
+    // Reject a blank question before loading anything.
+    if let Err(e) = Engine::clean_question(question) {
+        raise_engine(e);
+    }
+    let t0 = Instant::now();
+    let (load_ms, reloaded) = backend::with_backend(|b| match b.model_and_runtime() {
+        Ok((l, reloaded, _)) => (if reloaded { l.load_ms } else { 0.0 }, reloaded),
+        Err(e) => raise_load(e),
+    });
+    let _ = t0;
+    let t1 = Instant::now();
+    let schema = catalog::read_schema(schemas);
+    let schema_ms = ms(t1);
+    let opts = options();
+    let result = backend::with_backend(|b| {
+        let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+        let Loaded { engine, cache, path, .. } = loaded;
+        (generate(engine, rt, cache, &schema, question, &opts), path.display().to_string())
+    });
+    match result {
+        (Ok(outcome), model_path) => Answer { outcome, load_ms, reloaded, schema_ms, model_path },
+        (Err(e), _) => raise_engine(e),
+    }
+}
+
+/// `nl2sql(question)`: a SQL query answering `question` over the tables the caller can see in
+/// the current search path. Never executes it.
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
+fn nl2sql(question: &str) -> String {
+    accepted(answer(question, None))
+}
+
+/// The accepted SQL of an answer, or the InvalidSql ERROR.
+fn accepted(a: Answer) -> String {
+    a.outcome.into_result().unwrap_or_else(|e| raise_engine(e)).sql
+}
+
+/// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
+/// written unqualified).
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
+fn nl2sql_schemas(question: &str, schemas: Vec<String>) -> String {
+    accepted(answer(question, Some(schemas)))
+}
+
+/// The explain report of an answer.
+fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
+    let o = &a.outcome;
+    json!({
+        "sql": o.sql,
+        "valid": o.error.is_none(),
+        "error": o.error,
+        "question": question,
+        "model": a.model_path,
+        "fingerprint": o.fingerprint.hex(),
+        "prompt_tokens": o.prompt_tokens,
+        "prefix_tokens": o.prefix_tokens,
+        "prefill_tokens": o.prefill_tokens,
+        "tables_shown": o.shown,
+        "tables_dropped": o.dropped,
+        "cache": if o.cache_hit { "hit" } else { "miss" },
+        "model_loaded": a.reloaded,
+        "generated_tokens": o.generated_tokens,
+        "attempts": o.attempts.iter().map(|t| json!({
+            "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
+            "stop": t.stop.name(), "error": t.error,
+        })).collect::<Vec<_>>(),
+        "timings_ms": {
+            "load": a.load_ms,
+            "schema": a.schema_ms,
+            "prompt": o.timings.prompt_ms,
+            "prefill": o.timings.prefill_ms,
+            "decode": o.timings.decode_ms,
+            "validate": o.timings.validate_ms,
+        },
+    })
+}
+
+/// `nl2sql_explain(question)`: the answer plus how it was produced (prompt size, fingerprint,
+/// tables shown/dropped, cache hit, tokens, per-phase timings) as jsonb.
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
+fn nl2sql_explain(question: &str) -> JsonB {
+    let a = answer(question, None);
+    JsonB(explain_json(question, &a))
+}
+
+/// `nl2sql_explain(question, schemas)`.
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql_explain")]
+fn nl2sql_explain_schemas(question: &str, schemas: Vec<String>) -> JsonB {
+    let a = answer(question, Some(schemas));
+    JsonB(explain_json(question, &a))
+}
+
+/// `turboinfer_info()`: the configured model (loading it if needed), its shape and quantization
+/// types, the kernel tier, mapped bytes, threads and cache statistics, as jsonb.
+#[pg_extern(volatile, parallel_unsafe, security_invoker)]
+fn turboinfer_info() -> JsonB {
+    let setting = gucs::model_setting();
+    let info = backend::with_backend(|b| {
+        let threads = b.runtime().map(|r| r.n_threads()).ok();
+        match b.model() {
+            Ok((l, _)) => {
+                let cfg = l.engine.model().config();
+                let file = l.engine.model().file();
+                let mut quant: std::collections::BTreeMap<String, usize> = Default::default();
+                for t in file.tensors() {
+                    *quant.entry(t.ty.to_string()).or_default() += 1;
+                }
+                let stats = l.cache.stats();
+                json!({
+                    "model_setting": setting,
+                    "model_path": l.path.display().to_string(),
+                    "loaded": true,
+                    "arch": cfg.arch.name(),
+                    "n_layers": cfg.n_layers,
+                    "dim": cfg.dim,
+                    "n_heads": cfg.n_heads,
+                    "n_kv_heads": cfg.n_kv_heads,
+                    "vocab_size": cfg.vocab_size,
+                    "context_length": cfg.context_length,
+                    "tensor_types": quant,
+                    "mapped_bytes": file.len(),
+                    "load_ms": l.load_ms,
+                    "kernel_tier": kernel_tier(),
+                    "threads": threads,
+                    "cache": {
+                        "hits": stats.hits,
+                        "misses": stats.misses,
+                        "capacity_tokens": l.cache.capacity(),
+                        "prefix_fingerprint": l.cache.fingerprint().map(|f| f.hex()),
+                    },
+                    "rss_bytes": backend::rss_bytes(),
+                    "max_question_chars": MAX_QUESTION_CHARS,
+                })
+            }
+            Err(e) => json!({
+                "model_setting": setting,
+                "loaded": false,
+                "error": match e {
+                    LoadError::Path(p) => p.to_string(),
+                    LoadError::Engine(_, e) => e.to_string(),
+                    LoadError::Runtime(m) => m,
+                },
+                "kernel_tier": kernel_tier(),
+                "threads": threads,
+            }),
+        }
+    });
+    JsonB(info)
+}
+
+/// The widest SIMD feature set this CPU offers (what the kernels can dispatch to).
+fn kernel_tier() -> String {
+    let f = crate::cpu::cpu_features().list();
+    let has = |n: &str| f.iter().any(|(name, on)| *name == n && *on);
+    ["avx512vnni", "avx512bw", "avx512f", "avx2", "i8mm", "dotprod", "neon"]
+        .into_iter()
+        .find(|n| has(n))
+        .unwrap_or("scalar")
+        .to_string()
+}
+
+/// The built-in benchmark schema (the fixtures' two tables).
+fn bench_schema() -> SchemaInfo {
+    let mut users = Table::new("bench", "users", TableKind::Table)
+        .column("id", "integer", false)
+        .column("name", "text", false)
+        .column("email", "text", true)
+        .column("country", "text", true)
+        .column("created_at", "timestamp without time zone", true);
+    users.primary_key = vec!["id".into()];
+    let mut orders = Table::new("bench", "orders", TableKind::Table)
+        .column("id", "integer", false)
+        .column("user_id", "integer", true)
+        .column("amount", "numeric(10,2)", true)
+        .column("status", "text", true)
+        .column("ordered_at", "timestamp without time zone", true);
+    orders.primary_key = vec!["id".into()];
+    orders.foreign_keys.push(crate::nl2sql::ForeignKey {
+        columns: vec!["user_id".into()],
+        ref_schema: "bench".into(),
+        ref_table: "users".into(),
+        ref_columns: vec!["id".into()],
+    });
+    SchemaInfo::new(vec![users, orders], Some("bench"))
+}
+
+/// `turboinfer_bench()`: measured figures on this server with the configured model: load time,
+/// prefill and decode speed, cold (prefix computed) and warm (prefix reused) nl2sql latency on a
+/// built-in two-table schema, and the backend's resident memory.
+#[pg_extern(volatile, parallel_unsafe, security_invoker)]
+fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(value, f64), name!(unit, String))> {
+    let question = "How many users are there?";
+    let schema = bench_schema();
+    let opts = options();
+    let rows = backend::with_backend(|b| {
+        let t = Instant::now();
+        let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+        let load_ms = if reloaded { loaded.load_ms } else { ms(t) };
+        let threads = rt.n_threads() as f64;
+        let mut cache = PrefixCache::new();
+        let t1 = Instant::now();
+        // Timing only: an answer the parser rejects (a small model) still measures the engine.
+        let cold = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts).unwrap_or_else(|e| raise_engine(e));
+        let cold_ms = ms(t1);
+        let t2 = Instant::now();
+        let warm = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts).unwrap_or_else(|e| raise_engine(e));
+        let warm_ms = ms(t2);
+        let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
+        vec![
+            ("threads".to_string(), threads, "threads".to_string()),
+            ("model_load".into(), load_ms, if reloaded { "ms (cold load)" } else { "ms (already loaded)" }.into()),
+            ("prefill".into(), rate(cold.prefill_tokens, cold.timings.prefill_ms), "tokens/s".into()),
+            ("decode".into(), rate(cold.generated_tokens, cold.timings.decode_ms), "tokens/s".into()),
+            ("nl2sql_cold".into(), cold_ms, "ms".into()),
+            ("nl2sql_warm".into(), warm_ms, "ms".into()),
+            ("warm_prefill_tokens".into(), warm.prefill_tokens as f64, "tokens".into()),
+            ("generated_tokens".into(), warm.generated_tokens as f64, "tokens".into()),
+            ("backend_rss".into(), backend::rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0), "MiB".into()),
+        ]
+    });
+    TableIterator::new(rows)
+}

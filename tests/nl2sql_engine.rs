@@ -1,0 +1,139 @@
+//! nl2sql engine with real models: prompt tokens equal llama.cpp's for the fixture prompt, the
+//! prefix cache gives the same answer as a cold run, cancellation, trimming, the 0.5B model's
+//! answer to the fixture question.
+
+mod common;
+
+use turboinfer::nl2sql::{Engine, ForeignKey, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind};
+use turboinfer::runtime::Runtime;
+
+/// The fixtures' schema: users and orders.
+fn fixture_schema() -> SchemaInfo {
+    let mut users = Table::new("public", "users", TableKind::Table)
+        .column("id", "integer", false)
+        .column("name", "text", false)
+        .column("email", "text", true)
+        .column("country", "text", true)
+        .column("created_at", "timestamp", true);
+    users.primary_key = vec!["id".into()];
+    let mut orders = Table::new("public", "orders", TableKind::Table)
+        .column("id", "integer", false)
+        .column("user_id", "integer", true)
+        .column("amount", "numeric(10,2)", true)
+        .column("status", "text", true)
+        .column("ordered_at", "timestamp", true);
+    orders.primary_key = vec!["id".into()];
+    orders.foreign_keys.push(ForeignKey { columns: vec!["user_id".into()], ref_schema: "public".into(), ref_table: "users".into(), ref_columns: vec!["id".into()] });
+    SchemaInfo::new(vec![users, orders], Some("public"))
+}
+
+/// Loads `name` as an engine, or `None` when the model is absent.
+fn engine(name: &str) -> Option<Engine> {
+    let path = common::model_path(name)?;
+    Some(Engine::load(&path, name).expect("model loads"))
+}
+
+#[test]
+fn prompt_tokens_match_llama_cpp() {
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
+        let Some(e) = engine(name) else { continue };
+        let Some(fx) = common::load_fixture(name) else { continue };
+        let g = &fx["generate"][0];
+        let want = common::ids(&g["prompt_ids"]);
+        // The fixture lists users before orders; render them in that order.
+        let schema = fixture_schema();
+        let ddl: String = schema.tables.iter().map(|t| turboinfer::nl2sql::Renderer::new(&schema).table(t)).collect();
+        let mut ids = turboinfer::nl2sql::prompt::prefix(&ddl).encode(e.tokenizer()).unwrap();
+        ids.extend(turboinfer::nl2sql::prompt::question("How many users are there?").encode(e.tokenizer()).unwrap());
+        let text = turboinfer::nl2sql::prompt::prefix(&ddl).text() + &turboinfer::nl2sql::prompt::question("How many users are there?").text();
+        assert_eq!(text, g["prompt"].as_str().unwrap(), "{name}: prompt text");
+        assert_eq!(ids, want, "{name}: segment-wise tokenization differs from llama.cpp's");
+    }
+}
+
+#[test]
+fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
+    let Some(e) = engine("smollm2-135m") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let schema = fixture_schema();
+    let opts = Options { max_new_tokens: 12, context_tokens: 1024 };
+    let mut accept = |_: &str| Ok(());
+    let mut go = |_: Progress| true;
+    let mut cache = PrefixCache::new();
+    let cold = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    assert!(!cold.cache_hit);
+    let warm = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    assert!(warm.cache_hit);
+    assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
+    assert_eq!(cold.attempts[0].raw, warm.attempts[0].raw, "KV prefix reuse must not change the answer");
+    assert_eq!(cold.fingerprint, warm.fingerprint);
+    assert_eq!(cache.stats().hits, 1);
+    assert_eq!(cache.stats().misses, 1);
+
+    // A different schema is a miss with another fingerprint.
+    let mut other = schema.clone();
+    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, comment: None });
+    let third = e.run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    assert!(!third.cache_hit);
+    assert_ne!(third.fingerprint, cold.fingerprint);
+
+    // Cancel during the prefix prefill: the cache is left without a valid prefix, and the next
+    // call recomputes it and answers as before.
+    let mut calls = 0;
+    let mut cancel = |_: Progress| {
+        calls += 1;
+        calls < 2
+    };
+    let r = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut cancel, &mut accept);
+    assert!(matches!(r, Err(Nl2SqlError::Cancelled)), "{r:?}");
+    let again = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    assert!(!again.cache_hit);
+    assert_eq!(again.attempts[0].raw, cold.attempts[0].raw);
+
+    // A rejecting validator triggers exactly one repair round, then reports the error.
+    let mut reject = |_: &str| Err("nope".to_string());
+    let bad = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut reject).unwrap();
+    assert_eq!(bad.attempts.len(), 2);
+    // "nope", or the engine's own verdict when an answer holds no SQL at all.
+    assert!(bad.attempts.iter().all(|a| a.error.is_some()), "{:?}", bad.attempts);
+    assert!(bad.error.is_some());
+    assert!(matches!(bad.into_result(), Err(Nl2SqlError::InvalidSql { .. })));
+}
+
+#[test]
+fn trimming_and_context_errors() {
+    let Some(e) = engine("smollm2-135m") else { return };
+    // 40 tables of 12 columns: far more than 600 positions.
+    let mut tables: Vec<Table> = (0..40)
+        .map(|i| (0..12).fold(Table::new("public", &format!("table_{i:02}"), TableKind::Table), |t, c| t.column(&format!("col_{c}"), "integer", true)))
+        .collect();
+    tables.push(Table::new("public", "users", TableKind::Table).column("id", "integer", false));
+    let schema = SchemaInfo::new(tables, Some("public"));
+    let opts = Options { max_new_tokens: 16, context_tokens: 600 };
+    let plan = e.plan(&schema, "how many users?", &opts).unwrap();
+    assert!(plan.shown.contains(&"public.users".to_string()), "{:?}", plan.shown);
+    assert!(!plan.dropped.is_empty());
+    assert_eq!(plan.shown.len() + plan.dropped.len(), 41);
+    assert!(plan.prefix_ids.len() + plan.question_ids.len() + 2 * 16 <= 600);
+    // Deterministic.
+    assert_eq!(e.plan(&schema, "how many users?", &opts).unwrap().fingerprint, plan.fingerprint);
+    // Too small for anything.
+    let tiny = Options { max_new_tokens: 16, context_tokens: 100 };
+    assert!(matches!(e.plan(&schema, "how many users?", &tiny), Err(Nl2SqlError::ContextTooSmall { .. })));
+    assert!(matches!(e.plan(&SchemaInfo::default(), "q", &opts), Err(Nl2SqlError::NoTables)));
+}
+
+#[test]
+fn small_coder_answers_the_fixture_question() {
+    let Some(e) = engine("qwen2.5-coder-0.5b") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let mut cache = PrefixCache::new();
+    let opts = Options { max_new_tokens: 32, context_tokens: 1024 };
+    let o = e
+        .run(&rt, &mut cache, &fixture_schema(), "How many users are there?", &opts, &mut |_| true, &mut |s: &str| {
+            if s.to_lowercase().starts_with("select") { Ok(()) } else { Err("not a SELECT".into()) }
+        })
+        .unwrap();
+    assert_eq!(o.error, None);
+    assert_eq!(o.sql.to_lowercase(), "select count(*) from users", "{:?}", o.attempts);
+}

@@ -1,0 +1,31 @@
+-- statement_timeout (and pg_cancel_backend, which uses the same interrupt path) stops a long
+-- nl2sql() call between two forward passes; the backend stays usable afterwards.
+CREATE EXTENSION turboinfer;
+SET turboinfer.model = 'smollm2-135m';
+SET turboinfer.max_new_tokens = 2048;
+SET turboinfer.context_tokens = 8192;
+CREATE SCHEMA big;
+SET search_path = big, public;
+-- 80 tables of 12 columns: thousands of prompt tokens, far more than a second of work.
+DO $$
+BEGIN
+  FOR i IN 1..80 LOOP
+    EXECUTE format('CREATE TABLE big.t%s (%s)', i,
+                   (SELECT string_agg(format('column_number_%s_of_table_%s integer', c, i), ', ' ORDER BY c)
+                    FROM generate_series(1, 12) c));
+  END LOOP;
+END $$;
+SELECT count(*) AS tables FROM information_schema.tables WHERE table_schema = 'big';
+SET statement_timeout = '1s';
+-- Terse: a server started with RUST_BACKTRACE=1 adds a backtrace DETAIL to re-raised errors.
+\set VERBOSITY terse
+SELECT nl2sql('list every column of every table');
+\set VERBOSITY default
+RESET statement_timeout;
+-- Still alive, model still loaded.
+SELECT (turboinfer_info()->>'loaded')::bool AS loaded;
+RESET search_path;
+SET client_min_messages = warning;
+DROP SCHEMA big CASCADE;
+RESET client_min_messages;
+DROP EXTENSION turboinfer;

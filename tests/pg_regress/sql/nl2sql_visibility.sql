@@ -1,0 +1,52 @@
+-- nl2sql_explain(): what the model is shown follows the caller's privileges; the fingerprint
+-- follows the schema; the schema prefix is cached per backend. Uses the tiny SmolLM2 model with
+-- a one-token budget: only the prompt and the cache matter here, not the answer.
+CREATE EXTENSION turboinfer;
+SET turboinfer.model = 'smollm2-135m';
+SET turboinfer.max_new_tokens = 1;
+
+CREATE SCHEMA vis;
+CREATE TABLE vis.users (id integer PRIMARY KEY, name text NOT NULL);
+CREATE TABLE vis.secrets (id integer PRIMARY KEY, user_id integer REFERENCES vis.users, payload text);
+COMMENT ON TABLE vis.secrets IS 'launch codes';
+CREATE ROLE nl2sql_reader;
+GRANT USAGE ON SCHEMA vis TO nl2sql_reader;
+GRANT SELECT ON vis.users TO nl2sql_reader;
+SET search_path = vis, public;
+
+-- The superuser sees both tables; first call computes the prefix, the second reuses it.
+SELECT e->'tables_shown' AS shown, e->'tables_dropped' AS dropped, e->>'cache' AS cache,
+       (e->>'prompt_tokens')::int > 0 AS has_prompt, e->'timings_ms' ?& ARRAY['load', 'schema', 'prefill', 'decode', 'validate'] AS has_timings
+FROM nl2sql_explain('how many users?') e;
+SELECT e->>'fingerprint' AS fp_all FROM nl2sql_explain('how many users?') e \gset
+SELECT e->>'cache' AS cache, e->>'fingerprint' = :'fp_all' AS same_fingerprint, (e->>'prefill_tokens')::int < (e->>'prompt_tokens')::int AS prefix_reused
+FROM nl2sql_explain('how many users have a name?') e;
+
+-- A role without SELECT on vis.secrets does not see it (nor its comment) in the prompt.
+SET ROLE nl2sql_reader;
+SELECT e->'tables_shown' AS shown, e->>'cache' AS cache, e->>'fingerprint' <> :'fp_all' AS other_fingerprint
+FROM nl2sql_explain('how many users?') e;
+SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
+RESET ROLE;
+
+-- Explicit schemas instead of the search path.
+RESET search_path;
+SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['vis']) e;
+SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['pg_catalog', 'vis']) e;
+SET search_path = vis, public;
+
+-- Changing the schema changes the fingerprint (and misses the cache).
+ALTER TABLE vis.users ADD COLUMN email text;
+SELECT e->>'cache' AS cache, e->>'fingerprint' <> :'fp_all' AS changed FROM nl2sql_explain('how many users?') e;
+-- So does a comment.
+COMMENT ON COLUMN vis.users.email IS 'may be NULL';
+SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
+
+-- The answer of a model that cannot write SQL is reported, not returned.
+SELECT e->>'valid' AS valid, jsonb_array_length(e->'attempts') AS attempts FROM nl2sql_explain('how many users?') e;
+
+RESET search_path;
+DROP SCHEMA vis CASCADE;
+DROP OWNED BY nl2sql_reader;
+DROP ROLE nl2sql_reader;
+DROP EXTENSION turboinfer;
