@@ -128,8 +128,6 @@ fn check(name: &str, opts: ModelOptions, tol_step: f64, tol_mean: f64, near_tie:
     eprintln!("{name} {opts:?}: worst step {:.4} (prompt {} step {}), worst prompt mean {mean:.4}", worst.diff, worst.prompt, worst.step);
 }
 
-/// The llama.cpp-compatible mode: f16 KV cache and ggml's flash-attention rounding.
-const LLAMACPP_MODE: ModelOptions = ModelOptions { kv_dtype: KvDtype::F16, attn_precision: AttnPrecision::GgmlF16 };
 /// The exact mode: f32 KV cache, f32 attention.
 const EXACT_MODE: ModelOptions = ModelOptions { kv_dtype: KvDtype::F32, attn_precision: AttnPrecision::Exact };
 
