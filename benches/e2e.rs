@@ -7,6 +7,7 @@
 use std::time::Instant;
 use turboinfer::model::{Logits, Model};
 use turboinfer::runtime::Runtime;
+use turboinfer::sampler::{argmax, SplitMix64};
 
 /// Parsed command line.
 struct Args {
@@ -45,22 +46,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Deterministic pseudo-random token ids below `vocab` (llama-bench also feeds random tokens).
 fn tokens(n: usize, vocab: usize) -> Vec<u32> {
-    // SplitMix64 step: a fixed, well-mixed sequence; the content does not change the cost.
-    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) % vocab as u64) as u32
-        })
-        .collect()
-}
-
-/// Index of the largest logit.
-fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as u32
+    // A fixed seed: the same tokens every run; their content does not change the cost.
+    let mut rng = SplitMix64::new(42);
+    (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
 }
 
 fn main() {

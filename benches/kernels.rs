@@ -169,18 +169,8 @@ fn bandwidth(samples: usize) {
     }
 }
 
-/// Tiny deterministic PRNG (SplitMix64).
-struct Rng(u64);
-impl Rng {
-    /// Next 64 bits.
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// The engine's deterministic PRNG, for random test matrices.
+type Rng = turboinfer::sampler::SplitMix64;
 
 /// Random weight matrix bytes of `rows` rows of `n` elements of `ty`, with small finite f16 scales
 /// (random scale bits could be NaN/inf/subnormal, which is not what real weights look like).
@@ -188,7 +178,7 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, rows: usize, n: usize) -> Vec<u8> 
     let rb = quant::row_size(ty, n).unwrap();
     let mut w = vec![0u8; rb * rows];
     for c in w.chunks_mut(8) {
-        let v = rng.next().to_le_bytes();
+        let v = rng.next_u64().to_le_bytes();
         c.copy_from_slice(&v[..c.len()]);
     }
     // 0x1C00 = f16 0.0039: a typical block scale.
@@ -213,7 +203,7 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, rows: usize, n: usize) -> Vec<u8> 
 
 /// Quantized random activations of length `n` for weight type `ty`, via `k`'s quantizer.
 fn activation(rng: &mut Rng, k: &KernelSet, ty: GgmlType, n: usize) -> Vec<u8> {
-    let x: Vec<f32> = (0..n).map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+    let x: Vec<f32> = (0..n).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
     let at = quant::activation_type(ty);
     let mut a = vec![0u8; quant::row_size(at, n).unwrap()];
     (k.quantize(at).unwrap())(&x, &mut a);
@@ -263,7 +253,7 @@ fn main() {
             ("1.5b", 1536, 151936, vec![Q6_K, Q4_K]),
         ]
     };
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     println!();
     println!("matrix × vector, weight GB/s (weight bytes / median time); cols x rows = row length x output rows");
     println!("(1T cpu = weight bytes / thread CPU time: robust to time-slicing on a shared machine)");

@@ -22,36 +22,9 @@ macro_rules! reference {
                 Some(f) => f(n, w, a),
                 None => unreachable!(),
             },
-            vec_dot_batch: batch::<{ type_id(GgmlType::$ty) }>,
+            vec_dot_batch: batch::<{ GgmlType::$ty.id() }>,
         }
     };
-}
-
-/// GGUF id of `ty`, usable in const generics (mirrors `GgmlType::id`).
-const fn type_id(ty: GgmlType) -> u32 {
-    use GgmlType::*;
-    match ty {
-        F32 => 0,
-        F16 => 1,
-        Q4_0 => 2,
-        Q4_1 => 3,
-        Q5_0 => 6,
-        Q5_1 => 7,
-        Q8_0 => 8,
-        Q8_1 => 9,
-        Q2_K => 10,
-        Q3_K => 11,
-        Q4_K => 12,
-        Q5_K => 13,
-        Q6_K => 14,
-        Q8_K => 15,
-        I8 => 24,
-        I16 => 25,
-        I32 => 26,
-        I64 => 27,
-        F64 => 28,
-        BF16 => 30,
-    }
 }
 
 /// Scalar F32 "quantizer" (a copy to little-endian bytes).
@@ -90,16 +63,3 @@ pub(crate) static SET: KernelSet = KernelSet {
     quant_q8_k,
     quant_f32,
 };
-
-#[cfg(test)]
-mod tests {
-    /// The const-generic ids agree with the type table.
-    #[test]
-    fn type_ids_match() {
-        for id in 0..40 {
-            if let Some(t) = crate::quant::GgmlType::from_id(id) {
-                assert_eq!(super::type_id(t), t.id());
-            }
-        }
-    }
-}

@@ -61,8 +61,8 @@ impl GgmlType {
         })
     }
 
-    /// The numeric GGUF id of this type.
-    pub fn id(self) -> u32 {
+    /// The numeric GGUF id of this type (`const`, so kernels can use it as a const generic).
+    pub const fn id(self) -> u32 {
         use GgmlType::*;
         match self {
             F32 => 0,

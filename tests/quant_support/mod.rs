@@ -5,22 +5,18 @@
 use std::path::PathBuf;
 use turboinfer::quant::GgmlType;
 
-/// SplitMix64: tiny, deterministic, good enough to generate test data (no `rand` dependency).
-pub struct Rng(u64);
+/// The engine's SplitMix64, with helpers to generate test data (no `rand` dependency).
+pub struct Rng(turboinfer::sampler::SplitMix64);
 
 impl Rng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(turboinfer::sampler::SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
