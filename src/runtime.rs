@@ -1,6 +1,6 @@
 //! The compute runtime: a private rayon thread pool that all parallel engine work runs inside.
 //!
-//! The engine never touches rayon's global pool and never calls `rayon::spawn`: inside a
+//! The engine never touches rayon's global pool and never spawns detached rayon tasks: inside a
 //! PostgreSQL backend the threads must be created (with signals blocked) by whoever owns the
 //! process, and every parallel region must finish before the call that started it returns.
 
