@@ -53,33 +53,20 @@ impl Tier {
     /// `Ok` if `f` has every extension the tier needs, else the first missing one.
     pub fn check(self, f: &CpuFeatures) -> Result<(), KernelError> {
         let arch_x86 = cfg!(target_arch = "x86_64");
-        let needs: &[(&'static str, bool)] = match self {
-            Tier::Scalar => &[],
-            Tier::Avx2 => &[("x86_64", arch_x86), ("avx2", f.avx2), ("fma", f.fma), ("f16c", f.f16c)],
-            Tier::AvxVnni => {
-                &[("x86_64", arch_x86), ("avx2", f.avx2), ("fma", f.fma), ("f16c", f.f16c), ("avxvnni", f.avxvnni)]
+        // Each tier needs its base tier's extensions plus its own.
+        let (base, own): (Option<Tier>, &[(&'static str, bool)]) = match self {
+            Tier::Scalar => (None, &[]),
+            Tier::Avx2 => (None, &[("x86_64", arch_x86), ("avx2", f.avx2), ("fma", f.fma), ("f16c", f.f16c)]),
+            Tier::AvxVnni => (Some(Tier::Avx2), &[("avxvnni", f.avxvnni)]),
+            Tier::Avx512 => {
+                (Some(Tier::Avx2), &[("avx512f", f.avx512f), ("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl)])
             }
-            Tier::Avx512 => &[
-                ("x86_64", arch_x86),
-                ("avx2", f.avx2),
-                ("fma", f.fma),
-                ("f16c", f.f16c),
-                ("avx512f", f.avx512f),
-                ("avx512bw", f.avx512bw),
-                ("avx512vl", f.avx512vl),
-            ],
-            Tier::Avx512Vnni => &[
-                ("x86_64", arch_x86),
-                ("avx2", f.avx2),
-                ("fma", f.fma),
-                ("f16c", f.f16c),
-                ("avx512f", f.avx512f),
-                ("avx512bw", f.avx512bw),
-                ("avx512vl", f.avx512vl),
-                ("avx512vnni", f.avx512vnni),
-            ],
+            Tier::Avx512Vnni => (Some(Tier::Avx512), &[("avx512vnni", f.avx512vnni)]),
         };
-        match needs.iter().find(|(_, have)| !have) {
+        if let Some(Err(KernelError::Unsupported { missing, .. })) = base.map(|b| b.check(f)) {
+            return Err(KernelError::Unsupported { tier: self, missing });
+        }
+        match own.iter().find(|(_, have)| !have) {
             Some((missing, _)) => Err(KernelError::Unsupported { tier: self, missing }),
             None => Ok(()),
         }

@@ -57,27 +57,34 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut acc = q8_k::LaneAcc::default();
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
-        let scales = &x[4..16];
         let qs = &x[16..BLOCK];
         let mut codes = [0i8; QK_K];
-        let mut scale16 = [0i32; QK_K / 16];
-        let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
         for c in 0..4 {
             for l in 0..32 {
                 codes[64 * c + l] = (qs[32 * c + l] & 0x0F) as i8;
                 codes[64 * c + 32 + l] = (qs[32 * c + l] >> 4) as i8;
             }
         }
-        for j in 0..8 {
-            let (sc, m) = scale_min(j, scales);
-            scale16[2 * j] = sc as i32;
-            scale16[2 * j + 1] = sc as i32;
-            summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
-        }
-        let lanes = q8_k::lane_dot(&codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
-        let dy = f32_at(y);
-        acc.add(f16_at(&x[0..2]) * dy, &lanes);
-        acc.sub_min(f16_at(&x[2..4]) * dy, summ);
+        add_block_dot(&codes, x, y, &mut acc);
     }
     acc.finish()
+}
+
+/// Adds one super-block's `d*d_a * sum_j sc[j]*sum(code*q8) - dmin*d_a * sum_g m[g/2]*bsums[g]` to
+/// `acc`, for the K-quants with a `d, dmin, 12 packed 6-bit scales/mins` header (Q4_K, Q5_K);
+/// `codes` are the block's unsigned weight codes, already unpacked. // [QK_K]
+pub(super) fn add_block_dot(codes: &[i8; QK_K], x: &[u8], y: &[u8], acc: &mut q8_k::LaneAcc) {
+    let scales = &x[4..16];
+    let mut scale16 = [0i32; QK_K / 16];
+    let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
+    for j in 0..8 {
+        let (sc, m) = scale_min(j, scales);
+        scale16[2 * j] = sc as i32;
+        scale16[2 * j + 1] = sc as i32;
+        summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
+    }
+    let lanes = q8_k::lane_dot(codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
+    let dy = f32_at(y);
+    acc.add(f16_at(&x[0..2]) * dy, &lanes);
+    acc.sub_min(f16_at(&x[2..4]) * dy, summ);
 }

@@ -10,8 +10,8 @@
 //! ```
 //! Dotted with Q8_K activations.
 
-use super::bytes::{f16_at, f32_at};
-use super::q4_k::scale_min;
+use super::bytes::f16_at;
+use super::q4_k::{add_block_dot, scale_min};
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -59,25 +59,13 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut acc = q8_k::LaneAcc::default();
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
-        let scales = &x[4..16];
         let mut codes = [0i8; QK_K];
-        let mut scale16 = [0i32; QK_K / 16];
-        let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
         for c in 0..4 {
             for (o, &v) in codes[64 * c..64 * c + 64].iter_mut().zip(&chunk_codes(x, c)) {
                 *o = v as i8;
             }
         }
-        for j in 0..8 {
-            let (sc, m) = scale_min(j, scales);
-            scale16[2 * j] = sc as i32;
-            scale16[2 * j + 1] = sc as i32;
-            summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
-        }
-        let lanes = q8_k::lane_dot(&codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
-        let dy = f32_at(y);
-        acc.add(f16_at(&x[0..2]) * dy, &lanes);
-        acc.sub_min(f16_at(&x[2..4]) * dy, summ);
+        add_block_dot(&codes, x, y, &mut acc);
     }
     acc.finish()
 }
