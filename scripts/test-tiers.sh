@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the llama.cpp fixture comparison once per kernel tier this CPU has (TURBOINFER_KERNELS
+# Runs the llama.cpp fixture comparison and the bitwise batch-invariance tests (batch = sequential,
+# 1 vs 2 threads) once per kernel tier this CPU has (TURBOINFER_KERNELS
 # forces a tier; the engine refuses one the CPU lacks, so tiers are chosen from /proc/cpuinfo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +13,5 @@ has avx512f avx512bw avx512vl && tiers+=(avx512)
 has avx512f avx512bw avx512vl avx512_vnni && tiers+=(avx512vnni)
 for t in "${tiers[@]}"; do
   echo "==> model fixtures on kernel tier $t"
-  TURBOINFER_KERNELS=$t cargo test -q --release --test model_fixtures matches_llamacpp
+  TURBOINFER_KERNELS=$t cargo test -q --release --test model_fixtures -- matches_llamacpp batch_is_bitwise_sequential
 done

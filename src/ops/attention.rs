@@ -29,12 +29,12 @@ pub enum AttnPrecision {
     /// (Default.) Scores and the weighted V sum in f32 from the (widened) cache values, plain softmax.
     #[default]
     Exact,
-    /// llama.cpp's CPU flash attention (ggml-cpu `ggml_compute_forward_flash_attn_ext_f16`):
-    /// batches of fewer than `GGML_FA_TILE_Q` queries (decode, short prompts) take its one-chunk
-    /// path, which with an f16 cache rounds Q to f16 for the K dot, runs an online softmax and
-    /// accumulates `Σ p·V` in an f16 vector (rescaled and rounded at every key); larger batches take
-    /// its tiled path, which widens K/V to f32 and accumulates in f32 (same results as `Exact` up to
-    /// f32 summation order). With an f32 cache both paths are f32 (online softmax).
+    /// llama.cpp's CPU flash attention (ggml-cpu `ggml_compute_forward_flash_attn_ext_f16`) as it
+    /// runs for decoding: its one-chunk path, which with an f16 cache rounds Q to f16 for the K dot,
+    /// runs an online softmax and accumulates `Σ p·V` in an f16 vector (rescaled and rounded at
+    /// every key); with an f32 cache it is f32 (online softmax). Used for every batch size: ggml
+    /// switches to an f32 tiled path from 64 query rows on, we do not, so that a row's result never
+    /// depends on the batch it was computed in (speculative decoding needs batch = sequential bitwise).
     GgmlF16,
 }
 
@@ -49,10 +49,6 @@ impl std::str::FromStr for AttnPrecision {
         }
     }
 }
-
-/// ggml's `GGML_FA_TILE_Q`: from this many query rows per batch on, ggml-cpu uses its tiled (f32
-/// GEMM) flash-attention path instead of the per-row one-chunk path.
-pub const GGML_FA_TILE_Q: usize = 64;
 
 /// A cache element that widens to f32.
 trait Elem: Copy + Send + Sync {
@@ -83,7 +79,9 @@ impl Elem for f16 {
 /// - `out`: `[T, n_heads, head_dim]`
 ///
 /// Query head `h` reads KV head `h / (n_heads / n_kv_heads)` (ggml's broadcast); scores are scaled
-/// by `1/sqrt(head_dim)`. Parallel over (token, head) pairs: call inside `Runtime::install`.
+/// by `1/sqrt(head_dim)`. Each (token, head) row is computed on its own, by the same code whatever
+/// the batch size or thread count, so results are bitwise batch- and thread-invariant.
+/// Parallel over (token, head) pairs: call inside `Runtime::install`.
 pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecision, out: &mut [f32]) {
     let AttnShape { n_heads, n_kv_heads, head_dim: hd, max_seq, .. } = shape;
     assert!(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "heads must be a multiple of kv heads");
@@ -92,7 +90,7 @@ pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecisio
     let n_tok = q.len() / (n_heads * hd);
     assert!(shape.pos0 + n_tok <= max_seq, "attention beyond cache capacity");
     let need = n_kv_heads * max_seq * hd;
-    let one_chunk = prec == AttnPrecision::GgmlF16 && n_tok < GGML_FA_TILE_Q;
+    let one_chunk = prec == AttnPrecision::GgmlF16;
     match kv {
         KvView::F32 { k, v } => {
             assert!(k.len() >= need && v.len() >= need, "cache shape");
@@ -291,17 +289,27 @@ mod tests {
     }
 
     #[test]
-    fn ggml_mode_uses_f32_tiled_path_for_large_batches() {
-        // From GGML_FA_TILE_Q query rows on, ggml accumulates in f32: equal to Exact up to f32 rounding.
-        let (nh, nkv, hd, max_seq, pos0, n_tok) = (2, 1, 8, 80, 0, GGML_FA_TILE_Q);
+    fn rows_do_not_depend_on_batch_size() {
+        // Every mode, both cache types: each row of a 70-query batch (more than ggml's 64-row tile)
+        // is bitwise the row computed alone at its position.
+        let (nh, nkv, hd, max_seq, n_tok) = (4, 2, 8, 80, 70);
         let f = |i: usize, s: f32| ((i as f32) * s).sin();
         let q: Vec<f32> = (0..n_tok * nh * hd).map(|i| f(i, 0.31)).collect();
         let k: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.17)).collect();
         let v: Vec<f32> = (0..nkv * max_seq * hd).map(|i| f(i, 0.23)).collect();
-        let s = AttnShape { n_heads: nh, n_kv_heads: nkv, head_dim: hd, max_seq, pos0 };
-        let a = run_mode(&q, &k, &v, s, true, AttnPrecision::GgmlF16);
-        let b = run_mode(&q, &k, &v, s, true, AttnPrecision::Exact);
-        assert_eq!(a, b);
+        let row = nh * hd;
+        for c16 in [false, true] {
+            for prec in [AttnPrecision::Exact, AttnPrecision::GgmlF16] {
+                let s = AttnShape { n_heads: nh, n_kv_heads: nkv, head_dim: hd, max_seq, pos0: 0 };
+                let batch = run_mode(&q, &k, &v, s, c16, prec);
+                for t in [0, 1, 37, 63, 64, 69] {
+                    let s1 = AttnShape { pos0: t, ..s };
+                    let one = run_mode(&q[t * row..(t + 1) * row], &k, &v, s1, c16, prec);
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&batch[t * row..(t + 1) * row]), bits(&one), "{c16} {prec:?} row {t}");
+                }
+            }
+        }
     }
 
     #[test]
