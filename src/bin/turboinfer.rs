@@ -208,16 +208,25 @@ fn cmd_info(path: &str) -> Result<(), String> {
 /// Parses the command line, runs the command, maps errors to exit codes (2 usage, 1 failure).
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(c) = args.first().filter(|c| turboinfer::sparse::cli::handles(c)) {
+        return match turboinfer::sparse::cli::run(c, &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("turboinfer: error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cmd = match parse_args(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("turboinfer: {e}\n{USAGE}");
+            eprintln!("turboinfer: {e}\n{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
             return ExitCode::from(2);
         }
     };
     let res = match &cmd {
         Command::Help => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
             Ok(())
         }
         Command::Info { model } => cmd_info(model),
