@@ -16,7 +16,7 @@ use std::time::Instant;
 /// Usage of the sparse subcommands.
 pub const USAGE: &str = "  turboinfer calibrate -m MODEL.gguf [--out SIDECAR] [--corpus FILE...] [--target-sparsity 0.5,0.7,0.85]
                   [--rank 64] [--tokens 2048] [--window 256] [--no-nl2sql] [-t THREADS]
-  turboinfer sparse-report -m MODEL.gguf [--sidecar S] --sparsity S --text FILE [--tokens 256] [-t THREADS]
+  turboinfer sparse-report -m MODEL.gguf [--sidecar S] --sparsity S --text FILE [--tokens 256] [--no-audit] [-t THREADS]
   turboinfer perplexity -m MODEL.gguf [--sidecar S --sparsity S] --text FILE [--ctx 512] [--tokens 4096] [-t THREADS]
   turboinfer sparse-agree -m MODEL.gguf [--sidecar S] --sparsity S [-n 48] [--questions N] [-t THREADS]";
 
@@ -79,7 +79,7 @@ impl Opts {
 
 /// Runs subcommand `cmd` with `args` (after the command name).
 pub fn run(cmd: &str, args: &[String]) -> Result<(), String> {
-    let o = Opts::parse(args, &["--no-nl2sql"])?;
+    let o = Opts::parse(args, &["--no-nl2sql", "--no-audit"])?;
     match cmd {
         "calibrate" => cmd_calibrate(&o),
         "sparse-report" => cmd_report(&o),
@@ -167,7 +167,7 @@ fn text_ids(o: &Opts, tok: &Tokenizer, max: usize) -> Result<Vec<u32>, String> {
 fn cmd_report(o: &Opts) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let s: f32 = o.num("--sparsity", 0.0)?;
-    let mut cfg = SparseConfig { audit: o.flag("--audit") || s > 0.0, ..SparseConfig::default() };
+    let mut cfg = SparseConfig { audit: s > 0.0 && !o.flag("--no-audit"), ..SparseConfig::default() };
     if s == 0.0 {
         cfg.fallback_ratio = 0.0; // every token dense: the baseline timing
     }

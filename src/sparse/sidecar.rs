@@ -380,3 +380,91 @@ impl Sidecar {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small synthetic sidecar (2 layers, dim 32, ffn 8, rank 2, two levels).
+    fn sample() -> (SidecarSpec, Vec<LayerData>) {
+        let spec = SidecarSpec { n_layers: 2, dim: 32, ffn_dim: 8, rank: 2, levels: vec![0.5, 0.8], model_key: [7; 32] };
+        let layer = |k: u32| LayerData {
+            n_hot: 1,
+            thr: vec![0.1, 0.2],
+            cutoff: vec![-1.0, 1.0],
+            recall: vec![0.9, 0.8],
+            order: (0..8).map(|i| (i + k) % 8).collect(),
+            p: (0..64).map(|i| i as f32).collect(),
+            q: (0..16).map(|i| -(i as f32)).collect(),
+            bias: vec![0.5; 8],
+            down: vec![k as u8; 8 * q8_0_row_bytes(32)],
+        };
+        (spec, vec![layer(0), layer(3)])
+    }
+
+    /// A unique temporary path.
+    fn tmp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("turboinfer-sidecar-{}-{name}", std::process::id()))
+    }
+
+    /// Written data reads back identically.
+    #[test]
+    fn round_trip() {
+        let (spec, layers) = sample();
+        let p = tmp("rt");
+        write(&p, &spec, &layers).unwrap();
+        let sc = Sidecar::open(&p, None).unwrap();
+        assert_eq!(sc.spec(), &spec);
+        for (l, d) in layers.iter().enumerate() {
+            let v = sc.layer(l);
+            assert_eq!((v.n_hot, v.thr, v.cutoff, v.recall), (d.n_hot, &d.thr[..], &d.cutoff[..], &d.recall[..]));
+            assert_eq!((v.order, v.p, v.q, v.bias, v.down), (&d.order[..], &d.p[..], &d.q[..], &d.bias[..], &d.down[..]));
+        }
+        sc.check_shape(2, 32, 8).unwrap();
+        assert!(matches!(sc.check_shape(2, 32, 16), Err(SparseError::ShapeMismatch { .. })));
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// Any flipped byte, a truncation, a bad magic, a future version or a non-permutation is refused
+    /// with the matching typed error.
+    #[test]
+    fn corruption_is_rejected() {
+        let (spec, mut layers) = sample();
+        let p = tmp("bad");
+        write(&p, &spec, &layers).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        let check = |bytes: &[u8], want: &str| {
+            std::fs::write(&p, bytes).unwrap();
+            let e = Sidecar::open(&p, None).unwrap_err();
+            let ok = match want {
+                "magic" => matches!(e, SparseError::BadMagic { .. }),
+                "version" => matches!(e, SparseError::Version { .. }),
+                _ => matches!(&e, SparseError::Corrupt { reason, .. } if reason.contains(want)),
+            };
+            assert!(ok, "expected {want}, got {e}");
+        };
+        // A flipped bit anywhere after the header fields (levels, records, predictors, down rows).
+        for at in [110, HEADER_BYTES + 3, good.len() / 2, good.len() - 1] {
+            let mut b = good.clone();
+            b[at] ^= 0x10;
+            check(&b, "checksum");
+        }
+        check(&good[..good.len() - 5], "length");
+        check(&good[..10], "magic");
+        let mut b = good.clone();
+        b[0] = b'X';
+        check(&b, "magic");
+        let mut b = good.clone();
+        b[8] = 2;
+        check(&b, "version");
+        let mut b = good.clone();
+        b[28] = 0;
+        check(&b, "levels");
+        // A valid checksum over a broken permutation is still refused.
+        layers[1].order[0] = layers[1].order[1];
+        write(&p, &spec, &layers).unwrap();
+        let e = Sidecar::open(&p, None).unwrap_err();
+        assert!(e.to_string().contains("permutation"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+}
