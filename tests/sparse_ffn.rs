@@ -45,7 +45,7 @@ fn zero_sparsity_equals_dense(name: &str) {
     let ids = tok.encode("SELECT count(*) FROM orders WHERE status = 'shipped';", false).unwrap();
     let ids = &ids[..ids.len().min(12)];
     let dense = decode_logits(&model, &rt, ids);
-    let exact = SparseConfig { fallback_ratio: 2.0, dense_down_ratio: 1.0, batches: false, audit: false };
+    let exact = SparseConfig { fallback_ratio: 2.0, dense_down_ratio: 1.0, batches: false, audit: false, oracle: false };
     model.set_ffn_hook(Some(sparse::load_for(&model, &sc, 0.0, exact).unwrap()));
     let sp = decode_logits(&model, &rt, ids);
     let same = dense.iter().zip(&sp).all(|(a, b)| a.to_bits() == b.to_bits());

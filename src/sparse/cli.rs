@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Usage of the sparse subcommands.
-pub const USAGE: &str = "  turboinfer calibrate -m MODEL.gguf [--out SIDECAR] [--corpus FILE...] [--target-sparsity 0.5,0.7,0.85]
+pub const USAGE: &str = "  (sparse commands take --selector predictor|gate; default predictor)
+  turboinfer calibrate -m MODEL.gguf [--out SIDECAR] [--corpus FILE...] [--target-sparsity 0.5,0.7,0.85]
                   [--rank 64] [--tokens 2048] [--window 256] [--no-nl2sql] [-t THREADS]
   turboinfer sparse-report -m MODEL.gguf [--sidecar S] --sparsity S --text FILE [--tokens 256] [--no-audit] [-t THREADS]
-  turboinfer perplexity -m MODEL.gguf [--sidecar S --sparsity S] --text FILE [--ctx 512] [--tokens 4096] [-t THREADS]
+  turboinfer perplexity -m MODEL.gguf [--sidecar S --sparsity S [--oracle]] --text FILE [--ctx 512] [--tokens 4096] [-t THREADS]
   turboinfer sparse-agree -m MODEL.gguf [--sidecar S] --sparsity S [-n 48] [--questions N] [-t THREADS]";
 
 /// True if `cmd` is one of this module's subcommands.
@@ -79,7 +80,7 @@ impl Opts {
 
 /// Runs subcommand `cmd` with `args` (after the command name).
 pub fn run(cmd: &str, args: &[String]) -> Result<(), String> {
-    let o = Opts::parse(args, &["--no-nl2sql", "--no-audit"])?;
+    let o = Opts::parse(args, &["--no-nl2sql", "--no-audit", "--oracle"])?;
     match cmd {
         "calibrate" => cmd_calibrate(&o),
         "sparse-report" => cmd_report(&o),
@@ -142,8 +143,11 @@ fn cmd_calibrate(o: &Opts) -> Result<(), String> {
 }
 
 /// Attaches the sidecar at `--sparsity` with `cfg`; returns the hook.
-fn attach(o: &Opts, model: &mut Model, path: &Path, cfg: SparseConfig) -> Result<Arc<FfnHook>, String> {
+fn attach(o: &Opts, model: &mut Model, path: &Path, mut cfg: SparseConfig) -> Result<Arc<FfnHook>, String> {
     let s: f32 = o.num("--sparsity", 0.0)?;
+    if let Some(sel) = o.one("--selector")? {
+        cfg.selector = sel.parse()?;
+    }
     let sc = sidecar_path(o, path)?;
     let hook = load_for(model, &sc, s, cfg).map_err(|e| e.to_string())?;
     model.set_ffn_hook(Some(hook.clone()));
@@ -182,15 +186,19 @@ fn cmd_report(o: &Opts) -> Result<(), String> {
     let secs = t0.elapsed().as_secs_f64();
     let rep = sp.report();
     println!("sparsity target {:.2}: {} tokens, {:.2} tok/s{}", sp.target(), ids.len(), ids.len() as f64 / secs, if cfg.audit { " (audit on: tok/s includes the audit)" } else { "" });
-    println!("layer  pred_sparsity  actual_sparsity  recall  fallback  ffn_us/token");
-    let mut tot = 0.0;
+    println!("layer  pred_sparsity  actual_sparsity  recall  fallback  ffn_us/token  ffn_cpu_us/token");
+    let (mut tot, mut cpu) = (0.0, 0.0);
     for (l, r) in rep.iter().enumerate() {
         tot += r.us_per_token;
-        println!("{l:>5}  {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  {:>12.1}", r.predicted_sparsity, r.actual_sparsity, r.recall, r.fallback_rate, r.us_per_token);
+        cpu += r.cpu_us_per_token;
+        println!(
+            "{l:>5}  {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  {:>12.1}  {:>16.1}",
+            r.predicted_sparsity, r.actual_sparsity, r.recall, r.fallback_rate, r.us_per_token, r.cpu_us_per_token
+        );
     }
     let mean = |f: &dyn Fn(&super::LayerReport) -> f64| rep.iter().map(f).sum::<f64>() / rep.len() as f64;
     println!(
-        "mean   {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  total {tot:.1} us/token",
+        "mean   {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  total {tot:.1} us/token, cpu {cpu:.1} us/token (one thread: -t 1)",
         mean(&|r| r.predicted_sparsity),
         mean(&|r| r.actual_sparsity),
         mean(&|r| r.recall),
@@ -203,7 +211,8 @@ fn cmd_report(o: &Opts) -> Result<(), String> {
 fn cmd_perplexity(o: &Opts) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     if o.one("--sparsity")?.is_some() {
-        attach(o, &mut model, &path, SparseConfig { batches: true, ..SparseConfig::default() })?;
+        let oracle = o.flag("--oracle");
+        attach(o, &mut model, &path, SparseConfig { batches: true, oracle, ..SparseConfig::default() })?;
     }
     let ids = text_ids(o, &tok, o.num("--tokens", 4096)?)?;
     let ctx: usize = o.num("--ctx", 512)?;

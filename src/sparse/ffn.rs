@@ -3,7 +3,7 @@
 
 use super::sidecar::{LayerView, Sidecar};
 use super::simd;
-use super::stats::{LayerReport, LayerStats};
+use super::stats::{thread_cpu_ns, LayerReport, LayerStats};
 use super::SparseError;
 use crate::gguf::GgufFile;
 use crate::model::LayerWeights;
@@ -18,6 +18,9 @@ const ROWS_PER_TASK: usize = 64;
 /// Active neurons per parallel down task (each task owns a `dim`-float accumulator, summed in a
 /// fixed order afterwards so results do not depend on scheduling).
 const DOWN_PER_TASK: usize = 256;
+/// Rows ahead to prefetch in the gathers: ~2 rows of 600-1000 bytes cover a DRAM latency (~100 ns)
+/// at the ~0.1 µs a row's dot product takes.
+const PREFETCH_AHEAD: usize = 2;
 
 /// Tunables of the sparse path.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,6 +37,35 @@ pub struct SparseConfig {
     pub batches: bool,
     /// Also compute every neuron to measure the predictor's recall (slow; reports only).
     pub audit: bool,
+    /// Evaluation only: replace the predictor by the truth (compute every neuron densely, keep
+    /// those above the level's threshold). Measures what the sparsity level itself costs in
+    /// accuracy, separately from the predictor's misses; no speed-up.
+    pub oracle: bool,
+    /// How the active neurons are chosen.
+    pub selector: Selector,
+}
+
+/// How a token's active neurons are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Selector {
+    /// The sidecar's low-rank predictor (skips gate, up and down of inactive neurons).
+    #[default]
+    Predictor,
+    /// The exact gate: compute every gate row, keep the top `(1 - target)` neurons by
+    /// |silu(gate)|, and compute up and down for those only (CATS-style; skips up and down).
+    Gate,
+}
+
+impl std::str::FromStr for Selector {
+    type Err = String;
+    /// `predictor` or `gate`.
+    fn from_str(s: &str) -> Result<Selector, String> {
+        match s {
+            "predictor" => Ok(Selector::Predictor),
+            "gate" => Ok(Selector::Gate),
+            _ => Err(format!("unknown selector {s:?} (predictor|gate)")),
+        }
+    }
 }
 
 impl Default for SparseConfig {
@@ -42,7 +74,7 @@ impl Default for SparseConfig {
         // 0.9: above ~90% active the gather overhead exceeds the ~10% saved; 0.75: neuron-major
         // Q8_0 rows (1.06 B/weight) read more bytes than the dense Q4_K/Q6_K/Q5_0 down matrix
         // (0.56-0.82 B/weight) once more than ~3/4 of the neurons are active.
-        SparseConfig { fallback_ratio: 0.9, dense_down_ratio: 0.75, batches: false, audit: false }
+        SparseConfig { fallback_ratio: 0.9, dense_down_ratio: 0.75, batches: false, audit: false, oracle: false, selector: Selector::Predictor }
     }
 }
 
@@ -54,6 +86,8 @@ pub struct SparseFfn {
     level: Option<usize>,
     pub config: SparseConfig,
     stats: Vec<LayerStats>,
+    /// Per layer: position in the sidecar order of each original neuron (inverse of `order`).
+    pos_of: Vec<Vec<u32>>,
 }
 
 impl SparseFfn {
@@ -70,7 +104,17 @@ impl SparseFfn {
             best
         };
         let stats = (0..sidecar.spec().n_layers).map(|_| LayerStats::default()).collect();
-        Ok(SparseFfn { sidecar, level, config, stats })
+        let pos_of = (0..sidecar.spec().n_layers)
+            .map(|l| {
+                let order = sidecar.layer(l).order;
+                let mut inv = vec![0u32; order.len()];
+                for (j, &o) in order.iter().enumerate() {
+                    inv[o as usize] = j as u32;
+                }
+                inv
+            })
+            .collect();
+        Ok(SparseFfn { sidecar, level, config, stats, pos_of })
     }
 
     /// The target sparsity in effect (0 for all-active).
@@ -130,10 +174,33 @@ impl SparseFfn {
     /// One token through layer `l`.
     fn token(&self, l: usize, file: &GgufFile, lw: &LayerWeights, h: &[f32], out: &mut [f32]) -> Result<(), SparseError> {
         let t0 = Instant::now();
+        let c0 = thread_cpu_ns();
         let v = self.sidecar.layer(l);
         let f = v.order.len();
-        let active = self.predict(&v, h);
         let mut acts = SharedActs::new(h, h.len());
+        if let (true, Some(level)) = (self.config.oracle, self.level) {
+            let mut a = vec![0.0f32; f]; // [ffn_dim] original neuron order
+            let mut u = vec![0.0f32; f]; // [ffn_dim]
+            dense_mul(file, &lw.w_gate, &mut acts, &mut a)?;
+            dense_mul(file, &lw.w_up, &mut acts, &mut u)?;
+            ops::swiglu(&mut a, &u);
+            let thr = v.thr[level];
+            let mut kept = 0;
+            for x in a.iter_mut() {
+                if x.abs() > thr {
+                    kept += 1;
+                } else {
+                    *x = 0.0;
+                }
+            }
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f), out)?;
+            self.stats[l].add(kept, false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
+            return Ok(());
+        }
+        if let (Selector::Gate, Some(_)) = (self.config.selector, self.level) {
+            return self.token_gate(l, file, lw, &v, h, out, t0, c0);
+        }
+        let active = self.predict(&v, h);
         if active.len() as f32 > self.config.fallback_ratio * f as f32 {
             let mut a = vec![0.0f32; f]; // [ffn_dim] original neuron order
             let mut u = vec![0.0f32; f]; // [ffn_dim]
@@ -141,43 +208,51 @@ impl SparseFfn {
             dense_mul(file, &lw.w_up, &mut acts, &mut u)?;
             ops::swiglu(&mut a, &u);
             dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f), out)?;
-            self.stats[l].add(f, true, t0.elapsed().as_nanos() as u64);
+            self.stats[l].add(f, true, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
             self.audit(l, &v, &a, |_| true);
             return Ok(());
         }
-        // Gate and up over the active rows only.
-        let (ag, agb) = acts.get(lw.w_gate.act_ty)?;
+        // Gate and up over the active rows only, in ascending row order (the rows stay in the
+        // GGUF mapping; ascending addresses let the hardware prefetcher stream across gaps).
+        let (ag, _) = acts.get(lw.w_gate.act_ty)?;
         let ag = ag.to_vec();
         let (au, _) = acts.get(lw.w_up.act_ty)?;
-        debug_assert_eq!(ag.len(), agb);
         let (gk, uk) = (lw.w_gate.rows(file).kernels.vec_dot, lw.w_up.rows(file).kernels.vec_dot);
         let cols = lw.w_gate.cols;
-        let mut a = vec![0.0f32; active.len()]; // [n_active] in `active` order
-        a.par_chunks_mut(ROWS_PER_TASK).zip(active.par_chunks(ROWS_PER_TASK)).for_each(|(ao, js)| {
-            for (y, &j) in ao.iter_mut().zip(js) {
-                let r = v.order[j as usize] as usize;
+        let mut rows: Vec<u32> = active.iter().map(|&j| v.order[j as usize]).collect();
+        rows.sort_unstable();
+        let mut ys = vec![0.0f32; rows.len()]; // [n_active] in `rows` order
+        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(|(yo, rs)| {
+            for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
+                if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
+                    prefetch(lw.w_gate.row_bytes_of(file, next as usize));
+                    prefetch(lw.w_up.row_bytes_of(file, next as usize));
+                }
+                let r = r as usize;
                 let g = gk(cols, lw.w_gate.row_bytes_of(file, r), &ag);
                 let u = uk(cols, lw.w_up.row_bytes_of(file, r), au);
                 *y = ops::silu(g) * u;
             }
         });
+        let mut full = vec![0.0f32; f]; // [ffn_dim] original order, inactive neurons zero
+        for (&r, &y) in rows.iter().zip(&ys) {
+            full[r as usize] = y;
+        }
         // Down over the active neurons only.
         if active.len() as f32 >= self.config.dense_down_ratio * f as f32 {
-            let mut full = vec![0.0f32; f]; // [ffn_dim] original order, inactive neurons zero
-            for (&j, &y) in active.iter().zip(&a) {
-                full[v.order[j as usize] as usize] = y;
-            }
             dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f), out)?;
         } else {
             let rb = v.down_row_bytes;
-            let parts: Vec<Vec<f32>> = a
+            let parts: Vec<Vec<f32>> = active
                 .par_chunks(DOWN_PER_TASK)
-                .zip(active.par_chunks(DOWN_PER_TASK))
-                .map(|(ys, js)| {
+                .map(|js| {
                     let mut acc = vec![0.0f32; out.len()]; // [dim]
-                    for (&y, &j) in ys.iter().zip(js) {
+                    for (k, &j) in js.iter().enumerate() {
+                        if let Some(&next) = js.get(k + PREFETCH_AHEAD) {
+                            prefetch(&v.down[next as usize * rb..(next as usize + 1) * rb]);
+                        }
                         let j = j as usize;
-                        simd::axpy_q8_0(&mut acc, y, &v.down[j * rb..(j + 1) * rb]);
+                        simd::axpy_q8_0(&mut acc, full[v.order[j] as usize], &v.down[j * rb..(j + 1) * rb]);
                     }
                     acc
                 })
@@ -187,7 +262,7 @@ impl SparseFfn {
                 simd::axpy(out, 1.0, p);
             }
         }
-        self.stats[l].add(active.len(), false, t0.elapsed().as_nanos() as u64);
+        self.stats[l].add(active.len(), false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
         if self.config.audit {
             let mut pred = vec![false; f]; // by original neuron index
             for &j in &active {
@@ -200,6 +275,72 @@ impl SparseFfn {
             dense_mul(file, &lw.w_up, &mut acts, &mut u)?;
             ops::swiglu(&mut g, &u);
             self.audit(l, &v, &g, |i| pred[i]);
+        }
+        Ok(())
+    }
+
+    /// One token through layer `l` with the exact-gate selector.
+    #[allow(clippy::too_many_arguments)]
+    fn token_gate(&self, l: usize, file: &GgufFile, lw: &LayerWeights, v: &LayerView<'_>, h: &[f32], out: &mut [f32], t0: Instant, c0: u64) -> Result<(), SparseError> {
+        let f = v.order.len();
+        let mut acts = SharedActs::new(h, h.len());
+        let mut g = vec![0.0f32; f]; // [ffn_dim] original order
+        dense_mul(file, &lw.w_gate, &mut acts, &mut g)?;
+        let keep = (((1.0 - self.target()) * f as f32).ceil() as usize).clamp(1, f);
+        let sg: Vec<f32> = g.iter().map(|&x| ops::silu(x)).collect(); // [ffn_dim]
+        let mut mag: Vec<f32> = sg.iter().map(|x| x.abs()).collect();
+        let cut = *mag.select_nth_unstable_by(f - keep, f32::total_cmp).1;
+        let mut rows: Vec<u32> = (0..f as u32).filter(|&i| sg[i as usize].abs() >= cut).collect();
+        rows.truncate(keep.max(1) + 16); // ties at the cut: a handful more at most
+        let (au, _) = acts.get(lw.w_up.act_ty)?;
+        let uk = lw.w_up.rows(file).kernels.vec_dot;
+        let cols = lw.w_up.cols;
+        let mut full = vec![0.0f32; f]; // [ffn_dim] original order, inactive neurons zero
+        let mut ys = vec![0.0f32; rows.len()];
+        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(|(yo, rs)| {
+            for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
+                if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
+                    prefetch(lw.w_up.row_bytes_of(file, next as usize));
+                }
+                *y = sg[r as usize] * uk(cols, lw.w_up.row_bytes_of(file, r as usize), au);
+            }
+        });
+        for (&r, &y) in rows.iter().zip(&ys) {
+            full[r as usize] = y;
+        }
+        if rows.len() as f32 >= self.config.dense_down_ratio * f as f32 {
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f), out)?;
+        } else {
+            let mut pos: Vec<u32> = rows.iter().map(|&r| self.pos_of[l][r as usize]).collect();
+            pos.sort_unstable();
+            let rb = v.down_row_bytes;
+            let parts: Vec<Vec<f32>> = pos
+                .par_chunks(DOWN_PER_TASK)
+                .map(|js| {
+                    let mut acc = vec![0.0f32; out.len()]; // [dim]
+                    for (k, &j) in js.iter().enumerate() {
+                        if let Some(&next) = js.get(k + PREFETCH_AHEAD) {
+                            prefetch(&v.down[next as usize * rb..(next as usize + 1) * rb]);
+                        }
+                        let j = j as usize;
+                        simd::axpy_q8_0(&mut acc, full[v.order[j] as usize], &v.down[j * rb..(j + 1) * rb]);
+                    }
+                    acc
+                })
+                .collect();
+            out.fill(0.0);
+            for p in &parts {
+                simd::axpy(out, 1.0, p);
+            }
+        }
+        self.stats[l].add(rows.len(), false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
+        if self.config.audit {
+            let mut u = vec![0.0f32; f]; // [ffn_dim]
+            dense_mul(file, &lw.w_up, &mut acts, &mut u)?;
+            let a: Vec<f32> = sg.iter().zip(&u).map(|(s, u)| s * u).collect();
+            let mut sel = vec![false; f];
+            rows.iter().for_each(|&r| sel[r as usize] = true);
+            self.audit(l, v, &a, |i| sel[i]);
         }
         Ok(())
     }
@@ -219,6 +360,17 @@ impl SparseFfn {
             }
         }
         self.stats[l].add_audit(t, hit);
+    }
+}
+
+/// Asks the CPU to start loading `b` into cache (a hint: never faults, no effect on results).
+#[inline(always)]
+fn prefetch(b: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..b.len()).step_by(64) {
+        // SAFETY: `_mm_prefetch` is a hint that never faults; the address is inside `b`; SSE is
+        // part of the x86_64 baseline.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(b.as_ptr().add(off) as *const i8) };
     }
 }
 

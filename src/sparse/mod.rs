@@ -19,7 +19,7 @@ pub mod stats;
 
 pub use calibrate::{calibrate, CalibOptions, CalibReport};
 pub use error::SparseError;
-pub use ffn::{SparseConfig, SparseFfn};
+pub use ffn::{Selector, SparseConfig, SparseFfn};
 pub use hook::{FfnHook, Recorder};
 pub use sidecar::{LayerData, Sidecar, SidecarSpec};
 pub use stats::{LayerReport, LayerStats};

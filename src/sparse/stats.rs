@@ -20,6 +20,20 @@ pub struct LayerStats {
     pub audited: AtomicU64,
     /// Nanoseconds spent in the FFN (predictor + gate/up + down, excluding the audit's extra work).
     pub ns: AtomicU64,
+    /// CPU time of the calling thread over the same spans (with one worker thread this is the FFN's
+    /// compute cost, unaffected by other processes competing for the cores).
+    pub cpu_ns: AtomicU64,
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds (0 where unavailable).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A snapshot of one layer's counters, as ratios.
@@ -35,11 +49,14 @@ pub struct LayerReport {
     pub fallback_rate: f64,
     /// Mean FFN time per token in microseconds.
     pub us_per_token: f64,
+    /// Mean FFN CPU time of the calling thread per token in microseconds.
+    pub cpu_us_per_token: f64,
 }
 
 impl LayerStats {
     /// Adds one token's counts.
-    pub fn add(&self, active: usize, fallback: bool, ns: u64) {
+    pub fn add(&self, active: usize, fallback: bool, ns: u64, cpu_ns: u64) {
+        self.cpu_ns.fetch_add(cpu_ns, Relaxed);
         self.tokens.fetch_add(1, Relaxed);
         self.predicted_active.fetch_add(active as u64, Relaxed);
         self.fallbacks.fetch_add(fallback as u64, Relaxed);
@@ -66,12 +83,13 @@ impl LayerStats {
             recall: ratio(self.true_hit.load(Relaxed), self.true_active.load(Relaxed) as f64),
             fallback_rate: ratio(self.fallbacks.load(Relaxed), t as f64),
             us_per_token: ratio(self.ns.load(Relaxed), t as f64) / 1000.0,
+            cpu_us_per_token: ratio(self.cpu_ns.load(Relaxed), t as f64) / 1000.0,
         }
     }
 
     /// Zeroes every counter.
     pub fn reset(&self) {
-        for c in [&self.tokens, &self.predicted_active, &self.fallbacks, &self.true_active, &self.true_hit, &self.audited, &self.ns] {
+        for c in [&self.tokens, &self.predicted_active, &self.fallbacks, &self.true_active, &self.true_hit, &self.audited, &self.ns, &self.cpu_ns] {
             c.store(0, Relaxed);
         }
     }
