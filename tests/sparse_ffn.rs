@@ -8,7 +8,7 @@ use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Logits, Model};
 use turboinfer::runtime::Runtime;
-use turboinfer::sparse::{self, corpus, sidecar, CalibOptions, FfnHook, SparseConfig, SparseError};
+use turboinfer::sparse::{self, corpus, sidecar, CalibOptions, FfnHook, Selector, SparseConfig, SparseError};
 use turboinfer::tokenizer::Tokenizer;
 
 /// Loads `name` and calibrates a tiny sidecar (few tokens, low rank: fast, for plumbing only).
@@ -45,7 +45,7 @@ fn zero_sparsity_equals_dense(name: &str) {
     let ids = tok.encode("SELECT count(*) FROM orders WHERE status = 'shipped';", false).unwrap();
     let ids = &ids[..ids.len().min(12)];
     let dense = decode_logits(&model, &rt, ids);
-    let exact = SparseConfig { fallback_ratio: 2.0, dense_down_ratio: 1.0, batches: false, audit: false, oracle: false };
+    let exact = SparseConfig { fallback_ratio: 2.0, dense_down_ratio: 1.0, batches: false, audit: false, oracle: false, selector: Selector::Predictor };
     model.set_ffn_hook(Some(sparse::load_for(&model, &sc, 0.0, exact).unwrap()));
     let sp = decode_logits(&model, &rt, ids);
     let same = dense.iter().zip(&sp).all(|(a, b)| a.to_bits() == b.to_bits());
@@ -78,7 +78,24 @@ fn zero_sparsity_equals_dense(name: &str) {
     let pred = rep.iter().map(|r| r.predicted_sparsity).sum::<f64>() / rep.len() as f64;
     println!("{name}: held-out predictor recall {recall:.3} at predicted sparsity {pred:.3} (tiny calibration)");
     assert!(recall > 0.3 && recall <= 1.0, "{name}: recall {recall}");
+    // The exact-gate selector keeps exactly the top half by |silu(gate)| (ties aside).
+    let gate = SparseConfig { audit: true, selector: Selector::Gate, ..SparseConfig::default() };
+    let hook = sparse::load_for(&model, &sc, 0.5, gate).unwrap();
+    model.set_ffn_hook(Some(hook.clone()));
+    assert!(decode_logits(&model, &rt, &held).iter().all(|v| v.is_finite()));
+    let FfnHook::Sparse(s) = &*hook else { panic!() };
+    let rep = s.report();
+    let pred = rep.iter().map(|r| r.predicted_sparsity).sum::<f64>() / rep.len() as f64;
+    let recall = rep.iter().map(|r| r.recall).sum::<f64>() / rep.len() as f64;
+    println!("{name}: exact-gate selector recall {recall:.3} at sparsity {pred:.3}");
+    assert!((pred - 0.5).abs() < 0.01 && recall > recall_floor(), "{name}: gate selector sparsity {pred}, recall {recall}");
     std::fs::remove_file(&sc).unwrap();
+}
+
+/// A loose floor for recall: far above chance-level overlap of two random halves (0.5 at 50%) would
+/// need a good predictor; this only catches a broken selector (e.g. scores ignored, wrong order).
+fn recall_floor() -> f64 {
+    0.55
 }
 
 #[test]
