@@ -100,8 +100,7 @@ impl SparseFfn {
             None
         } else {
             let lv = &sidecar.spec().levels;
-            let best = (0..lv.len()).min_by(|&a, &b| (lv[a] - target).abs().total_cmp(&(lv[b] - target).abs()));
-            best
+            (0..lv.len()).min_by(|&a, &b| (lv[a] - target).abs().total_cmp(&(lv[b] - target).abs()))
         };
         let stats = (0..sidecar.spec().n_layers).map(|_| LayerStats::default()).collect();
         let pos_of = (0..sidecar.spec().n_layers)
@@ -242,19 +241,10 @@ impl SparseFfn {
         if active.len() as f32 >= self.config.dense_down_ratio * f as f32 {
             dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f), out)?;
         } else {
-            let rb = v.down_row_bytes;
             let parts: Vec<Vec<f32>> = active
                 .par_chunks(DOWN_PER_TASK)
                 .map(|js| {
-                    let mut acc = vec![0.0f32; out.len()]; // [dim]
-                    for (k, &j) in js.iter().enumerate() {
-                        if let Some(&next) = js.get(k + PREFETCH_AHEAD) {
-                            prefetch(&v.down[next as usize * rb..(next as usize + 1) * rb]);
-                        }
-                        let j = j as usize;
-                        simd::axpy_q8_0(&mut acc, full[v.order[j] as usize], &v.down[j * rb..(j + 1) * rb]);
-                    }
-                    acc
+                    down_rows(&v, js, &full, out.len())
                 })
                 .collect();
             out.fill(0.0);
@@ -313,19 +303,10 @@ impl SparseFfn {
         } else {
             let mut pos: Vec<u32> = rows.iter().map(|&r| self.pos_of[l][r as usize]).collect();
             pos.sort_unstable();
-            let rb = v.down_row_bytes;
             let parts: Vec<Vec<f32>> = pos
                 .par_chunks(DOWN_PER_TASK)
                 .map(|js| {
-                    let mut acc = vec![0.0f32; out.len()]; // [dim]
-                    for (k, &j) in js.iter().enumerate() {
-                        if let Some(&next) = js.get(k + PREFETCH_AHEAD) {
-                            prefetch(&v.down[next as usize * rb..(next as usize + 1) * rb]);
-                        }
-                        let j = j as usize;
-                        simd::axpy_q8_0(&mut acc, full[v.order[j] as usize], &v.down[j * rb..(j + 1) * rb]);
-                    }
-                    acc
+                    down_rows(v, js, &full, out.len())
                 })
                 .collect();
             out.fill(0.0);
@@ -361,6 +342,26 @@ impl SparseFfn {
         }
         self.stats[l].add_audit(t, hit);
     }
+}
+
+/// `Σ_j full[order[j]] * down_t[j]` over positions `js` (`[dim]`), four rows per accumulator pass.
+fn down_rows(v: &LayerView<'_>, js: &[u32], full: &[f32], dim: usize) -> Vec<f32> {
+    let rb = v.down_row_bytes;
+    let row = |j: u32| &v.down[j as usize * rb..(j as usize + 1) * rb];
+    let coef = |j: u32| full[v.order[j as usize] as usize];
+    let mut acc = vec![0.0f32; dim]; // [dim]
+    let quads = js.chunks_exact(4);
+    let rest = quads.remainder();
+    for (k, c) in quads.enumerate() {
+        if let Some(next) = js.get((k + 2) * 4..(k + 3) * 4) {
+            next.iter().for_each(|&j| prefetch(row(j)));
+        }
+        simd::axpy4_q8_0(&mut acc, [coef(c[0]), coef(c[1]), coef(c[2]), coef(c[3])], [row(c[0]), row(c[1]), row(c[2]), row(c[3])]);
+    }
+    for &j in rest {
+        simd::axpy_q8_0(&mut acc, coef(j), row(j));
+    }
+    acc
 }
 
 /// Asks the CPU to start loading `b` into cache (a hint: never faults, no effect on results).

@@ -28,6 +28,25 @@ fn axpy_q8_0_body(y: &mut [f32], a: f32, q: &[u8]) {
     }
 }
 
+/// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows: each block of `y` is loaded and stored once
+/// for the four rows (a quarter of the accumulator traffic of four single-row calls).
+#[inline(always)]
+fn axpy4_q8_0_body(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+    for (b, yb) in y.chunks_exact_mut(Q8_0_BLOCK).enumerate() {
+        let o = b * Q8_0_BLOCK_BYTES;
+        let blk = |k: usize| &q[k][o..o + Q8_0_BLOCK_BYTES];
+        let (b0, b1, b2, b3) = (blk(0), blk(1), blk(2), blk(3));
+        let sc = |qb: &[u8], k: usize| half::f16::from_le_bytes([qb[0], qb[1]]).to_f32() * a[k];
+        let (d0, d1, d2, d3) = (sc(b0, 0), sc(b1, 1), sc(b2, 2), sc(b3, 3));
+        for (i, yi) in yb.iter_mut().enumerate() {
+            let mut v = d0.mul_add(b0[2 + i] as i8 as f32, *yi);
+            v = d1.mul_add(b1[2 + i] as i8 as f32, v);
+            v = d2.mul_add(b2[2 + i] as i8 as f32, v);
+            *yi = d3.mul_add(b3[2 + i] as i8 as f32, v);
+        }
+    }
+}
+
 /// Dot product with 8 independent partial sums (vectorizable).
 #[inline(always)]
 fn dot_body(x: &[f32], y: &[f32]) -> f32 {
@@ -51,6 +70,7 @@ fn dot_body(x: &[f32], y: &[f32]) -> f32 {
 struct Fns {
     axpy: fn(&mut [f32], f32, &[f32]),
     axpy_q8_0: fn(&mut [f32], f32, &[u8]),
+    axpy4_q8_0: fn(&mut [f32], [f32; 4], [&[u8]; 4]),
     dot: fn(&[f32], &[f32]) -> f32,
 }
 
@@ -65,6 +85,16 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn axpy_q8_0_t(y: &mut [f32], a: f32, q: &[u8]) {
         super::axpy_q8_0_body(y, a, q)
+    }
+    /// AVX2+FMA build of `axpy4_q8_0_body`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn axpy4_q8_0_t(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+        super::axpy4_q8_0_body(y, a, q)
+    }
+    /// Safe wrapper; only installed in the table after `avx2`/`fma` were detected.
+    pub(super) fn axpy4_q8_0(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+        // SAFETY: `table()` installs this function only when the CPU has AVX2 and FMA.
+        unsafe { axpy4_q8_0_t(y, a, q) }
     }
     /// AVX2+FMA build of `dot_body`.
     #[target_feature(enable = "avx2,fma")]
@@ -96,10 +126,10 @@ fn table() -> Fns {
         {
             let f = crate::cpu::cpu_features();
             if f.avx2 && f.fma {
-                return Fns { axpy: avx2::axpy, axpy_q8_0: avx2::axpy_q8_0, dot: avx2::dot };
+                return Fns { axpy: avx2::axpy, axpy_q8_0: avx2::axpy_q8_0, axpy4_q8_0: avx2::axpy4_q8_0, dot: avx2::dot };
             }
         }
-        Fns { axpy: axpy_body, axpy_q8_0: axpy_q8_0_body, dot: dot_body }
+        Fns { axpy: axpy_body, axpy_q8_0: axpy_q8_0_body, axpy4_q8_0: axpy4_q8_0_body, dot: dot_body }
     })
 }
 
@@ -112,6 +142,12 @@ pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 pub fn axpy_q8_0(y: &mut [f32], a: f32, q: &[u8]) {
     debug_assert_eq!(q.len(), y.len() / Q8_0_BLOCK * Q8_0_BLOCK_BYTES);
     (table().axpy_q8_0)(y, a, q)
+}
+
+/// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows of `y.len()` elements each.
+pub fn axpy4_q8_0(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+    debug_assert!(q.iter().all(|r| r.len() == y.len() / Q8_0_BLOCK * Q8_0_BLOCK_BYTES));
+    (table().axpy4_q8_0)(y, a, q)
 }
 
 /// `Σ x[i] * y[i]`.
@@ -147,6 +183,11 @@ mod tests {
         axpy(&mut y2, 2.0, &x);
         for i in 0..n {
             assert_eq!(y2[i], 1.0 + 2.0 * x[i]);
+        }
+        let mut y3 = vec![1.0f32; n];
+        axpy4_q8_0(&mut y3, [0.5, -1.0, 0.25, 2.0], [&q, &q, &q, &q]);
+        for i in 0..n {
+            assert!((y3[i] - (1.0 + 1.75 * deq[i])).abs() < 1e-4, "{i}");
         }
         let d: f32 = x.iter().map(|v| v * v).sum();
         assert!((dot(&x, &x) - d).abs() < 1e-3);
