@@ -140,7 +140,15 @@ impl SparseFfn {
     /// Runs layer `l`'s FFN on `h` (`[n, dim]`, the normed FFN input) into `out` (`[n, dim]`).
     /// Returns false (and writes nothing) when the caller should run the dense path instead.
     pub fn forward(&self, l: usize, file: &GgufFile, lw: &LayerWeights, h: &[f32], out: &mut [f32]) -> Result<bool, SparseError> {
-        let dim = self.sidecar.spec().dim;
+        let spec = self.sidecar.spec();
+        let dim = spec.dim;
+        if l >= spec.n_layers || lw.w_gate.rows != spec.ffn_dim || lw.w_gate.cols != dim || lw.w_up.rows != spec.ffn_dim || lw.w_down.rows != dim {
+            return Err(SparseError::ShapeMismatch {
+                path: self.sidecar.path().to_path_buf(),
+                found: format!("{} layers, dim {dim}, ffn {}", spec.n_layers, spec.ffn_dim),
+                expected: format!("layer {l} with dim {}, ffn {}", lw.w_gate.cols, lw.w_gate.rows),
+            });
+        }
         let n = h.len() / dim;
         if n > 1 && !self.config.batches {
             return Ok(false);
