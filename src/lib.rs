@@ -11,6 +11,7 @@ pub mod ops;
 pub mod quant;
 pub mod runtime;
 pub mod sampler;
+pub mod sparse;
 pub mod tokenizer;
 
 #[cfg(feature = "pg")]

@@ -4,6 +4,7 @@
 //! turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
 //!                 [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
 //!                 [--kv-type f16|f32] [--attn-precision ggml|exact]
+//!                 [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
 //! turboinfer info -m MODEL.gguf
 //! ```
 
@@ -22,6 +23,7 @@ const USAGE: &str = "usage:
   turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
                   [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
                   [--kv-type f16|f32] [--attn-precision ggml|exact]
+                  [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
   turboinfer info -m MODEL.gguf";
 
 /// Default KV-cache size in positions (clamped to the model's training context).
@@ -51,6 +53,11 @@ struct RunArgs {
     parse_special: bool,
     /// KV cache type and attention arithmetic (`--kv-type`, `--attn-precision`).
     opts: ModelOptions,
+    /// Sparse FFN: target sparsity (`--sparsity`, 0 = dense), sidecar (`--sparse-sidecar`, default
+    /// `<model>.sparse`) and selector (`--selector predictor|gate`).
+    sparsity: f32,
+    sparse_sidecar: Option<String>,
+    selector: turboinfer::sparse::Selector,
 }
 
 /// Parses `args` (without the program name).
@@ -72,6 +79,9 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         json: false,
         parse_special: true,
         opts: ModelOptions::default(),
+        sparsity: 0.0,
+        sparse_sidecar: None,
+        selector: turboinfer::sparse::Selector::default(),
     };
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
@@ -99,6 +109,9 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
             "--no-special" => run.parse_special = false,
             "--kv-type" => run.opts.kv_dtype = val(a)?.parse()?,
             "--attn-precision" => run.opts.attn_precision = val(a)?.parse()?,
+            "--sparsity" => run.sparsity = num(a, val(a)?)?,
+            "--sparse-sidecar" => run.sparse_sidecar = Some(val(a)?),
+            "--selector" => run.selector = val(a)?.parse()?,
             _ => return Err(format!("unknown option {a:?}")),
         }
     }
@@ -120,7 +133,13 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
-    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?.with_options(a.opts);
+    let mut model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?.with_options(a.opts);
+    if a.sparsity > 0.0 {
+        let sc = a.sparse_sidecar.as_ref().map(std::path::PathBuf::from).unwrap_or_else(|| turboinfer::sparse::sidecar::default_path(a.model.as_ref()));
+        let cfg = turboinfer::sparse::SparseConfig { selector: a.selector, ..Default::default() };
+        let hook = turboinfer::sparse::load_for(&model, &sc, a.sparsity, cfg).map_err(|e| e.to_string())?;
+        model.set_ffn_hook(Some(hook));
+    }
     let tok = Tokenizer::from_gguf(&file).map_err(|e| format!("cannot load tokenizer of {}: {e}", a.model))?;
     let rt = Runtime::new(a.threads).map_err(|e| e.to_string())?;
     let mut cache = model.new_cache(a.ctx);
@@ -208,16 +227,25 @@ fn cmd_info(path: &str) -> Result<(), String> {
 /// Parses the command line, runs the command, maps errors to exit codes (2 usage, 1 failure).
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(c) = args.first().filter(|c| turboinfer::sparse::cli::handles(c)) {
+        return match turboinfer::sparse::cli::run(c, &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("turboinfer: error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cmd = match parse_args(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("turboinfer: {e}\n{USAGE}");
+            eprintln!("turboinfer: {e}\n{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
             return ExitCode::from(2);
         }
     };
     let res = match &cmd {
         Command::Help => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
             Ok(())
         }
         Command::Info { model } => cmd_info(model),
@@ -286,5 +314,10 @@ mod tests {
         assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F16, AttnPrecision::GgmlF16));
         assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "q8"])).unwrap_err().contains("KV cache type"));
         assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--attn-precision", "fast"])).unwrap_err().contains("attention precision"));
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--sparsity", "0.3", "--sparse-sidecar", "s", "--selector", "gate"])).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.sparsity, r.sparse_sidecar.as_deref(), r.selector), (0.3, Some("s"), turboinfer::sparse::Selector::Gate));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--selector", "magic"])).unwrap_err().contains("selector"));
     }
 }

@@ -31,4 +31,7 @@ pub enum ModelError {
     /// The SIMD kernel tier could not be selected (e.g. `TURBOINFER_KERNELS` names a tier this CPU lacks).
     #[error(transparent)]
     Kernels(#[from] crate::kernels::KernelError),
+    /// The sparse FFN failed (bad sidecar data or a kernel error on the sparse path).
+    #[error(transparent)]
+    Sparse(#[from] crate::sparse::SparseError),
 }

@@ -6,6 +6,7 @@ use crate::gguf::GgufFile;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
 use crate::quant;
 use crate::runtime::Runtime;
+use crate::sparse::FfnHook;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub struct Model {
     cfg: Config,
     w: Weights,
     opts: ModelOptions,
+    /// Sparse FFN executor or calibration recorder, if attached.
+    ffn_hook: Option<Arc<FfnHook>>,
 }
 
 impl std::fmt::Debug for Model {
@@ -43,7 +46,7 @@ impl Model {
     pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
         let cfg = Config::from_gguf(&file)?;
         let w = Weights::load(&file, &cfg)?;
-        Ok(Model { file, cfg, w, opts: ModelOptions::default() })
+        Ok(Model { file, cfg, w, opts: ModelOptions::default(), ffn_hook: None })
     }
 
     /// The hyper-parameters.
@@ -76,6 +79,17 @@ impl Model {
     pub fn with_options(mut self, opts: ModelOptions) -> Model {
         self.opts = opts;
         self
+    }
+
+    /// Attaches (or with `None` detaches) a sparse FFN executor or calibration recorder (use
+    /// `sparse::load_for` to check a sidecar against this model first).
+    pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>) {
+        self.ffn_hook = hook;
+    }
+
+    /// The attached FFN hook.
+    pub fn ffn_hook(&self) -> Option<&Arc<FfnHook>> {
+        self.ffn_hook.as_ref()
     }
 
     /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context), of the
@@ -153,11 +167,20 @@ impl Model {
 
             // Feed-forward block (SwiGLU).
             norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
-            let mut acts = SharedActs::new(&h, dim);
-            mul(f, &lw.w_gate, &mut acts, &mut gate)?;
-            mul(f, &lw.w_up, &mut acts, &mut up)?;
-            ops::swiglu(&mut gate, &up);
-            mul(f, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+            let done_sparse = match &self.ffn_hook {
+                Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
+                None => false,
+            };
+            if !done_sparse {
+                let mut acts = SharedActs::new(&h, dim);
+                mul(f, &lw.w_gate, &mut acts, &mut gate)?;
+                mul(f, &lw.w_up, &mut acts, &mut up)?;
+                ops::swiglu(&mut gate, &up);
+                if let Some(hook) = &self.ffn_hook {
+                    hook.observe(l, &h, &gate);
+                }
+                mul(f, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+            }
             add_in_place(&mut x, &proj);
         }
         cache.advance(n);
