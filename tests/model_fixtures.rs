@@ -304,7 +304,9 @@ fn smollm2_batch_is_bitwise_sequential() {
 
 #[test]
 fn qwen05_batch_is_bitwise_sequential() {
-    check_batch_invariance("qwen2.5-coder-0.5b", &ALL_MODES, &SIZES, 64);
+    // Default and llama.cpp-like modes (the other two mixes are covered on SmolLM2): keeps the
+    // scalar tier of `scripts/test-tiers.sh` to a few minutes.
+    check_batch_invariance("qwen2.5-coder-0.5b", &[ALL_MODES[0], ALL_MODES[3]], &SIZES, 64);
 }
 
 #[test]
