@@ -98,7 +98,7 @@ test-cluster:
 test-engine:
 	@$(TIMED) "engine tests (cargo test --release)" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
-	@$(TIMED) "llama.cpp fixtures on every kernel tier" \
+	@$(TIMED) "llama.cpp fixtures and batch invariance on every kernel tier" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).

@@ -153,27 +153,45 @@ fn qwen15_matches_llamacpp() {
 }
 
 /// The project's acceptance criterion (0.05 per step, near-tie 0.02), in the default mode.
-/// KNOWN FAILING, hence ignored: reproducing ggml's f16 K/V storage and one-chunk f16
-/// flash-attention rounding did not close the gap (see `precision_table`); the remaining
-/// difference is not in attention. Run with `-- --ignored` to see the failing step.
+/// NOT MET (worst steps 0.28 / 0.10 / 0.17 on 135M / 0.5B / 1.5B, `precision_table`), and not
+/// meetable by an engine that is not a bit-for-bit copy of ggml's arithmetic, hence ignored.
+/// Measured against llama.cpp b11434 built on this machine, driven through libllama with a
+/// tensor-dump eval callback (SmolLM2 prompt 0, decode step 1):
+/// - Op by op, fed ggml's own inputs, our ops agree with ggml's: rms_norm bitwise (incl. eps), every
+///   quantized matmul (Q4_1·Q8_1, Q8_0·Q8_0 LM head: same activation formats) to 1-4e-7 relative
+///   (f32 summation order only), SwiGLU to 2e-8, RoPE'd Q/K to 6e-8; attention with an f16 cache
+///   in `GgmlF16` mode to one f16 ulp (the f16 accumulator rounds differently once a score differs
+///   in its last f32 bit). No op has a systematic error.
+/// - Yet after 30 layers the logits differ by up to 0.8: the 8-bit activation quantization in
+///   front of every matmul turns 1e-7 differences into rounding-step flips that compound. Our own
+///   kernel tiers, which differ only in f32 summation order, differ from each other as much.
+/// - llama.cpp is just as sensitive: the same build fed the prompt one token at a time instead of
+///   as one batch (its matmul and attention paths change with the batch size) differs from its own
+///   fixtures by up to 0.25 (135M prompt 0), 0.09 (0.5B), 0.16 (1.5B); with flash attention off
+///   by up to 0.24 / 0.09 / 0.30. Run exactly like the fixtures (one prompt batch, flash attention
+///   on) it reproduces the 135M and 0.5B fixtures to 0.0008 but the 1.5B one only to 0.37 (prompt 1).
+/// So 0.05 per step is below llama.cpp's own run-to-run noise; meeting it needs ggml's exact
+/// kernels including its batch-size-dependent prompt path, which would break the bitwise
+/// batch = sequential invariance speculative decoding relies on (`check_batch_invariance`).
+/// Run with `-- --ignored` to see the failing steps.
 fn check_acceptance(name: &str) {
     check(name, EXACT_MODE, LOGPROB_TOL_STEP, LOGPROB_TOL_STEP, NEAR_TIE);
 }
 
 #[test]
-#[ignore = "known failing: see check_acceptance"]
+#[ignore = "not met: below llama.cpp's own run-to-run noise, see check_acceptance"]
 fn smollm2_meets_acceptance_criterion() {
     check_acceptance("smollm2-135m");
 }
 
 #[test]
-#[ignore = "known failing: see check_acceptance"]
+#[ignore = "not met: below llama.cpp's own run-to-run noise, see check_acceptance"]
 fn qwen05_meets_acceptance_criterion() {
     check_acceptance("qwen2.5-coder-0.5b");
 }
 
 #[test]
-#[ignore = "known failing: see check_acceptance"]
+#[ignore = "not met: below llama.cpp's own run-to-run noise, see check_acceptance"]
 fn qwen15_meets_acceptance_criterion() {
     check_acceptance("qwen2.5-coder-1.5b");
 }
@@ -195,8 +213,12 @@ fn precision_table() {
             let (w, mean) = summary(&steps);
             let flips: Vec<String> = steps.iter().filter(|s| s.ours != s.want).map(|s| format!("p{}s{}(gap {:.3})", s.prompt, s.step, s.gap)).collect();
             let over: usize = steps.iter().filter(|s| s.diff > LOGPROB_TOL_STEP).count();
+            let n_prompts = steps.iter().map(|s| s.prompt).max().unwrap() + 1;
+            let per_prompt: Vec<String> = (0..n_prompts)
+                .map(|p| format!("{:.3}", steps.iter().filter(|s| s.prompt == p).map(|s| s.diff).fold(0.0, f64::max)))
+                .collect();
             eprintln!(
-                "TABLE {name:20} kv {kv_dtype:?} attn {attn_precision:?}: worst {:.4} (p{} s{}) mean {mean:.4} >0.05: {over} flips {flips:?}",
+                "TABLE {name:20} kv {kv_dtype:?} attn {attn_precision:?}: worst {:.4} (p{} s{}) per prompt {per_prompt:?} mean {mean:.4} >0.05: {over} flips {flips:?}",
                 w.diff, w.prompt, w.step
             );
         }
@@ -304,7 +326,9 @@ fn smollm2_batch_is_bitwise_sequential() {
 
 #[test]
 fn qwen05_batch_is_bitwise_sequential() {
-    check_batch_invariance("qwen2.5-coder-0.5b", &ALL_MODES, &SIZES, 64);
+    // Default and llama.cpp-like modes (the other two mixes are covered on SmolLM2): keeps the
+    // scalar tier of `scripts/test-tiers.sh` to a few minutes.
+    check_batch_invariance("qwen2.5-coder-0.5b", &[ALL_MODES[0], ALL_MODES[3]], &SIZES, 64);
 }
 
 #[test]

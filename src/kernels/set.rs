@@ -17,6 +17,9 @@ pub const MAX_BATCH: usize = 8;
 /// One weight row against several quantized activation vectors: `out[k] = dot(w, acts[k*stride ..])`
 /// for every `k < out.len()`; each activation vector is `row_bytes(n)` of the activation type, and
 /// `w` is exactly `row_bytes(n)` of the weight type. Each weight block is decoded once per 8 vectors.
+/// Contract: every `out[k]` is bitwise the tier's `vec_dot` of vector `k` (the single-vector kernel
+/// is the 1-vector instance of the same generic code, so each vector sees the same float operations
+/// in the same order whatever the batch): batched and one-token decoding give identical logits.
 pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
 /// The two kernels of one weight type.

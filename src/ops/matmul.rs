@@ -45,7 +45,9 @@ fn rows_per_task(row_bytes: usize) -> usize {
 ///
 /// Parallel over weight rows. For several tokens each weight row goes through the batch kernel,
 /// which decodes every weight block once and applies it to up to 8 activation rows, so each weight
-/// row is read from memory once per batch. Call inside `Runtime::install`.
+/// row is read from memory once per batch. Every output is computed by one kernel call on one
+/// thread, and the batch kernel equals the single one bitwise, so `out[t]` is bitwise independent
+/// of `n_tok`, of the other rows and of the thread count. Call inside `Runtime::install`.
 pub fn matmul(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, out: &mut [f32]) {
     assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
     assert_eq!(acts.len(), n_tok * act_row_bytes, "activation bytes do not match shape");
