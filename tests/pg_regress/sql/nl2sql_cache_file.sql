@@ -12,7 +12,7 @@ SET search_path = cf, public;
 
 -- Backend A computes the prefix and writes its file.
 SELECT e->>'cache' AS cache, e->'timings_ms' ? 'cache_file' AS has_file_timing FROM nl2sql_explain('how many users?') e;
-SELECT e->>'fingerprint' AS fp, e->>'sql' AS sql_a, e->>'prefill_tokens' AS prefill_a FROM nl2sql_explain('how many users?') e \gset
+SELECT e->>'fingerprint' AS fp, e->>'sql' AS sql_a FROM nl2sql_explain('how many users?') e \gset
 SELECT i->'cache'->>'file_writes' AS file_writes, i->'cache_files'->>'enabled' AS enabled,
        (i->'cache_files'->>'files')::int AS files, (i->'cache_files'->>'bytes')::bigint > 0 AS has_bytes,
        i->'cache_files'->>'dir' = current_setting('data_directory') || '/turboinfer_cache' AS default_dir
@@ -40,7 +40,7 @@ SET turboinfer.max_new_tokens = 1;
 SET search_path = cf, public;
 -- (the WARNING names the file, whose name depends on the model file's inode: not shown)
 SET client_min_messages = error;
-SELECT e->>'cache' AS cache, e->>'sql' = :'sql_a' AS same_sql, e->>'prefill_tokens' = :'prefill_a' AS full_prefill
+SELECT e->>'cache' AS cache, e->>'sql' = :'sql_a' AS same_sql, e->>'prefill_tokens' = e->>'prompt_tokens' AS full_prefill
 FROM nl2sql_explain('how many users?') e;
 RESET client_min_messages;
 SELECT i->'cache'->>'file_errors' AS file_errors, i->'cache'->>'file_writes' AS file_writes FROM turboinfer_info() i;
