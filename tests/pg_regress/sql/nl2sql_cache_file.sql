@@ -40,7 +40,7 @@ SET turboinfer.max_new_tokens = 1;
 SET search_path = cf, public;
 -- (the WARNING names the file, whose name depends on the model file's inode: not shown)
 SET client_min_messages = error;
-SELECT e->>'cache' AS cache, e->>'sql' = :'sql_a' AS same_sql, e->>'prefill_tokens' = e->>'prompt_tokens' AS full_prefill
+SELECT e->>'cache' AS cache, e->>'sql' = :'sql_a' AS same_sql, (e->>'prefill_tokens')::int >= (e->>'prompt_tokens')::int AS full_prefill
 FROM nl2sql_explain('how many users?') e;
 RESET client_min_messages;
 SELECT i->'cache'->>'file_errors' AS file_errors, i->'cache'->>'file_writes' AS file_writes FROM turboinfer_info() i;
