@@ -166,3 +166,169 @@ impl KvCache {
         self.len += n;
     }
 }
+
+/// Prefix export/import: the first `n` positions of every layer, as the bytes a cache file holds.
+///
+/// Payload layout, little-endian, capacity-independent: for each layer `l` in order, the keys
+/// `[n_kv_heads, n, head_dim]` then the values `[n_kv_heads, n, head_dim]`, each element in the
+/// cache's own dtype (4 bytes for f32, 2 for f16).
+impl KvCache {
+    /// Number of layers, KV heads and head size this cache was built for.
+    pub fn shape(&self) -> (usize, usize, usize) {
+        (self.n_layers, self.n_kv_heads, self.head_dim)
+    }
+
+    /// Bytes per stored element (4 for f32, 2 for f16).
+    pub fn elem_bytes(&self) -> usize {
+        match self.store {
+            Store::F32 { .. } => 4,
+            Store::F16 { .. } => 2,
+        }
+    }
+
+    /// Size in bytes of the payload holding the first `n` positions.
+    pub fn prefix_bytes(&self, n: usize) -> usize {
+        2 * self.n_layers * self.n_kv_heads * n * self.head_dim * self.elem_bytes()
+    }
+
+    /// Calls `sink` with consecutive pieces of the payload of the first `n` positions (at most
+    /// `len()`), in file order. Pieces are one head's keys or values: `[n, head_dim]`.
+    pub fn export_prefix(&self, n: usize, sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+        let n = n.min(self.len);
+        let hd = self.head_dim;
+        let mut buf: Vec<u8> = Vec::with_capacity(n * hd * 4);
+        for l in 0..self.n_layers {
+            for kv in 0..2 {
+                for h in 0..self.n_kv_heads {
+                    let start = h * self.capacity * hd;
+                    buf.clear();
+                    match &self.store {
+                        Store::F32 { k, v } => {
+                            let src = if kv == 0 { &k[l] } else { &v[l] };
+                            src[start..start + n * hd].iter().for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+                        }
+                        Store::F16 { k, v } => {
+                            let src = if kv == 0 { &k[l] } else { &v[l] };
+                            src[start..start + n * hd].iter().for_each(|x| buf.extend_from_slice(&x.to_bits().to_le_bytes()));
+                        }
+                    }
+                    sink(&buf)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the cache content by `n` positions read from `payload` (layout above); `len()`
+    /// becomes `n`. Fails (cache unchanged) when `n` exceeds the capacity or the payload size is
+    /// not `prefix_bytes(n)`.
+    pub fn import_prefix(&mut self, n: usize, payload: &[u8]) -> Result<(), ModelError> {
+        if n > self.capacity {
+            return Err(ModelError::ContextFull { needed: n, capacity: self.capacity });
+        }
+        if payload.len() != self.prefix_bytes(n) {
+            return Err(ModelError::CacheMismatch);
+        }
+        let hd = self.head_dim;
+        let piece = n * hd * self.elem_bytes();
+        let mut chunks = payload.chunks_exact(piece.max(1));
+        for l in 0..self.n_layers {
+            for kv in 0..2 {
+                for h in 0..self.n_kv_heads {
+                    let start = h * self.capacity * hd;
+                    let src = if piece == 0 { &[][..] } else { chunks.next().expect("payload size checked above") };
+                    match &mut self.store {
+                        Store::F32 { k, v } => {
+                            let dst = if kv == 0 { &mut k[l] } else { &mut v[l] };
+                            for (d, s) in dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(4)) {
+                                *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                            }
+                        }
+                        Store::F16 { k, v } => {
+                            let dst = if kv == 0 { &mut k[l] } else { &mut v[l] };
+                            for (d, s) in dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(2)) {
+                                *d = f16::from_bits(u16::from_le_bytes([s[0], s[1]]));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.len = n;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod prefix_io_tests {
+    use super::*;
+
+    /// A tiny config for shape-only tests.
+    fn cfg() -> Config {
+        Config {
+            arch: super::super::Arch::Llama,
+            n_layers: 2,
+            dim: 8,
+            ffn_dim: 16,
+            n_heads: 2,
+            n_kv_heads: 2,
+            head_dim: 4,
+            n_rot: 4,
+            rope_theta: 10_000.0,
+            rope_mode: crate::ops::RopeMode::Normal,
+            rms_eps: 1e-5,
+            vocab_size: 10,
+            context_length: 16,
+            tied_embeddings: true,
+            qkv_bias: false,
+            qk_norm: false,
+        }
+    }
+
+    #[test]
+    fn export_import_round_trip_in_both_dtypes() {
+        for dtype in [KvDtype::F32, KvDtype::F16] {
+            let c = cfg();
+            let mut a = KvCache::with_dtype(&c, 16, dtype);
+            let row = c.n_kv_heads * c.head_dim;
+            for l in 0..c.n_layers {
+                let k: Vec<f32> = (0..5 * row).map(|i| (i + 100 * l) as f32 * 0.5).collect();
+                let v: Vec<f32> = k.iter().map(|x| -x).collect();
+                a.store(l, &k, &v);
+            }
+            a.advance(5);
+            let mut payload = Vec::new();
+            a.export_prefix(5, &mut |b| {
+                payload.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(payload.len(), a.prefix_bytes(5));
+            let mut b = KvCache::with_dtype(&c, 8, dtype);
+            b.import_prefix(5, &payload).unwrap();
+            assert_eq!(b.len(), 5);
+            for l in 0..c.n_layers {
+                let (va, vb) = (a.layer(l), b.layer(l));
+                match (va, vb) {
+                    (KvView::F32 { k: ka, v: xa }, KvView::F32 { k: kb, v: xb }) => {
+                        for h in 0..c.n_kv_heads {
+                            assert_eq!(&ka[h * 16 * 4..h * 16 * 4 + 20], &kb[h * 8 * 4..h * 8 * 4 + 20]);
+                            assert_eq!(&xa[h * 16 * 4..h * 16 * 4 + 20], &xb[h * 8 * 4..h * 8 * 4 + 20]);
+                        }
+                    }
+                    (KvView::F16 { k: ka, v: xa }, KvView::F16 { k: kb, v: xb }) => {
+                        for h in 0..c.n_kv_heads {
+                            assert_eq!(&ka[h * 16 * 4..h * 16 * 4 + 20], &kb[h * 8 * 4..h * 8 * 4 + 20]);
+                            assert_eq!(&xa[h * 16 * 4..h * 16 * 4 + 20], &xb[h * 8 * 4..h * 8 * 4 + 20]);
+                        }
+                    }
+                    _ => panic!("dtype changed"),
+                }
+            }
+            // Wrong sizes are refused and leave the cache as it was.
+            assert!(b.import_prefix(5, &payload[1..]).is_err());
+            assert!(b.import_prefix(9, &payload).is_err());
+            assert_eq!(b.len(), 5);
+        }
+    }
+}

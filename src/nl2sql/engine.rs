@@ -5,6 +5,7 @@
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
+use super::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use super::prompt::{self, Segments};
 use super::render::Renderer;
 use super::schema::SchemaInfo;
@@ -108,6 +109,8 @@ pub struct PhaseTimings {
     pub decode_ms: f64,
     /// The caller's validator.
     pub validate_ms: f64,
+    /// Reading (on a memory miss) or writing (after computing) the prefix's cache file.
+    pub cache_file_ms: f64,
 }
 
 /// The prompt of one call.
@@ -145,8 +148,10 @@ pub struct Outcome {
     pub prefix_tokens: usize,
     pub shown: Vec<String>,
     pub dropped: Vec<String>,
-    /// Whether the schema prefix's KV state was reused.
+    /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
     pub cache_hit: bool,
+    /// Where the prefix's KV state came from.
+    pub prefix_source: PrefixSource,
     /// Prompt tokens actually run through the model in this call.
     pub prefill_tokens: usize,
     /// Tokens generated over all attempts.
@@ -169,8 +174,46 @@ impl Outcome {
 /// Counters of the prefix cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
+    /// Prefix found in memory.
     pub hits: u64,
+    /// Prefix computed by the model.
     pub misses: u64,
+    /// Prefix loaded from a cache file.
+    pub file_hits: u64,
+    /// Cache files written.
+    pub file_writes: u64,
+    /// Cache files refused (corrupt or mismatched) or not written (I/O error, too large).
+    pub file_errors: u64,
+}
+
+/// Where the prefix's KV state of a call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixSource {
+    /// Already in this cache's memory.
+    Memory,
+    /// Loaded from a cache file (another or an earlier backend computed it).
+    File,
+    /// Computed by the model.
+    Computed,
+}
+
+impl PrefixSource {
+    /// The name `nl2sql_explain` reports: `hit`, `file` or `miss`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefixSource::Memory => "hit",
+            PrefixSource::File => "file",
+            PrefixSource::Computed => "miss",
+        }
+    }
+}
+
+/// Something about the cache file worth logging (the engine does not log by itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEvent {
+    /// Damage or I/O trouble (an operator should hear of it) rather than routine news.
+    pub warning: bool,
+    pub message: String,
 }
 
 /// The reusable KV state of one backend/session: the cache buffers and which prefix they hold.
@@ -180,6 +223,10 @@ pub struct PrefixCache {
     /// Fingerprint and token count of the prefix at the start of `kv`, when it is complete.
     prefix: Option<(Fingerprint, usize)>,
     stats: CacheStats,
+    /// Directory of cache files shared with other processes (`None`: memory only).
+    files: Option<KvFileDir>,
+    /// Cache file events not yet taken by the caller.
+    events: Vec<CacheEvent>,
 }
 
 impl PrefixCache {
@@ -206,6 +253,54 @@ impl PrefixCache {
     /// Forgets the cached prefix (keeps the buffers).
     pub fn invalidate(&mut self) {
         self.prefix = None;
+    }
+
+    /// Uses cache files in `files` from the next call on (`None`: memory only).
+    pub fn set_file_dir(&mut self, files: Option<KvFileDir>) {
+        self.files = files;
+    }
+
+    /// The cache file directory in use.
+    pub fn file_dir(&self) -> Option<&KvFileDir> {
+        self.files.as_ref()
+    }
+
+    /// Takes the cache file events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<CacheEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+/// Fills `kv` with the prefix of `key` from its cache file, if there is a valid one; records
+/// why not otherwise (a missing file is not news).
+fn load_prefix_file(files: &KvFileDir, key: &KvFileKey, kv: &mut KvCache, stats: &mut CacheStats, events: &mut Vec<CacheEvent>) -> bool {
+    match files.load(key, kv) {
+        Ok(path) => {
+            stats.file_hits += 1;
+            events.push(CacheEvent { warning: false, message: format!("schema prefix of {} tokens loaded from {}", key.prefix_ids.len(), path.display()) });
+            true
+        }
+        Err(KvFileError::Missing) => false,
+        Err(e) => {
+            stats.file_errors += 1;
+            events.push(CacheEvent { warning: e.is_warning(), message: e.to_string() });
+            false
+        }
+    }
+}
+
+/// Writes the prefix of `key` (at the start of `kv`) to its cache file, recording the outcome.
+fn store_prefix_file(files: &KvFileDir, key: &KvFileKey, kv: &KvCache, stats: &mut CacheStats, events: &mut Vec<CacheEvent>) {
+    match files.store(key, kv) {
+        Ok(s) => {
+            stats.file_writes += 1;
+            let evicted = if s.evicted > 0 { format!(", evicted {} older file(s)", s.evicted) } else { String::new() };
+            events.push(CacheEvent { warning: false, message: format!("schema prefix written to {} ({} bytes{evicted})", s.path.display(), s.bytes) });
+        }
+        Err(e) => {
+            stats.file_errors += 1;
+            events.push(CacheEvent { warning: e.is_warning(), message: format!("schema prefix not cached: {e}") });
+        }
     }
 }
 
@@ -251,6 +346,12 @@ impl Engine {
     /// The model identity string given at load.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// What a cache file must hold to serve as `plan`'s prefix with this model and its options.
+    pub fn kv_file_key<'a>(&self, plan: &'a Plan) -> KvFileKey<'a> {
+        let model_hash = kv_file::model_hash(&self.identity, &format!("{:?}", self.model.options()));
+        KvFileKey { fingerprint: plan.fingerprint, model_hash, prefix_ids: &plan.prefix_ids }
     }
 
     /// KV positions a cache gets under `opts` (the model's training context bounds it).
@@ -356,20 +457,36 @@ impl Engine {
         let kv = cache.kv.as_mut().expect("allocated above");
         let mut prefill_tokens = 0;
         let t1 = Instant::now();
-        if cache_hit {
+        let prefix_source = if cache_hit {
             cache.stats.hits += 1;
             kv.truncate(n_prefix);
+            PrefixSource::Memory
         } else {
-            cache.stats.misses += 1;
-            cache.prefix = None; // only a completed prefill makes it valid again
+            cache.prefix = None; // only a completed prefill or a validated file makes it valid again
             kv.clear();
-            self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
-            prefill_tokens += n_prefix;
+            let key = self.kv_file_key(&plan);
+            let tf = Instant::now();
+            let from_file = cache.files.as_ref().is_some_and(|f| load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events));
+            timings.cache_file_ms += ms_since(tf);
+            let source = if from_file {
+                PrefixSource::File
+            } else {
+                cache.stats.misses += 1;
+                self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
+                prefill_tokens += n_prefix;
+                let tf = Instant::now();
+                if let Some(f) = cache.files.as_ref() {
+                    store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
+                }
+                timings.cache_file_ms += ms_since(tf);
+                PrefixSource::Computed
+            };
             cache.prefix = Some((plan.fingerprint, n_prefix));
-        }
+            source
+        };
         let mut logits = self.prefill(rt, kv, &plan.question_ids, on_progress)?;
         prefill_tokens += plan.question_ids.len();
-        timings.prefill_ms += ms_since(t1);
+        timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
         let n_question_end = kv.len();
 
         let mut attempts = Vec::with_capacity(2);
@@ -399,7 +516,8 @@ impl Engine {
                     prefix_tokens: n_prefix,
                     shown: plan.shown,
                     dropped: plan.dropped,
-                    cache_hit,
+                    cache_hit: prefix_source != PrefixSource::Computed,
+                    prefix_source,
                     prefill_tokens,
                     generated_tokens,
                     attempts,

@@ -8,6 +8,7 @@ mod error;
 mod fingerprint;
 pub mod model_path;
 pub mod ident;
+pub mod kv_file;
 pub mod prompt;
 mod render;
 mod schema;
@@ -15,7 +16,7 @@ pub mod sqltext;
 pub mod trim;
 
 pub use engine::{
-    Attempt, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, Progress, StopReason, MAX_QUESTION_CHARS,
+    Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,
     PREFILL_CHUNK,
 };
 pub use error::Nl2SqlError;

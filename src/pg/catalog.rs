@@ -1,7 +1,9 @@
 //! Reads the schema the current role may see, through SPI.
 //!
 //! Tables/views and their columns come from `information_schema` (which already hides objects the
-//! role has no privilege on), further restricted to what the role may SELECT. Keys come from
+//! role has no privilege on), further restricted to what the role may SELECT. Materialized views,
+//! which `information_schema` omits, come from `pg_class`/`pg_attribute` with the same rules made
+//! explicit (USAGE on the schema, SELECT on the relation or a column) and are shown as views. Keys come from
 //! `pg_constraint`, restricted to those visible tables and columns: `information_schema`'s
 //! constraint views only show constraints to roles with a privilege *other than* SELECT, which
 //! would hide every key from a read-only role. Comments are read only for those visible objects.
@@ -82,6 +84,16 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
              WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
+             UNION ALL \
+             SELECT n.nspname::text, c.relname::text, 'MATERIALIZED VIEW', c.oid, \
+                    pg_catalog.obj_description(c.oid, 'pg_class') \
+             FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+             WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
+               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
+               AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+                    OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
              ORDER BY 1, 2",
             None,
             &args,
@@ -92,7 +104,8 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             let schema: String = row.get(1)?.unwrap_or_default();
             let name: String = row.get(2)?.unwrap_or_default();
             let kind = match row.get::<String>(3)?.as_deref() {
-                Some("VIEW") => TableKind::View,
+                // A materialized view is queried like a view: shown as one.
+                Some("VIEW") | Some("MATERIALIZED VIEW") => TableKind::View,
                 _ => TableKind::Table,
             };
             let oid: pg_sys::Oid = row.get(4)?.unwrap_or(pg_sys::InvalidOid);
@@ -114,6 +127,32 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
              WHERE col.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
                AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
              ORDER BY col.table_schema, col.table_name, col.ordinal_position",
+            None,
+            &args,
+        )?;
+        for row in rows {
+            let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
+            let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
+            tables[i].columns.push(Column {
+                name: row.get(2)?.unwrap_or_default(),
+                nullable: row.get(3)?.unwrap_or(true),
+                data_type: row.get(4)?.unwrap_or_default(),
+                comment: row.get(5)?,
+            });
+        }
+        // Columns of materialized views (information_schema omits them), same privilege rule.
+        let rows = client.select(
+            "SELECT c.oid, a.attname::text, NOT a.attnotnull, \
+                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum) \
+             FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
+             WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
+               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
+               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
+             ORDER BY n.nspname, c.relname, a.attnum",
             None,
             &args,
         )?;

@@ -1,10 +1,11 @@
 //! The extension's settings (GUCs), registered when the library is loaded.
 
+use crate::nl2sql::kv_file::KvFileDir;
 use crate::nl2sql::model_path::{self, MODELS_DIR};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `turboinfer.model`: a fetched model's name or a path inside the models directory.
 pub static MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -14,8 +15,12 @@ pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(128);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
-/// `turboinfer.cache_dir`: directory for the cross-backend prefix cache file (empty = off).
+/// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
+/// `turboinfer_cache` in the data directory; a relative path is relative to the data directory).
 pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// `turboinfer.cache_max_mb`: size limit of the cache files, least recently used evicted first
+/// (0 = no cache files).
+pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_MAX_MB);
 
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
@@ -25,6 +30,13 @@ const MAX_NEW_TOKENS_LIMIT: i32 = 8192;
 /// the supported model families (the model's own limit clamps it further).
 const MIN_CONTEXT: i32 = 256;
 const MAX_CONTEXT: i32 = 131072;
+/// Default cache file budget: a schema prefix of 1000 tokens is 24 MB (0.5B model, f32 KV) to
+/// 56 MB (1.5B), so 1 GiB keeps a few dozen schemas/roles/models without filling a small disk.
+const DEFAULT_CACHE_MAX_MB: i32 = 1024;
+/// Largest budget accepted (1 TiB): far beyond any realistic set of prefixes.
+const MAX_CACHE_MAX_MB: i32 = 1 << 20;
+/// Directory used when `turboinfer.cache_dir` is empty, inside the data directory.
+const DEFAULT_CACHE_SUBDIR: &str = "turboinfer_cache";
 
 /// Registers every setting (called from `_PG_init`).
 pub fn register() {
@@ -74,12 +86,50 @@ pub fn register() {
     );
     GucRegistry::define_string_guc(
         c"turboinfer.cache_dir",
-        c"Directory for the cross-backend schema-prefix cache file (empty: per-backend cache only).",
-        c"Superuser only.",
+        c"Directory of the schema-prefix KV cache files shared by all backends.",
+        c"Superuser only. Empty: turboinfer_cache in the data directory; relative paths are relative to the data directory. Created with mode 0700.",
         &CACHE_DIR,
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"turboinfer.cache_max_mb",
+        c"Size limit of the schema-prefix KV cache files; least recently used files are evicted first.",
+        c"Superuser only. 0 disables the cache files (each backend keeps its own prefix in memory).",
+        &CACHE_MAX_MB,
+        0,
+        MAX_CACHE_MAX_MB,
+        GucContext::Suset,
+        GucFlags::UNIT_MB,
+    );
+}
+
+/// The cache file directory and its limit from the settings (`None` when disabled).
+pub fn kv_file_dir() -> Option<KvFileDir> {
+    let mb = u64::try_from(CACHE_MAX_MB.get()).unwrap_or(0);
+    if mb == 0 {
+        return None;
+    }
+    let setting = CACHE_DIR.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let setting = if setting.trim().is_empty() { DEFAULT_CACHE_SUBDIR.to_string() } else { setting };
+    let path = PathBuf::from(setting);
+    let dir = if path.is_absolute() { path } else { data_directory().join(path) };
+    Some(KvFileDir::new(dir, mb * 1024 * 1024))
+}
+
+/// The server's data directory.
+fn data_directory() -> PathBuf {
+    // SAFETY: DataDir is set by the postmaster before any backend runs and never changes; it is a
+    // NUL-terminated C string. A null pointer (not expected in a backend) falls back to ".",
+    // which is the data directory as well (backends run with it as working directory).
+    unsafe {
+        let p = pg_sys::DataDir;
+        if p.is_null() {
+            PathBuf::from(".")
+        } else {
+            PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned())
+        }
+    }
 }
 
 /// The current `turboinfer.model` value ("" when unset).

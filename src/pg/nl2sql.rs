@@ -109,6 +109,17 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+/// Logs the cache file events of `cache`: damage and I/O trouble as WARNING, the rest at DEBUG1.
+fn log_cache_events(cache: &mut PrefixCache) {
+    for ev in cache.take_events() {
+        if ev.warning {
+            pgrx::warning!("turboinfer: {}", ev.message);
+        } else {
+            pgrx::debug1!("turboinfer: {}", ev.message);
+        }
+    }
+}
+
 /// Runs the engine with interrupt checks on the backend thread and the parser as validator.
 fn generate(engine: &Engine, rt: &Runtime, cache: &mut PrefixCache, schema: &SchemaInfo, question: &str, opts: &Options) -> Result<Outcome, Nl2SqlError> {
     engine.run(
@@ -154,7 +165,10 @@ fn answer(question: &str, schemas: Option<Vec<String>>) -> Answer {
     let result = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let Loaded { engine, cache, path, .. } = loaded;
-        (generate(engine, rt, cache, &schema, question, &opts), path.display().to_string())
+        cache.set_file_dir(gucs::kv_file_dir());
+        let r = generate(engine, rt, cache, &schema, question, &opts);
+        log_cache_events(cache);
+        (r, path.display().to_string())
     });
     match result {
         (Ok(outcome), model_path) => Answer { outcome, load_ms, reloaded, schema_ms, model_path },
@@ -196,7 +210,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "prefill_tokens": o.prefill_tokens,
         "tables_shown": o.shown,
         "tables_dropped": o.dropped,
-        "cache": if o.cache_hit { "hit" } else { "miss" },
+        "cache": o.prefix_source.name(),
         "model_loaded": a.reloaded,
         "generated_tokens": o.generated_tokens,
         "attempts": o.attempts.iter().map(|t| json!({
@@ -210,6 +224,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "prefill": o.timings.prefill_ms,
             "decode": o.timings.decode_ms,
             "validate": o.timings.validate_ms,
+            "cache_file": o.timings.cache_file_ms,
         },
     })
 }
@@ -264,11 +279,15 @@ fn turboinfer_info() -> JsonB {
                     "cache": {
                         "hits": stats.hits,
                         "misses": stats.misses,
+                        "file_hits": stats.file_hits,
+                        "file_writes": stats.file_writes,
+                        "file_errors": stats.file_errors,
                         "capacity_tokens": l.cache.capacity(),
                         "prefix_fingerprint": l.cache.fingerprint().map(|f| f.hex()),
                     },
                     "rss_bytes": backend::rss_bytes(),
                     "max_question_chars": MAX_QUESTION_CHARS,
+                    "cache_files": cache_files_json(),
                 })
             }
             Err(e) => json!({
@@ -281,10 +300,53 @@ fn turboinfer_info() -> JsonB {
                 },
                 "kernel_tier": kernel_tier(),
                 "threads": threads,
+                "cache_files": cache_files_json(),
             }),
         }
     });
     JsonB(info)
+}
+
+/// The cache file directory's settings and content: `{dir, max_bytes, files, bytes}` (the
+/// directory is only shown to superusers), or `{enabled: false}`.
+fn cache_files_json() -> serde_json::Value {
+    match gucs::kv_file_dir() {
+        None => json!({ "enabled": false }),
+        Some(d) => {
+            let st = d.stats();
+            // SAFETY: superuser() only reads the current user's catalog entry.
+            let su = unsafe { pg_sys::superuser() };
+            json!({
+                "enabled": true,
+                "dir": if su { Some(d.dir().display().to_string()) } else { None },
+                "max_bytes": d.max_bytes(),
+                "files": st.files,
+                "bytes": st.bytes,
+            })
+        }
+    }
+}
+
+/// `turboinfer_cache_clear()`: deletes every schema-prefix cache file and forgets this backend's
+/// in-memory prefix; returns the number of files deleted. Superuser only. Other backends keep
+/// their in-memory prefix until their schema fingerprint changes.
+#[pg_extern(volatile, parallel_unsafe)]
+fn turboinfer_cache_clear() -> i64 {
+    // SAFETY: superuser() only reads the current user's catalog entry.
+    if !unsafe { pg_sys::superuser() } {
+        raise(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "turboinfer: permission denied to clear the cache".into(),
+            None,
+            Some("Only superusers may call turboinfer_cache_clear().".into()),
+        );
+    }
+    backend::with_backend(|b| {
+        if let Some(l) = b.loaded.as_mut() {
+            l.cache.invalidate();
+        }
+    });
+    gucs::kv_file_dir().map_or(0, |d| d.clear().files as i64)
 }
 
 /// The widest SIMD feature set this CPU offers (what the kernels can dispatch to).

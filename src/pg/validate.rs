@@ -69,53 +69,55 @@ unsafe fn statement_kind(node: *mut pg_sys::Node) -> &'static str {
     }
 }
 
-/// Checks one SELECT: no INTO, no locking clause, only queries in its WITH, and the same for
-/// set-operation arms and sub-selects in FROM.
-unsafe fn check_select(s: *mut pg_sys::SelectStmt) -> Result<(), String> {
-    if s.is_null() {
-        return Ok(());
-    }
-    if !(*s).intoClause.is_null() {
-        return Err("SELECT ... INTO creates a table; only a plain query is allowed".into());
-    }
-    if !(*s).lockingClause.is_null() {
-        return Err("FOR UPDATE/SHARE locks rows; only a plain query is allowed".into());
-    }
-    if !(*s).withClause.is_null() {
-        for cte in list_ptrs((*(*s).withClause).ctes) {
-            let cte = cte as *mut pg_sys::CommonTableExpr;
-            let q = (*cte).ctequery;
-            if q.is_null() || (*q).type_ != pg_sys::NodeTag::T_SelectStmt {
-                return Err(format!("WITH contains {}; only queries are allowed", statement_kind(q)));
-            }
-            check_select(q as *mut pg_sys::SelectStmt)?;
-        }
-    }
-    for item in list_ptrs((*s).fromClause) {
-        check_from_item(item as *mut pg_sys::Node)?;
-    }
-    check_select((*s).larg)?;
-    check_select((*s).rarg)
+/// What the tree walk found wrong (the first problem wins).
+struct Walk {
+    error: Option<String>,
 }
 
-/// Checks a FROM item: sub-selects and both sides of joins.
-unsafe fn check_from_item(n: *mut pg_sys::Node) -> Result<(), String> {
-    if n.is_null() {
-        return Ok(());
+/// Checks every node of a raw parse tree below (and including) `s`: each SELECT anywhere (set
+/// operation arms, WITH queries, FROM sub-selects, sub-links in any expression) must have no
+/// INTO and no locking clause, and no data-modifying statement may appear anywhere (e.g. in a
+/// WITH). The walk is PostgreSQL's own `raw_expression_tree_walker`, which knows every node a
+/// raw SELECT can contain.
+unsafe fn check_select(s: *mut pg_sys::SelectStmt) -> Result<(), String> {
+    let mut w = Walk { error: None };
+    walk(s as *mut pg_sys::Node, &mut w as *mut Walk as *mut c_void);
+    w.error.map_or(Ok(()), Err)
+}
+
+/// Tree walker callback: records the first forbidden node and stops (returns true) there.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
     }
-    match (*n).type_ {
-        pg_sys::NodeTag::T_RangeSubselect => {
-            let sub = (*(n as *mut pg_sys::RangeSubselect)).subquery;
-            if !sub.is_null() && (*sub).type_ == pg_sys::NodeTag::T_SelectStmt {
-                check_select(sub as *mut pg_sys::SelectStmt)?;
+    let w = &mut *(ctx as *mut Walk);
+    let problem = match (*node).type_ {
+        pg_sys::NodeTag::T_SelectStmt => {
+            let s = node as *mut pg_sys::SelectStmt;
+            if !(*s).intoClause.is_null() {
+                Some("SELECT ... INTO creates a table; only a plain query is allowed".to_string())
+            } else if !(*s).lockingClause.is_null() {
+                Some("FOR UPDATE/SHARE locks rows; only a plain query is allowed".to_string())
+            } else {
+                None
             }
-            Ok(())
         }
-        pg_sys::NodeTag::T_JoinExpr => {
-            let j = n as *mut pg_sys::JoinExpr;
-            check_from_item((*j).larg)?;
-            check_from_item((*j).rarg)
+        pg_sys::NodeTag::T_InsertStmt | pg_sys::NodeTag::T_UpdateStmt | pg_sys::NodeTag::T_DeleteStmt | pg_sys::NodeTag::T_MergeStmt => {
+            Some(format!("the query contains {}; only read-only queries are allowed", statement_kind(node)))
         }
-        _ => Ok(()),
+        _ => None,
+    };
+    if let Some(p) = problem {
+        w.error = Some(p);
+        return true;
     }
+    pg_sys::raw_expression_tree_walker(node, Some(walk), ctx)
+}
+
+/// `nl2sql_check(sql)`: NULL when `sql` passes the validation nl2sql() applies to generated
+/// statements (one read-only query), otherwise the reason. Parses only; never runs `sql`.
+#[pgrx::pg_extern(strict, stable, parallel_safe)]
+fn nl2sql_check(sql: &str) -> Option<String> {
+    check_query(sql).err()
 }

@@ -2,6 +2,8 @@
 -- follows the schema; the schema prefix is cached per backend. Uses the tiny SmolLM2 model with
 -- a one-token budget: only the prompt and the cache matter here, not the answer.
 CREATE EXTENSION turboinfer;
+-- Start without cache files from earlier runs (the first calls below must compute the prefix).
+SELECT turboinfer_cache_clear() >= 0 AS cleared;
 SET turboinfer.model = 'smollm2-135m';
 SET turboinfer.max_new_tokens = 1;
 
@@ -9,9 +11,17 @@ CREATE SCHEMA vis;
 CREATE TABLE vis.users (id integer PRIMARY KEY, name text NOT NULL);
 CREATE TABLE vis.secrets (id integer PRIMARY KEY, user_id integer REFERENCES vis.users, payload text);
 COMMENT ON TABLE vis.secrets IS 'launch codes';
+-- Materialized views (absent from information_schema) are shown like views, with the same rules.
+CREATE MATERIALIZED VIEW vis.user_names AS SELECT id, name FROM vis.users;
+CREATE MATERIALIZED VIEW vis.secret_payloads AS SELECT id, payload FROM vis.secrets;
 CREATE ROLE nl2sql_reader;
 GRANT USAGE ON SCHEMA vis TO nl2sql_reader;
 GRANT SELECT ON vis.users TO nl2sql_reader;
+GRANT SELECT ON vis.user_names TO nl2sql_reader;
+-- SELECT on a materialized view in a schema without USAGE: not shown either.
+CREATE SCHEMA novis;
+CREATE MATERIALIZED VIEW novis.counts AS SELECT 1 AS n;
+GRANT SELECT ON novis.counts TO nl2sql_reader;
 SET search_path = vis, public;
 
 -- The superuser sees both tables; first call computes the prefix, the second reuses it.
@@ -27,7 +37,10 @@ SET ROLE nl2sql_reader;
 SELECT e->'tables_shown' AS shown, e->>'cache' AS cache, e->>'fingerprint' <> :'fp_all' AS other_fingerprint
 FROM nl2sql_explain('how many users?') e;
 SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
+SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['vis', 'novis']) e;
 RESET ROLE;
+-- The superuser sees the materialized view in novis.
+SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['novis']) e;
 
 -- Explicit schemas instead of the search path.
 RESET search_path;
@@ -46,7 +59,9 @@ SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
 SELECT e->>'valid' AS valid, jsonb_array_length(e->'attempts') AS attempts FROM nl2sql_explain('how many users?') e;
 
 RESET search_path;
-DROP SCHEMA vis CASCADE;
+SET client_min_messages = warning;
+DROP SCHEMA vis, novis CASCADE;
+RESET client_min_messages;
 DROP OWNED BY nl2sql_reader;
 DROP ROLE nl2sql_reader;
 DROP EXTENSION turboinfer;
