@@ -20,7 +20,8 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck psql
+        demo test test-fetch test-cluster test-engine installcheck psql \
+        scorecard scorecard-llamacpp test-scorecard
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -71,6 +72,21 @@ demo:
 	@echo "==> nl2sql with $(MODEL): generate, then run the query in a read-only transaction"
 	@$(PSQL) -d $(DEMO_DB) -f demo/nl2sql-demo.sql
 
+## Scorecard (not part of make test): accuracy, forward passes, acceptance, latency per setting.
+## Extension installed, cluster running, demo database loaded; extra options in SCORECARD_ARGS.
+SCORECARD_ARGS ?=
+scorecard:
+	@$(TIMED) "scorecard $(MODEL)" benches/scorecard/run --model $(MODEL) $(SCORECARD_ARGS)
+
+## The same questions and prompt through llama.cpp's llama-server vs nl2sql(), cold and warm.
+scorecard-llamacpp:
+	@benches/llamacpp.sh build >/dev/null
+	@$(TIMED) "scorecard vs llama-server $(MODEL)" benches/scorecard/run --llamacpp --model $(MODEL) $(SCORECARD_ARGS)
+
+## The scorecard's result comparison logic (no database, no model; < 1 s).
+test-scorecard:
+	@$(TIMED) "scorecard self-test" benches/scorecard/run --self-test
+
 ## Open psql on the demo database.
 psql:
 	@scripts/cluster.sh psql -X -d $(DEMO_DB)
@@ -80,6 +96,7 @@ test:
 	@$(MAKE) --no-print-directory setup
 	@for m in $(TEST_MODELS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
 	@$(MAKE) --no-print-directory test-fetch
+	@$(MAKE) --no-print-directory test-scorecard
 	@$(MAKE) --no-print-directory test-engine
 	@$(MAKE) --no-print-directory install
 	@$(MAKE) --no-print-directory cluster-start

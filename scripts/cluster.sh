@@ -75,6 +75,12 @@ start() {
     install -d -m 755 -o postgres -g postgres "$RUN"
     install -d -m 755 -o postgres -g postgres "$(dirname "$LOG")"
     say "starting PostgreSQL 15 on 127.0.0.1:$PORT (data $DATA, log $LOG)"
+    # The server must not inherit our open files beyond stdio: started inside
+    # `flock /tmp/turboinfer-pg.lock ...`, it would otherwise hold the lock for as long as it runs.
+    local fd
+    for fd in $(ls /proc/$$/fd); do
+        (( fd > 2 && fd < 255 )) && eval "exec $fd>&-" 2>/dev/null
+    done
     if ! as_pg "$PGBIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -p $PORT -k $RUN" >/dev/null; then
         tail -n 5 "$LOG" >&2 || true

@@ -67,6 +67,11 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
     assert_eq!(cold.attempts[0].raw, warm.attempts[0].raw, "KV prefix reuse must not change the answer");
     assert_eq!(cold.fingerprint, warm.fingerprint);
+    // The reported prompt is the exact text of the tokens run (for feeding the same prompt to llama-server).
+    let plan = e.plan(&schema, "How many users are there?", &opts).unwrap();
+    assert_eq!(warm.prompt, plan.text("How many users are there?"));
+    assert!(warm.prompt.ends_with("How many users are there?<|im_end|>\n<|im_start|>assistant\n"));
+    assert_eq!(e.tokenizer().encode(&warm.prompt, true).unwrap().len(), warm.prompt_tokens);
     assert_eq!(cache.stats().hits, 1);
     assert_eq!(cache.stats().misses, 1);
 

@@ -159,6 +159,8 @@ pub struct Outcome {
     /// One or two (after a repair).
     pub attempts: Vec<Attempt>,
     pub timings: PhaseTimings,
+    /// The first attempt's whole prompt text ([`Plan::text`]), for running the same prompt elsewhere.
+    pub prompt: String,
 }
 
 impl Outcome {
@@ -509,6 +511,7 @@ impl Engine {
             };
             if done || !repair_fits {
                 return Ok(Outcome {
+                    prompt: plan.text(&question),
                     sql,
                     error,
                     fingerprint: plan.fingerprint,

@@ -213,6 +213,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "cache": o.prefix_source.name(),
         "model_loaded": a.reloaded,
         "generated_tokens": o.generated_tokens,
+        "prompt": o.prompt,
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
             "stop": t.stop.name(), "error": t.error,
