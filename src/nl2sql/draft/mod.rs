@@ -1,0 +1,120 @@
+//! The drafter of speculative decoding: proposes the next few tokens of a SQL answer without a
+//! draft model, from (a) SQL templates instantiated with the schema's names, pre-tokenized into
+//! a token trie, (b) prompt lookup over the prompt and the answer so far, and (c) an adaptive
+//! draft length. One drafter is built per schema prefix and kept next to its KV state.
+
+pub mod lookup;
+pub mod templates;
+pub mod trie;
+pub mod window;
+
+use crate::nl2sql::fingerprint::Fingerprint;
+use crate::nl2sql::schema::SchemaInfo;
+use crate::tokenizer::{Tokenizer, TokenizerError};
+pub use trie::TokenTrie;
+pub use window::{Window, MAX_DRAFT};
+
+/// Longest answer suffix matched against the trie: a clause opening ("JOIN orders o ON o.") is
+/// rarely longer, and longer suffixes only cost time.
+const MAX_TRIE_SUFFIX: usize = 12;
+
+/// Keywords starting a clause: a template is also inserted from each of them on, so a clause
+/// is drafted wherever it appears in the answer, not only at the start of a matching statement.
+const CLAUSE_WORDS: &[&str] = &["SELECT", "FROM", "JOIN", "LEFT", "WHERE", "ON", "AND", "GROUP", "ORDER", "LIMIT", "HAVING"];
+
+/// Proposes draft tokens for one schema prefix.
+#[derive(Debug, Clone)]
+pub struct Drafter {
+    /// The prefix this drafter was built for (`None`: a lookup-only drafter).
+    fingerprint: Option<Fingerprint>,
+    /// Template statements and their clause suffixes, tokenized.
+    trie: TokenTrie,
+    /// Number of statements inserted.
+    statements: usize,
+}
+
+/// Where a draft came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Template,
+    Lookup,
+}
+
+impl Drafter {
+    /// A drafter with prompt lookup only (any prompt, no schema).
+    pub fn lookup_only() -> Drafter {
+        Drafter { fingerprint: None, trie: TokenTrie::new(), statements: 0 }
+    }
+
+    /// Builds the drafter of a schema prefix: instantiates the templates over `schema`'s tables
+    /// (those shown in the prompt) and tokenizes them into the trie.
+    pub fn for_schema(tok: &Tokenizer, schema: &SchemaInfo, fingerprint: Fingerprint) -> Result<Drafter, TokenizerError> {
+        let statements = templates::instantiate(schema);
+        let mut trie = TokenTrie::new();
+        for s in &statements {
+            let ids = tok.encode(s, false)?;
+            for start in clause_starts(tok, &ids) {
+                trie.insert(&ids[start..]);
+            }
+        }
+        Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len() })
+    }
+
+    /// The prefix fingerprint this drafter belongs to.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint
+    }
+
+    /// Template statements instantiated.
+    pub fn statements(&self) -> usize {
+        self.statements
+    }
+
+    /// The template trie.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
+    }
+
+    /// Up to `max` draft tokens following `history` (prompt tokens, then the `generated` answer
+    /// tokens at its end). Templates are matched against the answer only, lookup against all of
+    /// `history`; the source with the longer matched context wins (templates on a tie), and a
+    /// short draft is extended from the extended history until `max` or nothing matches.
+    pub fn propose(&self, history: &[u32], generated: usize, max: usize) -> Vec<u32> {
+        let mut draft = Vec::new();
+        let mut h = history.to_vec();
+        let answer_start = history.len() - generated.min(history.len());
+        while draft.len() < max {
+            let want = max - draft.len();
+            let Some((_, cont)) = self.propose_once(&h, answer_start, want) else { break };
+            draft.extend_from_slice(&cont);
+            h.extend_from_slice(&cont);
+        }
+        draft
+    }
+
+    /// One proposal: (source, tokens).
+    fn propose_once(&self, history: &[u32], answer_start: usize, max: usize) -> Option<(Source, Vec<u32>)> {
+        let answer = &history[answer_start..];
+        let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max);
+        let l = lookup::lookup(history, max);
+        match (t, l) {
+            (Some((ts, tc)), Some((ls, lc))) => Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) }),
+            (Some((_, tc)), None) => Some((Source::Template, tc)),
+            (None, Some((_, lc))) => Some((Source::Lookup, lc)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Token offsets of `ids` where a statement or clause starts: 0 and every token spelling a
+/// clause keyword.
+fn clause_starts(tok: &Tokenizer, ids: &[u32]) -> Vec<usize> {
+    let mut out = vec![0];
+    for (i, &id) in ids.iter().enumerate().skip(1) {
+        let piece = String::from_utf8_lossy(&tok.token_to_piece(id)).into_owned();
+        if CLAUSE_WORDS.iter().any(|w| piece.trim().eq_ignore_ascii_case(w)) {
+            out.push(i);
+        }
+    }
+    out
+}
