@@ -2,7 +2,7 @@
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
 //! the caller's validator, and repair once with the validator's message when it fails.
 
-use super::draft::Drafter;
+use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
@@ -408,7 +408,11 @@ impl Engine {
             cache.drafter = Some(Drafter::for_schema(&self.tok, &shown_schema(schema, &plan.shown), plan.fingerprint)?);
             timings.prompt_ms += ms_since(t);
         }
-        let drafter = if opts.speculation { cache.drafter.as_ref() } else { None };
+        let focus = match (&cache.drafter, opts.speculation) {
+            (Some(_), true) => focus_tokens(&self.tok, &shown_schema(schema, &plan.shown), &question, &plan.question_ids)?,
+            _ => Vec::new(),
+        };
+        let drafter = if opts.speculation { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
         let mut context: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
 
         let mut attempts = Vec::with_capacity(2);
@@ -475,7 +479,7 @@ impl Engine {
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new, stop_at_statement: false };
-        self.decode(rt, kv, logits, prompt, speculation.then_some(&drafter), limits, &mut |_| true)
+        self.decode(rt, kv, logits, prompt, speculation.then_some((&drafter, &[][..])), limits, &mut |_| true)
     }
 
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
@@ -514,7 +518,7 @@ impl Engine {
         kv: &mut KvCache,
         logits: Vec<f32>,
         context: &[u32],
-        drafter: Option<&Drafter>,
+        drafter: Option<(&Drafter, &[u32])>,
         limits: DecodeLimits,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Decoded, Nl2SqlError> {

@@ -68,7 +68,8 @@ pub struct DecodeLimits {
 /// holding the prompt `context`. `forward` is the one forward entry point (returns `[n_out,
 /// width]`), `choose` the one token chooser (text so far, logits row), `on_progress` runs before
 /// every forward pass (returning `false` cancels). With `drafter` set, drafts are verified in
-/// batches; without, one token per pass. On return the cache holds the prompt and every
+/// batches (its templates preferring the `focus` tokens at branch points); without, one token
+/// per pass. On return the cache holds the prompt and every
 /// generated token but the last (as plain decoding leaves it).
 #[allow(clippy::too_many_arguments)]
 pub fn decode(
@@ -76,7 +77,7 @@ pub fn decode(
     kv: &mut KvCache,
     first: Vec<f32>,
     context: &[u32],
-    drafter: Option<&Drafter>,
+    drafter: Option<(&Drafter, &[u32])>,
     limits: DecodeLimits,
     forward: &mut dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, Nl2SqlError>,
     choose: &mut dyn FnMut(&str, &[f32]) -> u32,
@@ -126,11 +127,11 @@ pub fn decode(
             break StopReason::ContextFull;
         }
         draft = match drafter {
-            Some(d) => {
+            Some((d, focus)) => {
                 let room = kv.capacity() - kv.len() - 1;
                 // Tokens n+1..n+k+1 come out of this pass; more than the budget left is waste.
                 let k = window.len(&text).min(limits.max_new - ids.len() - 1).min(room);
-                if k == 0 { Vec::new() } else { d.propose(&history, ids.len(), k) }
+                if k == 0 { Vec::new() } else { d.propose(&history, ids.len(), k, focus) }
             }
             None => Vec::new(),
         };

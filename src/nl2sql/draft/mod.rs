@@ -9,7 +9,10 @@ pub mod trie;
 pub mod window;
 
 use crate::nl2sql::fingerprint::Fingerprint;
+use crate::nl2sql::ident::quote_ident;
+use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
+use crate::nl2sql::trim::words;
 use crate::tokenizer::{Tokenizer, TokenizerError};
 pub use trie::TokenTrie;
 pub use window::{Window, MAX_DRAFT};
@@ -79,13 +82,14 @@ impl Drafter {
     /// tokens at its end). Templates are matched against the answer only, lookup against all of
     /// `history`; the source with the longer matched context wins (templates on a tie), and a
     /// short draft is extended from the extended history until `max` or nothing matches.
-    pub fn propose(&self, history: &[u32], generated: usize, max: usize) -> Vec<u32> {
+    /// At template branch points, tokens of `focus` (sorted) are preferred.
+    pub fn propose(&self, history: &[u32], generated: usize, max: usize, focus: &[u32]) -> Vec<u32> {
         let mut draft = Vec::new();
         let mut h = history.to_vec();
         let answer_start = history.len() - generated.min(history.len());
         while draft.len() < max {
             let want = max - draft.len();
-            let Some((_, cont)) = self.propose_once(&h, answer_start, want) else { break };
+            let Some((_, cont)) = self.propose_once(&h, answer_start, want, focus) else { break };
             draft.extend_from_slice(&cont);
             h.extend_from_slice(&cont);
         }
@@ -93,9 +97,9 @@ impl Drafter {
     }
 
     /// One proposal: (source, tokens).
-    fn propose_once(&self, history: &[u32], answer_start: usize, max: usize) -> Option<(Source, Vec<u32>)> {
+    fn propose_once(&self, history: &[u32], answer_start: usize, max: usize, focus: &[u32]) -> Option<(Source, Vec<u32>)> {
         let answer = &history[answer_start..];
-        let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max);
+        let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus);
         let l = lookup::lookup(history, max);
         match (t, l) {
             (Some((ts, tc)), Some((ls, lc))) => Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) }),
@@ -104,6 +108,48 @@ impl Drafter {
             (None, None) => None,
         }
     }
+}
+
+/// Question phrases and the SQL words they call for (preferred at template branch points).
+const HINTS: &[(&[&str], &[&str])] = &[
+    (&["how many", "number of", "count"], &["COUNT"]),
+    (&["average", "mean"], &["AVG"]),
+    (&["total", "sum", "revenue"], &["SUM"]),
+    (&["most", "highest", "top", "largest", "expensive", "best", "latest"], &["ORDER", "DESC", "LIMIT"]),
+    (&["least", "lowest", "cheapest", "smallest", "oldest", "first"], &["ORDER", "ASC", "LIMIT"]),
+    (&["per ", "each", "by "], &["GROUP"]),
+    (&["distinct", "different", "unique"], &["DISTINCT"]),
+    (&["never", "without", "not ", "no "], &["NOT", "NULL"]),
+];
+
+/// The focus tokens of a question (sorted, unique): its own tokens `question_ids`, and the
+/// tokens of the names of `schema`'s tables and columns that share a word with `question`, as
+/// the answer would write them (after a space, or after `(` / `.`), and the SQL words its
+/// phrasing calls for ([`HINTS`]: "how many" -> COUNT).
+pub fn focus_tokens(tok: &Tokenizer, schema: &SchemaInfo, question: &str, question_ids: &[u32]) -> Result<Vec<u32>, TokenizerError> {
+    let q = words(question);
+    let r = Renderer::new(schema);
+    let mut names = Vec::new();
+    for t in &schema.tables {
+        if !words(&t.name).is_disjoint(&q) {
+            names.push(r.table_name(&t.schema, &t.name));
+        }
+        names.extend(t.columns.iter().filter(|c| !words(&c.name).is_disjoint(&q)).map(|c| quote_ident(&c.name)));
+    }
+    let lower = question.to_lowercase();
+    for (cues, sql) in HINTS {
+        if cues.iter().any(|c| lower.contains(c)) {
+            names.extend(sql.iter().map(|w| w.to_string()));
+        }
+    }
+    let mut out = question_ids.to_vec();
+    for n in names {
+        out.extend(tok.encode(&format!(" {n}"), false)?);
+        out.extend(tok.encode(&format!(".{n}"), false)?.into_iter().skip(1));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// Token offsets of `ids` where a statement or clause starts: 0 and every token spelling a

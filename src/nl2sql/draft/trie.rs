@@ -68,14 +68,16 @@ impl TokenTrie {
         seq.iter().try_fold(0usize, |at, &t| self.child(at, t))
     }
 
-    /// Up to `max` tokens continuing from `node`, each time along the most travelled child (the
-    /// first inserted among equals).
-    pub fn continuation(&self, mut node: usize, max: usize) -> Vec<u32> {
+    /// Up to `max` tokens continuing from `node`, each time along the child whose token is in
+    /// `focus` (sorted; e.g. the question's words and the schema names it mentions), else the
+    /// most travelled one (the first inserted among equals).
+    pub fn continuation(&self, mut node: usize, max: usize, focus: &[u32]) -> Vec<u32> {
         let mut out = Vec::new();
         while out.len() < max {
             let mut best: Option<(u32, u32)> = None;
+            let key = |t: u32, c: u32| (focus.binary_search(&t).is_ok(), self.nodes[c as usize].count);
             for &(t, c) in &self.nodes[node].children {
-                if best.is_none_or(|(_, b)| self.nodes[c as usize].count > self.nodes[b as usize].count) {
+                if best.is_none_or(|(bt, b)| key(t, c) > key(bt, b)) {
                     best = Some((t, c));
                 }
             }
@@ -88,10 +90,10 @@ impl TokenTrie {
 
     /// The continuation after the longest suffix of `tokens` (at most `max_suffix` long) that is a
     /// path from the root and has a continuation: (suffix length, up to `max` tokens).
-    pub fn complete_suffix(&self, tokens: &[u32], max_suffix: usize, max: usize) -> Option<(usize, Vec<u32>)> {
+    pub fn complete_suffix(&self, tokens: &[u32], max_suffix: usize, max: usize, focus: &[u32]) -> Option<(usize, Vec<u32>)> {
         for s in (1..=max_suffix.min(tokens.len())).rev() {
             if let Some(node) = self.walk(&tokens[tokens.len() - s..]) {
-                let cont = self.continuation(node, max);
+                let cont = self.continuation(node, max, focus);
                 if !cont.is_empty() {
                     return Some((s, cont));
                 }
@@ -116,10 +118,11 @@ mod tests {
         assert!(!t.is_empty());
         assert_eq!(t.len(), 1 + 4 + 2 + 2);
         let n = t.walk(&[1, 2]).unwrap();
-        assert_eq!(t.continuation(n, 10), vec![5, 6], "two sequences go through 5, one through 3");
-        assert_eq!(t.continuation(n, 1), vec![5]);
+        assert_eq!(t.continuation(n, 10, &[]), vec![5, 6], "two sequences go through 5, one through 3");
+        assert_eq!(t.continuation(n, 1, &[]), vec![5]);
+        assert_eq!(t.continuation(n, 10, &[3, 11]), vec![3, 4], "a focus token beats travel counts");
         assert_eq!(t.walk(&[2]), None);
-        assert_eq!(t.continuation(t.walk(&[1, 2, 3, 4]).unwrap(), 5), Vec::<u32>::new());
+        assert_eq!(t.continuation(t.walk(&[1, 2, 3, 4]).unwrap(), 5, &[]), Vec::<u32>::new());
     }
 
     #[test]
@@ -127,7 +130,7 @@ mod tests {
         let mut t = TokenTrie::new();
         t.insert(&[1, 9]);
         t.insert(&[1, 8]);
-        assert_eq!(t.continuation(t.walk(&[1]).unwrap(), 3), vec![9]);
+        assert_eq!(t.continuation(t.walk(&[1]).unwrap(), 3, &[]), vec![9]);
     }
 
     #[test]
@@ -136,13 +139,13 @@ mod tests {
         t.insert(&[10, 11, 12]); // "FROM users ;"
         t.insert(&[11, 13]); // "users WHERE"
         // ... 10 11 -> the suffix [10, 11] matches and continues with 12.
-        assert_eq!(t.complete_suffix(&[5, 6, 10, 11], 4, 4), Some((2, vec![12])));
+        assert_eq!(t.complete_suffix(&[5, 6, 10, 11], 4, 4, &[]), Some((2, vec![12])));
         // Only [11] matches.
-        assert_eq!(t.complete_suffix(&[5, 11], 4, 4), Some((1, vec![13])));
+        assert_eq!(t.complete_suffix(&[5, 11], 4, 4, &[]), Some((1, vec![13])));
         // A leaf match has no continuation: shorter suffixes are tried, then none.
-        assert_eq!(t.complete_suffix(&[10, 11, 12], 4, 4), None);
-        assert_eq!(t.complete_suffix(&[], 4, 4), None);
+        assert_eq!(t.complete_suffix(&[10, 11, 12], 4, 4, &[]), None);
+        assert_eq!(t.complete_suffix(&[], 4, 4, &[]), None);
         // The suffix length is bounded.
-        assert_eq!(t.complete_suffix(&[5, 6, 10, 11], 1, 4), Some((1, vec![13])));
+        assert_eq!(t.complete_suffix(&[5, 6, 10, 11], 1, 4, &[]), Some((1, vec![13])));
     }
 }
