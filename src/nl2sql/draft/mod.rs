@@ -55,9 +55,12 @@ impl Drafter {
         let statements = templates::instantiate(schema);
         let mut trie = TokenTrie::new();
         for s in &statements {
-            let ids = tok.encode(s, false)?;
-            for start in clause_starts(tok, &ids) {
-                trie.insert(&ids[start..]);
+            // As written on one line, and with each clause on its own line (longer queries).
+            for text in [s.clone(), clauses_on_lines(s)] {
+                let ids = tok.encode(&text, false)?;
+                for start in clause_starts(tok, &ids) {
+                    trie.insert(&ids[start..]);
+                }
             }
         }
         Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len() })
@@ -152,6 +155,17 @@ pub fn focus_tokens(tok: &Tokenizer, schema: &SchemaInfo, question: &str, questi
     Ok(out)
 }
 
+/// `sql` with a line break instead of the space before each top-level clause keyword (the layout
+/// models use for longer queries).
+fn clauses_on_lines(sql: &str) -> String {
+    // LEFT JOIN is set aside first so that its JOIN stays on the same line.
+    let mut out = sql.replace(" LEFT JOIN ", "\u{1}");
+    for kw in [" FROM ", " JOIN ", " WHERE ", " GROUP BY ", " ORDER BY ", " LIMIT "] {
+        out = out.replace(kw, &format!("\n{}", &kw[1..]));
+    }
+    out.replace('\u{1}', "\nLEFT JOIN ")
+}
+
 /// Token offsets of `ids` where a statement or clause starts: 0 and every token spelling a
 /// clause keyword.
 fn clause_starts(tok: &Tokenizer, ids: &[u32]) -> Vec<usize> {
@@ -163,4 +177,17 @@ fn clause_starts(tok: &Tokenizer, ids: &[u32]) -> Vec<usize> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clauses_move_to_their_own_lines() {
+        assert_eq!(
+            clauses_on_lines("SELECT a FROM t LEFT JOIN u ON t.x = u.x WHERE b = 1 ORDER BY a LIMIT 3;"),
+            "SELECT a\nFROM t\nLEFT JOIN u ON t.x = u.x\nWHERE b = 1\nORDER BY a\nLIMIT 3;"
+        );
+    }
 }
