@@ -21,6 +21,9 @@ pub use window::{Window, MAX_DRAFT};
 /// rarely longer, and longer suffixes only cost time.
 const MAX_TRIE_SUFFIX: usize = 12;
 
+/// Most tokens copied after a one-token prompt-lookup match.
+const WEAK_LOOKUP: usize = 3;
+
 /// Keywords starting a clause: a template is also inserted from each of them on, so a clause
 /// is drafted wherever it appears in the answer, not only at the start of a matching statement.
 const CLAUSE_WORDS: &[&str] = &["SELECT", "FROM", "JOIN", "LEFT", "WHERE", "ON", "AND", "GROUP", "ORDER", "LIMIT", "HAVING"];
@@ -83,8 +86,9 @@ impl Drafter {
 
     /// Up to `max` draft tokens following `history` (prompt tokens, then the `generated` answer
     /// tokens at its end). Templates are matched against the answer only, lookup against all of
-    /// `history`; the source with the longer matched context wins (templates on a tie), and a
-    /// short draft is extended from the extended history until `max` or nothing matches.
+    /// `history`; the source with the longer matched context wins (templates on a tie). A draft
+    /// that used its whole allowance is extended from the extended history until `max`; one the
+    /// source ended early is not.
     /// At template branch points, tokens of `focus` (sorted) are preferred.
     pub fn propose(&self, history: &[u32], generated: usize, max: usize, focus: &[u32]) -> Vec<u32> {
         let mut draft = Vec::new();
@@ -93,8 +97,13 @@ impl Drafter {
         while draft.len() < max {
             let want = max - draft.len();
             let Some((_, cont)) = self.propose_once(&h, answer_start, want, focus) else { break };
+            let short = cont.len() < want;
             draft.extend_from_slice(&cont);
             h.extend_from_slice(&cont);
+            if short {
+                // The source stopped on purpose (a template's end or weak branch, a weak match).
+                break;
+            }
         }
         draft
     }
@@ -103,7 +112,13 @@ impl Drafter {
     fn propose_once(&self, history: &[u32], answer_start: usize, max: usize, focus: &[u32]) -> Option<(Source, Vec<u32>)> {
         let answer = &history[answer_start..];
         let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus);
-        let l = lookup::lookup(history, max);
+        // A one-token match is a weak hint: copy little.
+        let l = lookup::lookup(history, max).map(|(n, mut c)| {
+            if n == 1 {
+                c.truncate(WEAK_LOOKUP);
+            }
+            (n, c)
+        });
         match (t, l) {
             (Some((ts, tc)), Some((ls, lc))) => Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) }),
             (Some((_, tc)), None) => Some((Source::Template, tc)),

@@ -70,7 +70,9 @@ impl TokenTrie {
 
     /// Up to `max` tokens continuing from `node`, each time along the child whose token is in
     /// `focus` (sorted; e.g. the question's words and the schema names it mentions), else the
-    /// most travelled one (the first inserted among equals).
+    /// most travelled one (the first inserted among equals). Stops before a branch where no
+    /// child is in `focus` and the likeliest carries less than half of the sequences (a guess
+    /// there is mostly wasted verification work), unless nothing was proposed yet.
     pub fn continuation(&self, mut node: usize, max: usize, focus: &[u32]) -> Vec<u32> {
         let mut out = Vec::new();
         while out.len() < max {
@@ -82,6 +84,11 @@ impl TokenTrie {
                 }
             }
             let Some((t, c)) = best else { break };
+            let through: u32 = self.nodes[node].children.iter().map(|&(_, c)| self.nodes[c as usize].count).sum();
+            let weak = !key(t, c).0 && 2 * self.nodes[c as usize].count < through;
+            if weak && !out.is_empty() {
+                break;
+            }
             out.push(t);
             node = c as usize;
         }
@@ -121,6 +128,13 @@ mod tests {
         assert_eq!(t.continuation(n, 10, &[]), vec![5, 6], "two sequences go through 5, one through 3");
         assert_eq!(t.continuation(n, 1, &[]), vec![5]);
         assert_eq!(t.continuation(n, 10, &[3, 11]), vec![3, 4], "a focus token beats travel counts");
+        // From the root: 1 carries 3 of 4 sequences; then 2 (all), then 5 (2 of 3).
+        assert_eq!(t.continuation(0, 10, &[]), vec![1, 2, 5, 6]);
+        t.insert(&[1, 2, 9]);
+        t.insert(&[1, 2, 10]);
+        // Now 5 carries 2 of 5 sequences below 2: a weak guess, the draft stops before it.
+        assert_eq!(t.continuation(0, 10, &[]), vec![1, 2]);
+        assert_eq!(t.continuation(t.walk(&[1, 2]).unwrap(), 10, &[]), vec![5, 6], "the first token is always proposed");
         assert_eq!(t.walk(&[2]), None);
         assert_eq!(t.continuation(t.walk(&[1, 2, 3, 4]).unwrap(), 5, &[]), Vec::<u32>::new());
     }
