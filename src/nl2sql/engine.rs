@@ -2,6 +2,7 @@
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
 //! the caller's validator, and repair once with the validator's message when it fails.
 
+use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
@@ -9,12 +10,13 @@ use super::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use super::prompt::{self, Segments};
 use super::render::Renderer;
 use super::schema::SchemaInfo;
-use super::sqltext::{answer_complete, extract_sql};
+use super::speculate::{self, DecodeLimits, Decoded, SpecStats};
+use super::sqltext::extract_sql;
 use super::trim;
 use crate::gguf::GgufFile;
 use crate::model::{KvCache, Logits, Model};
 use crate::runtime::Runtime;
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::Arc;
@@ -42,12 +44,15 @@ pub struct Options {
     pub max_new_tokens: usize,
     /// KV cache size (clamped to the model's training context): prompt + answer + repair.
     pub context_tokens: usize,
+    /// Speculative decoding (template + prompt-lookup drafts verified in one batched pass);
+    /// the answer is the same, the number of forward passes is not.
+    pub speculation: bool,
 }
 
 impl Default for Options {
-    /// 128 new tokens, 4096 positions.
+    /// 128 new tokens, 4096 positions, speculation on.
     fn default() -> Self {
-        Options { max_new_tokens: 128, context_tokens: 4096 }
+        Options { max_new_tokens: 128, context_tokens: 4096, speculation: true }
     }
 }
 
@@ -93,9 +98,13 @@ pub struct Attempt {
     /// The extracted statement (no `;`).
     pub sql: String,
     pub generated_tokens: usize,
+    /// The generated token ids.
+    pub ids: Vec<u32>,
     pub stop: StopReason,
     /// The validator's message when it rejected `sql`.
     pub error: Option<String>,
+    /// Forward passes, proposed and accepted draft tokens of this attempt's decode.
+    pub spec: SpecStats,
 }
 
 /// Milliseconds spent per phase.
@@ -161,9 +170,23 @@ pub struct Outcome {
     pub timings: PhaseTimings,
     /// The first attempt's whole prompt text ([`Plan::text`]), for running the same prompt elsewhere.
     pub prompt: String,
+    /// Whether speculative decoding was on.
+    pub speculation: bool,
+    /// Decode forward passes over all attempts (equals `generated_tokens` minus the attempts'
+    /// first tokens, which come from the prompt's logits, without speculation).
+    pub forward_passes: usize,
+    /// Draft tokens proposed over all attempts.
+    pub draft_tokens: usize,
+    /// Draft tokens accepted over all attempts.
+    pub accepted_tokens: usize,
 }
 
 impl Outcome {
+    /// Accepted / proposed draft tokens (0 when nothing was proposed).
+    pub fn acceptance_rate(&self) -> f64 {
+        SpecStats { forward_passes: self.forward_passes, draft_tokens: self.draft_tokens, accepted_tokens: self.accepted_tokens }.acceptance_rate()
+    }
+
     /// `Ok` when the statement was accepted, else [`Nl2SqlError::InvalidSql`].
     pub fn into_result(self) -> Result<Outcome, Nl2SqlError> {
         match self.error {
@@ -229,6 +252,8 @@ pub struct PrefixCache {
     files: Option<KvFileDir>,
     /// Cache file events not yet taken by the caller.
     events: Vec<CacheEvent>,
+    /// The speculative drafter of the last schema prefix (built once per fingerprint).
+    drafter: Option<Drafter>,
 }
 
 impl PrefixCache {
@@ -270,6 +295,11 @@ impl PrefixCache {
     /// Takes the cache file events recorded since the last call.
     pub fn take_events(&mut self) -> Vec<CacheEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The drafter kept for the last schema prefix, if one was built.
+    pub fn drafter(&self) -> Option<&Drafter> {
+        self.drafter.as_ref()
     }
 }
 
@@ -491,19 +521,36 @@ impl Engine {
         timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
         let n_question_end = kv.len();
 
+        // The drafter lives next to the prefix it was built for.
+        if opts.speculation && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
+            let t = Instant::now();
+            cache.drafter = Some(Drafter::for_schema(&self.tok, &shown_schema(schema, &plan.shown), plan.fingerprint)?);
+            timings.prompt_ms += ms_since(t);
+        }
+        let focus = match (&cache.drafter, opts.speculation) {
+            (Some(_), true) => focus_tokens(&self.tok, &shown_schema(schema, &plan.shown), &question, &plan.question_ids)?,
+            _ => Vec::new(),
+        };
+        let drafter = if opts.speculation { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
+        let mut context: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+
         let mut attempts = Vec::with_capacity(2);
         let mut generated_tokens = 0;
+        let mut spec = SpecStats::default();
         loop {
             let t2 = Instant::now();
-            let (raw, n, stop) = self.decode(rt, kv, logits, opts.max_new_tokens, on_progress)?;
+            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true };
+            let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, on_progress)?;
+            let n = ids.len();
             timings.decode_ms += ms_since(t2);
             generated_tokens += n;
+            spec.add(stats);
             let sql = extract_sql(&raw).sql;
             let t3 = Instant::now();
             let verdict = if sql.is_empty() { Err("the answer contains no SQL statement".to_string()) } else { validate(&sql) };
             timings.validate_ms += ms_since(t3);
             let error = verdict.err().map(|e| cap_chars(&e, MAX_ERROR_CHARS));
-            attempts.push(Attempt { raw, sql: sql.clone(), generated_tokens: n, stop, error: error.clone() });
+            attempts.push(Attempt { raw, sql: sql.clone(), generated_tokens: n, ids, stop, error: error.clone(), spec: stats });
             let done = error.is_none() || attempts.len() == 2;
             let repair_fits = error.is_some() && {
                 kv.truncate(n_question_end);
@@ -525,6 +572,10 @@ impl Engine {
                     generated_tokens,
                     attempts,
                     timings,
+                    speculation: opts.speculation,
+                    forward_passes: spec.forward_passes,
+                    draft_tokens: spec.draft_tokens,
+                    accepted_tokens: spec.accepted_tokens,
                 });
             }
             let message = error.unwrap_or_default();
@@ -532,10 +583,37 @@ impl Engine {
             let repair_ids = prompt::repair(&sql, &message).encode(&self.tok)?;
             kv.check_room(repair_ids.len() + 1)?;
             let t4 = Instant::now();
+            context.truncate(n_question_end);
+            context.extend_from_slice(&repair_ids);
             logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
             prefill_tokens += repair_ids.len();
             timings.prefill_ms += ms_since(t4);
         }
+    }
+
+    /// Greedy continuation of `prompt` (any text, no chat template): prefills it into `kv`
+    /// (emptied first), then generates up to `max_new` tokens, stopping only at an
+    /// end-of-generation token or a full cache. With `speculation`, prompt-lookup drafts are
+    /// verified in batches; the tokens are the same either way.
+    pub fn complete(&self, rt: &Runtime, kv: &mut KvCache, prompt: &[u32], max_new: usize, speculation: bool) -> Result<Decoded, Nl2SqlError> {
+        kv.clear();
+        let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
+        let drafter = Drafter::lookup_only();
+        let limits = DecodeLimits { max_new, stop_at_statement: false };
+        self.decode(rt, kv, logits, prompt, speculation.then_some((&drafter, &[][..])), limits, &mut |_| true)
+    }
+
+    /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
+    /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
+    fn logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Nl2SqlError> {
+        Ok(self.model.forward(rt, kv, tokens, which)?)
+    }
+
+    /// The one token chooser: the next token given the answer `text` so far and the logits
+    /// `row` of its position (greedy: the same question over the same schema always gives the
+    /// same SQL).
+    fn choose(&self, _text: &str, row: &[f32]) -> u32 {
+        argmax(row)
     }
 
     /// Runs `ids` through the model in chunks (cancellable between chunks); returns the last
@@ -547,52 +625,44 @@ impl Engine {
             if !on_progress(Progress::Prefill { done: k * PREFILL_CHUNK, total: ids.len() }) {
                 return Err(Nl2SqlError::Cancelled);
             }
-            logits = self.model.forward(rt, kv, chunk, Logits::Last)?;
+            logits = self.logits(rt, kv, chunk, Logits::Last)?;
         }
         Ok(logits)
     }
 
-    /// Greedy generation from `logits` until the statement ends; returns (text, tokens, reason).
+    /// Greedy generation from `logits` (the prompt `context` is in `kv`) until a stop, with
+    /// drafts from `drafter` verified in batches when it is set (see [`speculate::decode`]).
+    #[allow(clippy::too_many_arguments)]
     fn decode(
         &self,
         rt: &Runtime,
         kv: &mut KvCache,
-        mut logits: Vec<f32>,
-        max_new: usize,
+        logits: Vec<f32>,
+        context: &[u32],
+        drafter: Option<(&Drafter, &[u32])>,
+        limits: DecodeLimits,
         on_progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<(String, usize, StopReason), Nl2SqlError> {
-        // Greedy: the same question over the same schema always gives the same SQL.
-        let mut sampler = Sampler::new(SamplerConfig::default());
-        let mut stream = self.tok.stream_decoder();
-        let mut text = String::new();
-        let mut n = 0;
-        let stop = loop {
-            if n >= max_new {
-                break StopReason::Budget;
-            }
-            let id = sampler.sample(&logits, &[]);
-            n += 1;
-            if self.tok.is_eog(id) {
-                break StopReason::EndOfGeneration;
-            }
-            text.push_str(&stream.push(id));
-            if answer_complete(&text) {
-                break StopReason::EndOfStatement;
-            }
-            if n >= max_new {
-                break StopReason::Budget;
-            }
-            if kv.check_room(1).is_err() {
-                break StopReason::ContextFull;
-            }
-            if !on_progress(Progress::Decode { generated: n }) {
-                return Err(Nl2SqlError::Cancelled);
-            }
-            logits = self.model.forward(rt, kv, &[id], Logits::Last)?;
-        };
-        text.push_str(&stream.finish());
-        Ok((text, n, stop))
+    ) -> Result<Decoded, Nl2SqlError> {
+        speculate::decode(
+            &self.tok,
+            kv,
+            logits,
+            context,
+            drafter,
+            limits,
+            &mut |kv, tokens, which| self.logits(rt, kv, tokens, which),
+            &mut |text, row| self.choose(text, row),
+            on_progress,
+        )
     }
+}
+
+/// The tables of `schema` shown in the prompt (`shown`: qualified names), normalized.
+fn shown_schema(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
+    let mut s = schema.clone();
+    s.normalize();
+    s.tables.retain(|t| shown.contains(&t.qualified_name()));
+    s
 }
 
 /// Positions kept free after the prompt: room for an answer and a repair round (repair turn +

@@ -3,6 +3,7 @@
 //! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
+pub mod draft;
 mod engine;
 mod error;
 mod fingerprint;
@@ -12,6 +13,7 @@ pub mod kv_file;
 pub mod prompt;
 mod render;
 mod schema;
+pub mod speculate;
 pub mod sqltext;
 pub mod trim;
 
@@ -21,5 +23,6 @@ pub use engine::{
 };
 pub use error::Nl2SqlError;
 pub use fingerprint::Fingerprint;
+pub use speculate::{DecodeLimits, Decoded, SpecStats};
 pub use render::{render_schema, Renderer};
 pub use schema::{Column, ForeignKey, SchemaInfo, Table, TableKind};

@@ -15,6 +15,8 @@ pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(128);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
+/// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
+pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
 /// `turboinfer_cache` in the data directory; a relative path is relative to the data directory).
 pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -81,6 +83,14 @@ pub fn register() {
         &CONTEXT_TOKENS,
         MIN_CONTEXT,
         MAX_CONTEXT,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.speculation",
+        c"Speculative decoding in nl2sql(): SQL-template and prompt-lookup drafts verified in one batched pass.",
+        c"The generated SQL is the same as without it; only the number of forward passes changes.",
+        &SPECULATION,
         GucContext::Userset,
         GucFlags::default(),
     );

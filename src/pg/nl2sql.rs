@@ -101,6 +101,7 @@ fn options() -> Options {
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(128),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
+        speculation: gucs::SPECULATION.get(),
     }
 }
 
@@ -214,9 +215,16 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "model_loaded": a.reloaded,
         "generated_tokens": o.generated_tokens,
         "prompt": o.prompt,
+        "speculation": o.speculation,
+        "forward_passes": o.forward_passes,
+        "draft_tokens": o.draft_tokens,
+        "accepted_tokens": o.accepted_tokens,
+        "acceptance_rate": o.acceptance_rate(),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
             "stop": t.stop.name(), "error": t.error,
+            "forward_passes": t.spec.forward_passes, "draft_tokens": t.spec.draft_tokens,
+            "accepted_tokens": t.spec.accepted_tokens,
         })).collect::<Vec<_>>(),
         "timings_ms": {
             "load": a.load_ms,

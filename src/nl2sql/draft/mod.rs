@@ -1,0 +1,208 @@
+//! The drafter of speculative decoding: proposes the next few tokens of a SQL answer without a
+//! draft model, from (a) SQL templates instantiated with the schema's names, pre-tokenized into
+//! a token trie, (b) prompt lookup over the prompt and the answer so far, and (c) an adaptive
+//! draft length. One drafter is built per schema prefix and kept next to its KV state.
+
+pub mod lookup;
+pub mod templates;
+pub mod trie;
+pub mod window;
+
+use crate::nl2sql::fingerprint::Fingerprint;
+use crate::nl2sql::ident::quote_ident;
+use crate::nl2sql::render::Renderer;
+use crate::nl2sql::schema::SchemaInfo;
+use crate::nl2sql::trim::words;
+use crate::tokenizer::{Tokenizer, TokenizerError};
+pub use trie::TokenTrie;
+pub use window::{Window, MAX_DRAFT};
+
+/// Longest answer suffix matched against the trie: a clause opening ("JOIN orders o ON o.") is
+/// rarely longer, and longer suffixes only cost time.
+const MAX_TRIE_SUFFIX: usize = 12;
+
+/// Most tokens copied after a one-token prompt-lookup match.
+const WEAK_LOOKUP: usize = 3;
+
+/// Keywords starting a clause: a template is also inserted from each of them on, so a clause
+/// is drafted wherever it appears in the answer, not only at the start of a matching statement.
+const CLAUSE_WORDS: &[&str] = &["SELECT", "FROM", "JOIN", "LEFT", "WHERE", "ON", "AND", "GROUP", "ORDER", "LIMIT", "HAVING"];
+
+/// Proposes draft tokens for one schema prefix.
+#[derive(Debug, Clone)]
+pub struct Drafter {
+    /// The prefix this drafter was built for (`None`: a lookup-only drafter).
+    fingerprint: Option<Fingerprint>,
+    /// Template statements and their clause suffixes, tokenized.
+    trie: TokenTrie,
+    /// Number of statements inserted.
+    statements: usize,
+}
+
+/// Where a draft came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Template,
+    Lookup,
+}
+
+impl Drafter {
+    /// A drafter with prompt lookup only (any prompt, no schema).
+    pub fn lookup_only() -> Drafter {
+        Drafter { fingerprint: None, trie: TokenTrie::new(), statements: 0 }
+    }
+
+    /// Builds the drafter of a schema prefix: instantiates the templates over `schema`'s tables
+    /// (those shown in the prompt) and tokenizes them into the trie.
+    pub fn for_schema(tok: &Tokenizer, schema: &SchemaInfo, fingerprint: Fingerprint) -> Result<Drafter, TokenizerError> {
+        let statements = templates::instantiate(schema);
+        let mut trie = TokenTrie::new();
+        for s in &statements {
+            // As written on one line, and with each clause on its own line (longer queries).
+            for text in [s.clone(), clauses_on_lines(s)] {
+                let ids = tok.encode(&text, false)?;
+                for start in clause_starts(tok, &ids) {
+                    trie.insert(&ids[start..]);
+                }
+            }
+        }
+        Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len() })
+    }
+
+    /// The prefix fingerprint this drafter belongs to.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint
+    }
+
+    /// Template statements instantiated.
+    pub fn statements(&self) -> usize {
+        self.statements
+    }
+
+    /// The template trie.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
+    }
+
+    /// Up to `max` draft tokens following `history` (prompt tokens, then the `generated` answer
+    /// tokens at its end). Templates are matched against the answer only, lookup against all of
+    /// `history`; the source with the longer matched context wins (templates on a tie). A draft
+    /// that used its whole allowance is extended from the extended history until `max`; one the
+    /// source ended early is not.
+    /// At template branch points, tokens of `focus` (sorted) are preferred.
+    pub fn propose(&self, history: &[u32], generated: usize, max: usize, focus: &[u32]) -> Vec<u32> {
+        let mut draft = Vec::new();
+        let mut h = history.to_vec();
+        let answer_start = history.len() - generated.min(history.len());
+        while draft.len() < max {
+            let want = max - draft.len();
+            let Some((_, cont)) = self.propose_once(&h, answer_start, want, focus) else { break };
+            let short = cont.len() < want;
+            draft.extend_from_slice(&cont);
+            h.extend_from_slice(&cont);
+            if short {
+                // The source stopped on purpose (a template's end or weak branch, a weak match).
+                break;
+            }
+        }
+        draft
+    }
+
+    /// One proposal: (source, tokens).
+    fn propose_once(&self, history: &[u32], answer_start: usize, max: usize, focus: &[u32]) -> Option<(Source, Vec<u32>)> {
+        let answer = &history[answer_start..];
+        let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus);
+        // A one-token match is a weak hint: copy little.
+        let l = lookup::lookup(history, max).map(|(n, mut c)| {
+            if n == 1 {
+                c.truncate(WEAK_LOOKUP);
+            }
+            (n, c)
+        });
+        match (t, l) {
+            (Some((ts, tc)), Some((ls, lc))) => Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) }),
+            (Some((_, tc)), None) => Some((Source::Template, tc)),
+            (None, Some((_, lc))) => Some((Source::Lookup, lc)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Question phrases and the SQL words they call for (preferred at template branch points).
+const HINTS: &[(&[&str], &[&str])] = &[
+    (&["how many", "number of", "count"], &["COUNT"]),
+    (&["average", "mean"], &["AVG"]),
+    (&["total", "sum", "revenue"], &["SUM"]),
+    (&["most", "highest", "top", "largest", "expensive", "best", "latest"], &["ORDER", "DESC", "LIMIT"]),
+    (&["least", "lowest", "cheapest", "smallest", "oldest", "first"], &["ORDER", "ASC", "LIMIT"]),
+    (&["per ", "each", "by "], &["GROUP"]),
+    (&["distinct", "different", "unique"], &["DISTINCT"]),
+    (&["never", "without", "not ", "no "], &["NOT", "NULL"]),
+];
+
+/// The focus tokens of a question (sorted, unique): its own tokens `question_ids`, and the
+/// tokens of the names of `schema`'s tables and columns that share a word with `question`, as
+/// the answer would write them (after a space, or after `(` / `.`), and the SQL words its
+/// phrasing calls for ([`HINTS`]: "how many" -> COUNT).
+pub fn focus_tokens(tok: &Tokenizer, schema: &SchemaInfo, question: &str, question_ids: &[u32]) -> Result<Vec<u32>, TokenizerError> {
+    let q = words(question);
+    let r = Renderer::new(schema);
+    let mut names = Vec::new();
+    for t in &schema.tables {
+        if !words(&t.name).is_disjoint(&q) {
+            names.push(r.table_name(&t.schema, &t.name));
+        }
+        names.extend(t.columns.iter().filter(|c| !words(&c.name).is_disjoint(&q)).map(|c| quote_ident(&c.name)));
+    }
+    let lower = question.to_lowercase();
+    for (cues, sql) in HINTS {
+        if cues.iter().any(|c| lower.contains(c)) {
+            names.extend(sql.iter().map(|w| w.to_string()));
+        }
+    }
+    let mut out = question_ids.to_vec();
+    for n in names {
+        out.extend(tok.encode(&format!(" {n}"), false)?);
+        out.extend(tok.encode(&format!(".{n}"), false)?.into_iter().skip(1));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// `sql` with a line break instead of the space before each top-level clause keyword (the layout
+/// models use for longer queries).
+fn clauses_on_lines(sql: &str) -> String {
+    // LEFT JOIN is set aside first so that its JOIN stays on the same line.
+    let mut out = sql.replace(" LEFT JOIN ", "\u{1}");
+    for kw in [" FROM ", " JOIN ", " WHERE ", " GROUP BY ", " ORDER BY ", " LIMIT "] {
+        out = out.replace(kw, &format!("\n{}", &kw[1..]));
+    }
+    out.replace('\u{1}', "\nLEFT JOIN ")
+}
+
+/// Token offsets of `ids` where a statement or clause starts: 0 and every token spelling a
+/// clause keyword.
+fn clause_starts(tok: &Tokenizer, ids: &[u32]) -> Vec<usize> {
+    let mut out = vec![0];
+    for (i, &id) in ids.iter().enumerate().skip(1) {
+        let piece = String::from_utf8_lossy(&tok.token_to_piece(id)).into_owned();
+        if CLAUSE_WORDS.iter().any(|w| piece.trim().eq_ignore_ascii_case(w)) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clauses_move_to_their_own_lines() {
+        assert_eq!(
+            clauses_on_lines("SELECT a FROM t LEFT JOIN u ON t.x = u.x WHERE b = 1 ORDER BY a LIMIT 3;"),
+            "SELECT a\nFROM t\nLEFT JOIN u ON t.x = u.x\nWHERE b = 1\nORDER BY a\nLIMIT 3;"
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! Speculative decoding with real models: the same tokens, text and stop reason as plain greedy
+//! decoding for every llama.cpp fixture prompt and for 21 nl2sql questions over the demo shop
+//! schema, fewer forward passes; rolling the KV cache back leaves it as a fresh computation.
+
+mod common;
+
+use turboinfer::model::{Logits, Model};
+use turboinfer::nl2sql::{Engine, ForeignKey, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind};
+use turboinfer::runtime::Runtime;
+
+/// The 21 questions (counts, filters, joins, aggregates, ordering, dates, distinct, exists).
+pub const QUESTIONS: [&str; 21] = [
+    "How many users are there?",
+    "How many products are there?",
+    "List the names of all categories.",
+    "How many orders have status 'delivered'?",
+    "What is the average price of products?",
+    "Which products cost more than 100?",
+    "List the 5 most expensive products.",
+    "How many users signed up in 2024?",
+    "How many orders were placed in March 2024?",
+    "What is the total amount of all payments?",
+    "How many users are there per country?",
+    "List the full names of users from France.",
+    "Which carriers shipped orders, and how many shipments each?",
+    "What is the average rating of each product?",
+    "List the email of users who have never placed an order.",
+    "How many distinct countries do users come from?",
+    "What is the total revenue per product category?",
+    "Which user placed the most orders?",
+    "List orders with their user's full name.",
+    "How many shipments are not delivered yet?",
+    "How many reviews have a rating of 5?",
+];
+
+/// A column with a comment.
+fn commented(t: Table, col: &str, comment: &str) -> Table {
+    let mut t = t;
+    if let Some(c) = t.columns.iter_mut().find(|c| c.name == col) {
+        c.comment = Some(comment.to_string());
+    }
+    t
+}
+
+/// A single-column foreign key `col -> ref_table(ref_col)` in `public`.
+fn fk(col: &str, ref_table: &str, ref_col: &str) -> ForeignKey {
+    ForeignKey { columns: vec![col.into()], ref_schema: "public".into(), ref_table: ref_table.into(), ref_columns: vec![ref_col.into()] }
+}
+
+/// A table of `public` with columns `(name, type, nullable)`, primary key and comment.
+fn table(name: &str, cols: &[(&str, &str, bool)], pk: &[&str], comment: &str) -> Table {
+    let mut t = cols.iter().fold(Table::new("public", name, TableKind::Table), |t, (n, ty, null)| t.column(n, ty, *null));
+    t.primary_key = pk.iter().map(|s| s.to_string()).collect();
+    t.comment = Some(comment.to_string());
+    t
+}
+
+/// demo/schema.sql as the catalog reports it (types as PostgreSQL formats them).
+pub fn demo_schema() -> SchemaInfo {
+    let countries = table(
+        "countries",
+        &[("country_code", "character(2)", false), ("name", "text", false), ("continent", "text", false), ("currency", "character(3)", false)],
+        &["country_code"],
+        "Countries the shop ships to (ISO 3166-1 alpha-2 codes).",
+    );
+    let mut users = table(
+        "users",
+        &[
+            ("user_id", "integer", false),
+            ("email", "text", false),
+            ("full_name", "text", false),
+            ("country_code", "character(2)", false),
+            ("signed_up_at", "timestamp with time zone", false),
+            ("is_active", "boolean", false),
+            ("birth_year", "integer", true),
+        ],
+        &["user_id"],
+        "Registered customers of the shop.",
+    );
+    users.foreign_keys.push(fk("country_code", "countries", "country_code"));
+    let users = commented(commented(users, "is_active", "false once the customer closed the account."), "birth_year", "Optional; NULL when the customer did not say.");
+    let mut addresses = table(
+        "addresses",
+        &[
+            ("address_id", "integer", false),
+            ("user_id", "integer", false),
+            ("kind", "text", false),
+            ("street", "text", false),
+            ("city", "text", false),
+            ("postal_code", "text", false),
+            ("country_code", "character(2)", false),
+        ],
+        &["address_id"],
+        "Shipping and billing addresses of users; a user may have several.",
+    );
+    addresses.foreign_keys.push(fk("user_id", "users", "user_id"));
+    addresses.foreign_keys.push(fk("country_code", "countries", "country_code"));
+    let mut categories = table(
+        "categories",
+        &[("category_id", "integer", false), ("name", "text", false), ("parent_id", "integer", true)],
+        &["category_id"],
+        "Product categories, two levels deep (parent_id NULL for top-level).",
+    );
+    categories.foreign_keys.push(fk("parent_id", "categories", "category_id"));
+    let mut products = table(
+        "products",
+        &[
+            ("product_id", "integer", false),
+            ("sku", "text", false),
+            ("name", "text", false),
+            ("category_id", "integer", false),
+            ("price", "numeric(10,2)", false),
+            ("stock", "integer", false),
+            ("is_available", "boolean", false),
+            ("created_at", "timestamp with time zone", false),
+        ],
+        &["product_id"],
+        "Products for sale.",
+    );
+    products.foreign_keys.push(fk("category_id", "categories", "category_id"));
+    let products = commented(commented(products, "price", "Current list price in EUR, VAT included."), "stock", "Units in the warehouse right now.");
+    let mut orders = table(
+        "orders",
+        &[
+            ("order_id", "integer", false),
+            ("user_id", "integer", false),
+            ("shipping_address_id", "integer", false),
+            ("status", "text", false),
+            ("ordered_at", "timestamp with time zone", false),
+        ],
+        &["order_id"],
+        "Customer orders; the amount is the sum of its order_items.",
+    );
+    orders.foreign_keys.push(fk("user_id", "users", "user_id"));
+    orders.foreign_keys.push(fk("shipping_address_id", "addresses", "address_id"));
+    let orders = commented(orders, "status", "pending -> paid -> shipped -> delivered, or cancelled/refunded.");
+    let mut items = table(
+        "order_items",
+        &[
+            ("order_id", "integer", false),
+            ("line_no", "integer", false),
+            ("product_id", "integer", false),
+            ("quantity", "integer", false),
+            ("unit_price", "numeric(10,2)", false),
+        ],
+        &["order_id", "line_no"],
+        "Lines of an order: product, quantity and the price paid per unit.",
+    );
+    items.foreign_keys.push(fk("order_id", "orders", "order_id"));
+    items.foreign_keys.push(fk("product_id", "products", "product_id"));
+    let items = commented(items, "unit_price", "Price per unit at the time of the order (EUR).");
+    let mut payments = table(
+        "payments",
+        &[
+            ("payment_id", "integer", false),
+            ("order_id", "integer", false),
+            ("method", "text", false),
+            ("amount", "numeric(12,2)", false),
+            ("paid_at", "timestamp with time zone", false),
+        ],
+        &["payment_id"],
+        "One payment per paid order.",
+    );
+    payments.foreign_keys.push(fk("order_id", "orders", "order_id"));
+    let mut shipments = table(
+        "shipments",
+        &[
+            ("shipment_id", "integer", false),
+            ("order_id", "integer", false),
+            ("carrier", "text", false),
+            ("tracking_no", "text", false),
+            ("shipped_at", "timestamp with time zone", false),
+            ("delivered_at", "timestamp with time zone", true),
+        ],
+        &["shipment_id"],
+        "Shipments of orders; delivered_at is NULL while in transit.",
+    );
+    shipments.foreign_keys.push(fk("order_id", "orders", "order_id"));
+    let mut reviews = table(
+        "reviews",
+        &[
+            ("review_id", "integer", false),
+            ("product_id", "integer", false),
+            ("user_id", "integer", false),
+            ("rating", "smallint", false),
+            ("title", "text", false),
+            ("created_at", "timestamp with time zone", false),
+        ],
+        &["review_id"],
+        "Product reviews, 1 to 5 stars; at most one per user and product.",
+    );
+    reviews.foreign_keys.push(fk("product_id", "products", "product_id"));
+    reviews.foreign_keys.push(fk("user_id", "users", "user_id"));
+    SchemaInfo::new(vec![countries, users, addresses, categories, products, orders, items, payments, shipments, reviews], Some("public"))
+}
+
+/// Loads `name` as an engine, or `None` when the model is absent.
+fn engine(name: &str) -> Option<Engine> {
+    let path = common::model_path(name)?;
+    Some(Engine::load(&path, name).expect("model loads"))
+}
+
+/// Runs every question with speculation `on`; returns the outcomes.
+fn answers(e: &Engine, rt: &Runtime, on: bool) -> Vec<Outcome> {
+    let opts = Options { max_new_tokens: 96, context_tokens: 2048, speculation: on };
+    let mut cache = PrefixCache::new();
+    let schema = demo_schema();
+    QUESTIONS.iter().map(|q| e.run(rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).expect("nl2sql runs")).collect()
+}
+
+/// Speculation on vs off over the 21 questions: identical ids, text, stop reasons; prints the
+/// forward passes per generated token and the acceptance rate.
+fn same_answers_fewer_passes(name: &str) {
+    let Some(e) = engine(name) else { return };
+    let rt = Runtime::new(2).unwrap();
+    let plain = answers(&e, &rt, false);
+    let spec = answers(&e, &rt, true);
+    let (mut gen, mut fp_plain, mut fp_spec, mut drafted, mut accepted) = (0, 0, 0, 0, 0);
+    let (mut ms_plain, mut ms_spec) = (0.0, 0.0);
+    for ((q, p), s) in QUESTIONS.iter().zip(&plain).zip(&spec) {
+        assert_eq!(p.attempts.len(), 1);
+        assert_eq!(s.attempts.len(), 1);
+        let (a, b) = (&p.attempts[0], &s.attempts[0]);
+        println!("{name} | {q} | {:?} | {} tokens, passes {} -> {}, drafted {} accepted {}", a.raw, a.generated_tokens, p.forward_passes, s.forward_passes, s.draft_tokens, s.accepted_tokens);
+        assert_eq!(a.ids, b.ids, "{name}: {q}: token ids differ (plain {:?}, speculative {:?})", a.raw, b.raw);
+        assert_eq!(a.raw, b.raw, "{name}: {q}");
+        assert_eq!(a.stop, b.stop, "{name}: {q}");
+        assert_eq!((p.draft_tokens, p.accepted_tokens), (0, 0), "no drafts without speculation");
+        assert_eq!(p.forward_passes, a.generated_tokens - 1, "plain: one pass per token after the first");
+        assert!(s.forward_passes <= p.forward_passes);
+        assert!(s.accepted_tokens <= s.draft_tokens);
+        gen += a.generated_tokens;
+        fp_plain += p.forward_passes;
+        fp_spec += s.forward_passes;
+        drafted += s.draft_tokens;
+        accepted += s.accepted_tokens;
+        ms_plain += p.timings.decode_ms;
+        ms_spec += s.timings.decode_ms;
+    }
+    println!(
+        "{name}: {} questions, {gen} generated tokens; forward passes per generated token: plain {:.3}, speculative {:.3} ({:.2}x fewer); acceptance {accepted}/{drafted} = {:.3}; decode ms plain {ms_plain:.0}, speculative {ms_spec:.0}",
+        QUESTIONS.len(),
+        fp_plain as f64 / gen as f64,
+        fp_spec as f64 / gen as f64,
+        fp_plain as f64 / fp_spec.max(1) as f64,
+        accepted as f64 / drafted.max(1) as f64
+    );
+    assert!(fp_spec < fp_plain, "speculation must save forward passes");
+}
+
+#[test]
+fn smollm2_questions_are_identical_with_speculation() {
+    same_answers_fewer_passes("smollm2-135m");
+}
+
+#[test]
+fn qwen_05b_questions_are_identical_with_speculation() {
+    same_answers_fewer_passes("qwen2.5-coder-0.5b");
+}
+
+#[test]
+fn fixture_prompts_are_identical_with_speculation() {
+    let rt = Runtime::new(2).unwrap();
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
+        let Some(e) = engine(name) else { continue };
+        let Some(fx) = common::load_fixture(name) else { continue };
+        let mut kv = e.model().new_cache(512);
+        for g in fx["generate"].as_array().unwrap() {
+            let prompt = common::ids(&g["prompt_ids"]);
+            let n = common::ids(&g["output_ids"]).len();
+            let plain = e.complete(&rt, &mut kv, &prompt, n, false).unwrap();
+            let spec = e.complete(&rt, &mut kv, &prompt, n, true).unwrap();
+            println!(
+                "{name} {:?}: {} tokens, passes {} -> {}, drafted {} accepted {}",
+                g["prompt"].as_str().unwrap().chars().rev().take(30).collect::<String>().chars().rev().collect::<String>(),
+                plain.ids.len(),
+                plain.stats.forward_passes,
+                spec.stats.forward_passes,
+                spec.stats.draft_tokens,
+                spec.stats.accepted_tokens
+            );
+            assert_eq!(plain.ids, spec.ids, "{name}: {:?}", g["prompt"]);
+            assert_eq!(plain.text, spec.text);
+            assert_eq!(plain.stop, spec.stop);
+            assert!(spec.stats.forward_passes <= plain.stats.forward_passes);
+        }
+    }
+}
+
+/// Max |a - b| over two equally long slices.
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Runs `tokens` one at a time into `kv`, returning the last logits.
+fn one_by_one(m: &Model, rt: &Runtime, kv: &mut turboinfer::model::KvCache, tokens: &[u32]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for &t in tokens {
+        out = m.forward(rt, kv, &[t], Logits::Last).unwrap();
+    }
+    out
+}
+
+#[test]
+fn kv_rollback_equals_a_fresh_computation() {
+    let rt = Runtime::new(2).unwrap();
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
+        let Some(e) = engine(name) else { continue };
+        let m = e.model();
+        let prompt = e.tokenizer().encode("SELECT name, email FROM users WHERE", false).unwrap();
+        let draft_a = e.tokenizer().encode(" country = 'FR' AND created_at > now()", false).unwrap();
+        let draft_b = e.tokenizer().encode(" id = 42 ORDER BY name DESC LIMIT 3;", false).unwrap();
+        assert!(draft_a.len() >= 6 && draft_b.len() >= 6);
+        let keep = 2; // accepted draft tokens
+        let next = e.tokenizer().encode(" OR", false).unwrap();
+
+        // Verified draft A, rolled back after `keep` tokens, then the model's own token.
+        let mut rolled = m.new_cache(128);
+        m.forward(&rt, &mut rolled, &prompt, Logits::Last).unwrap();
+        let l0 = rolled.len();
+        m.forward(&rt, &mut rolled, &draft_a, Logits::All).unwrap();
+        rolled.truncate(l0 + keep);
+        assert_eq!(rolled.len(), l0 + keep);
+        let after_rollback = m.forward(&rt, &mut rolled, &next, Logits::All).unwrap();
+
+        // The same, but with different (rejected) tokens after the kept ones: stale keys and
+        // values must not leak into later positions.
+        let mut other: Vec<u32> = draft_a[..keep].to_vec();
+        other.extend_from_slice(&draft_b[..draft_a.len() - keep]);
+        let mut fresh = m.new_cache(128);
+        m.forward(&rt, &mut fresh, &prompt, Logits::Last).unwrap();
+        m.forward(&rt, &mut fresh, &other, Logits::All).unwrap();
+        fresh.truncate(l0 + keep);
+        let after_other = m.forward(&rt, &mut fresh, &next, Logits::All).unwrap();
+        assert_eq!(after_rollback, after_other, "{name}: rolled-back positions leak into the logits");
+
+        // And against computing the kept tokens one by one on a fresh cache (equal up to the
+        // batch-size rounding of the kernels).
+        let mut seq = m.new_cache(128);
+        m.forward(&rt, &mut seq, &prompt, Logits::Last).unwrap();
+        one_by_one(m, &rt, &mut seq, &draft_a[..keep]);
+        let after_seq = m.forward(&rt, &mut seq, &next, Logits::All).unwrap();
+        let d = max_diff(&after_rollback, &after_seq);
+        println!("{name}: rollback vs one-by-one max |logit diff| = {d:e}");
+        assert!(d < 1e-2, "{name}: rolled-back cache differs from a fresh computation by {d}");
+        assert_eq!(turboinfer::sampler::argmax(&after_rollback), turboinfer::sampler::argmax(&after_seq), "{name}");
+    }
+}
