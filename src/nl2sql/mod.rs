@@ -3,6 +3,7 @@
 //! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
+pub mod constrain;
 mod engine;
 mod error;
 mod fingerprint;
@@ -13,6 +14,7 @@ mod render;
 mod schema;
 pub mod sqltext;
 pub mod trim;
+pub mod vocab;
 
 pub use engine::{
     Attempt, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, Progress, StopReason, MAX_QUESTION_CHARS,
