@@ -56,7 +56,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let Some(e) = engine("smollm2-135m") else { return };
     let rt = Runtime::new(2).unwrap();
     let schema = fixture_schema();
-    let opts = Options { max_new_tokens: 12, context_tokens: 1024 };
+    let opts = Options { max_new_tokens: 12, context_tokens: 1024, ..Default::default() };
     let mut accept = |_: &str| Ok(());
     let mut go = |_: Progress| true;
     let mut cache = PrefixCache::new();
@@ -109,7 +109,7 @@ fn trimming_and_context_errors() {
         .collect();
     tables.push(Table::new("public", "users", TableKind::Table).column("id", "integer", false));
     let schema = SchemaInfo::new(tables, Some("public"));
-    let opts = Options { max_new_tokens: 16, context_tokens: 600 };
+    let opts = Options { max_new_tokens: 16, context_tokens: 600, ..Default::default() };
     let plan = e.plan(&schema, "how many users?", &opts).unwrap();
     assert!(plan.shown.contains(&"public.users".to_string()), "{:?}", plan.shown);
     assert!(!plan.dropped.is_empty());
@@ -118,7 +118,7 @@ fn trimming_and_context_errors() {
     // Deterministic.
     assert_eq!(e.plan(&schema, "how many users?", &opts).unwrap().fingerprint, plan.fingerprint);
     // Too small for anything.
-    let tiny = Options { max_new_tokens: 16, context_tokens: 100 };
+    let tiny = Options { max_new_tokens: 16, context_tokens: 100, ..Default::default() };
     assert!(matches!(e.plan(&schema, "how many users?", &tiny), Err(Nl2SqlError::ContextTooSmall { .. })));
     assert!(matches!(e.plan(&SchemaInfo::default(), "q", &opts), Err(Nl2SqlError::NoTables)));
 }
@@ -128,7 +128,7 @@ fn small_coder_answers_the_fixture_question() {
     let Some(e) = engine("qwen2.5-coder-0.5b") else { return };
     let rt = Runtime::new(2).unwrap();
     let mut cache = PrefixCache::new();
-    let opts = Options { max_new_tokens: 32, context_tokens: 1024 };
+    let opts = Options { max_new_tokens: 32, context_tokens: 1024, ..Default::default() };
     let o = e
         .run(&rt, &mut cache, &fixture_schema(), "How many users are there?", &opts, &mut |_| true, &mut |s: &str| {
             if s.to_lowercase().starts_with("select") { Ok(()) } else { Err("not a SELECT".into()) }

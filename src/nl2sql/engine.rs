@@ -2,6 +2,7 @@
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
 //! the caller's validator, and repair once with the validator's message when it fails.
 
+use super::constrain::Constrainer;
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
@@ -10,13 +11,14 @@ use super::render::Renderer;
 use super::schema::SchemaInfo;
 use super::sqltext::{answer_complete, extract_sql};
 use super::trim;
+use super::vocab::{ActiveVocab, VocabBase};
 use crate::gguf::GgufFile;
 use crate::model::{KvCache, Logits, Model};
 use crate::runtime::Runtime;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Longest question accepted, in characters: a question is a sentence or two; anything longer is
@@ -41,12 +43,17 @@ pub struct Options {
     pub max_new_tokens: usize,
     /// KV cache size (clamped to the model's training context): prompt + answer + repair.
     pub context_tokens: usize,
+    /// Compute logits only for the active vocabulary (`vocab.rs`); may change an answer when the
+    /// full-vocabulary argmax lies outside the set.
+    pub vocab_pruning: bool,
+    /// Keep table and column names inside the visible schema (`constrain.rs`).
+    pub schema_constraints: bool,
 }
 
 impl Default for Options {
     /// 128 new tokens, 4096 positions.
     fn default() -> Self {
-        Options { max_new_tokens: 128, context_tokens: 4096 }
+        Options { max_new_tokens: 128, context_tokens: 4096, vocab_pruning: false, schema_constraints: false }
     }
 }
 
@@ -154,6 +161,12 @@ pub struct Outcome {
     /// One or two (after a repair).
     pub attempts: Vec<Attempt>,
     pub timings: PhaseTimings,
+    /// Size of the active vocabulary when pruning was on.
+    pub active_vocab: Option<usize>,
+    /// Whether identifiers were constrained to the schema.
+    pub schema_constraints: bool,
+    /// Tokens where the schema constraint replaced the model's first choice.
+    pub constrained_tokens: usize,
 }
 
 impl Outcome {
@@ -215,6 +228,8 @@ pub struct Engine {
     tok: Tokenizer,
     /// Identifies the exact model file (part of every fingerprint).
     identity: String,
+    /// The schema-independent part of active vocabularies, built on first use.
+    vocab_base: OnceLock<VocabBase>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -235,7 +250,7 @@ impl Engine {
     /// An engine over an already loaded model; fails unless the vocabulary has ChatML markers.
     pub fn new(model: Model, tok: Tokenizer, identity: &str) -> Result<Engine, Nl2SqlError> {
         prompt::check_chat_template(&tok)?;
-        Ok(Engine { model, tok, identity: identity.to_string() })
+        Ok(Engine { model, tok, identity: identity.to_string(), vocab_base: OnceLock::new() })
     }
 
     /// The model.
@@ -343,6 +358,7 @@ impl Engine {
         let t0 = Instant::now();
         let question = Engine::clean_question(question)?;
         let plan = self.plan(schema, &question, opts)?;
+        let shaping = self.shaping(schema, &plan, &question, opts)?;
         let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
         let capacity = self.context_capacity(opts);
 
@@ -376,7 +392,7 @@ impl Engine {
         let mut generated_tokens = 0;
         loop {
             let t2 = Instant::now();
-            let (raw, n, stop) = self.decode(rt, kv, logits, opts.max_new_tokens, on_progress)?;
+            let (raw, n, stop) = self.decode(rt, kv, logits, opts.max_new_tokens, &shaping, on_progress)?;
             timings.decode_ms += ms_since(t2);
             generated_tokens += n;
             let sql = extract_sql(&raw).sql;
@@ -404,6 +420,9 @@ impl Engine {
                     generated_tokens,
                     attempts,
                     timings,
+                    active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
+                    schema_constraints: shaping.constrainer.is_some(),
+                    constrained_tokens: shaping.changed.get(),
                 });
             }
             let message = error.unwrap_or_default();
@@ -438,10 +457,12 @@ impl Engine {
         kv: &mut KvCache,
         mut logits: Vec<f32>,
         max_new: usize,
+        shaping: &Shaping,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<(String, usize, StopReason), Nl2SqlError> {
         // Greedy: the same question over the same schema always gives the same SQL.
         let mut sampler = Sampler::new(SamplerConfig::default());
+        let mut full_row = true; // the prefill's logits cover the whole vocabulary
         let mut stream = self.tok.stream_decoder();
         let mut text = String::new();
         let mut n = 0;
@@ -449,7 +470,7 @@ impl Engine {
             if n >= max_new {
                 break StopReason::Budget;
             }
-            let id = sampler.sample(&logits, &[]);
+            let id = if shaping.is_plain() { sampler.sample(&logits, &[]) } else { shaping.pick(&self.tok, &text, &logits, full_row) };
             n += 1;
             if self.tok.is_eog(id) {
                 break StopReason::EndOfGeneration;
@@ -467,10 +488,81 @@ impl Engine {
             if !on_progress(Progress::Decode { generated: n }) {
                 return Err(Nl2SqlError::Cancelled);
             }
-            logits = self.model.forward(rt, kv, &[id], Logits::Last)?;
+            logits = match &shaping.vocab {
+                Some(v) => self.model.forward_rows(rt, kv, &[id], Logits::Last, v.ids())?,
+                None => self.model.forward(rt, kv, &[id], Logits::Last)?,
+            };
+            full_row = shaping.vocab.is_none();
         };
         text.push_str(&stream.finish());
         Ok((text, n, stop))
+    }
+}
+
+// ---- Active vocabulary and schema constraints (see `vocab.rs`, `constrain.rs`) ----
+
+/// How one call shapes token choice: an optional active vocabulary (subset LM head) and an
+/// optional identifier constrainer; plain greedy when both are off.
+#[derive(Debug)]
+struct Shaping {
+    vocab: Option<ActiveVocab>,
+    constrainer: Option<Constrainer>,
+    /// Picks the constrainer changed.
+    changed: std::cell::Cell<usize>,
+}
+
+impl Shaping {
+    /// True when neither pruning nor constraints are on.
+    fn is_plain(&self) -> bool {
+        self.vocab.is_none() && self.constrainer.is_none()
+    }
+
+    /// The next token from a logits row (`[vocab]` when `full_row`, else `[active]`) given the
+    /// text generated so far.
+    fn pick(&self, tok: &Tokenizer, text: &str, logits: &[f32], full_row: bool) -> u32 {
+        let sub: Vec<f32>;
+        let (row, ids) = match &self.vocab {
+            Some(v) if full_row => {
+                sub = v.ids().iter().map(|&id| logits[id as usize]).collect(); // [active]
+                (&sub[..], Some(v.ids()))
+            }
+            Some(v) => (logits, Some(v.ids())),
+            None => (logits, None),
+        };
+        match &self.constrainer {
+            Some(c) => {
+                let p = c.choose(tok, text, row, ids);
+                self.changed.set(self.changed.get() + p.changed as usize);
+                p.id
+            }
+            None => {
+                let j = crate::sampler::argmax(row) as usize;
+                ids.map_or(j as u32, |r| r[j])
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// The active vocabulary and constrainer `opts` ask for, over the tables `plan` shows.
+    fn shaping(&self, schema: &SchemaInfo, plan: &Plan, question: &str, opts: &Options) -> Result<Shaping, Nl2SqlError> {
+        let mut shown = schema.clone();
+        shown.tables.retain(|t| plan.shown.contains(&t.qualified_name()));
+        let vocab = if opts.vocab_pruning {
+            let base = match self.vocab_base.get() {
+                Some(b) => b,
+                None => {
+                    let b = VocabBase::new(&self.tok)?;
+                    self.vocab_base.get_or_init(|| b)
+                }
+            };
+            let prompt: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+            Some(ActiveVocab::build(base, &self.tok, &shown, &prompt, question)?)
+        } else {
+            None
+        };
+        let constrainer = opts.schema_constraints.then(|| Constrainer::new(&shown));
+        Ok(Shaping { vocab, constrainer, changed: std::cell::Cell::new(0) })
     }
 }
 

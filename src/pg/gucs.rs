@@ -17,6 +17,11 @@ pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// `turboinfer.cache_dir`: directory for the cross-backend prefix cache file (empty = off).
 pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
+/// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
+pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
+pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
 /// Generation budget bounds: at least one token; 8192 is far beyond any single query.
@@ -69,6 +74,22 @@ pub fn register() {
         &CONTEXT_TOKENS,
         MIN_CONTEXT,
         MAX_CONTEXT,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.vocab_pruning",
+        c"Compute logits only for the tokens SQL over this schema and question can use.",
+        c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
+        &VOCAB_PRUNING,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.schema_constraints",
+        c"While nl2sql() writes a table or column name, allow only names of the visible schema.",
+        c"",
+        &SCHEMA_CONSTRAINTS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -101,6 +101,8 @@ fn options() -> Options {
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(128),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
+        vocab_pruning: gucs::VOCAB_PRUNING.get(),
+        schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
     }
 }
 
@@ -199,6 +201,10 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "cache": if o.cache_hit { "hit" } else { "miss" },
         "model_loaded": a.reloaded,
         "generated_tokens": o.generated_tokens,
+        "vocab_pruning": o.active_vocab.is_some(),
+        "active_vocab": o.active_vocab,
+        "schema_constraints": o.schema_constraints,
+        "constrained_tokens": o.constrained_tokens,
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
             "stop": t.stop.name(), "error": t.error,
