@@ -321,18 +321,25 @@ impl<'n> State<'n> {
                 if call || keyword() || declared(&|d| test(d)) {
                     return true;
                 }
-                if next == Some(".") || !complete {
+                if !complete {
+                    // A word being written may still become a function call or a qualifier:
+                    // only its end is checked.
+                    return true;
+                }
+                if next == Some(".") {
                     // A qualifier: a table, a schema, or an alias declared later.
                     if name.chars().count() <= MAX_FORWARD_ALIAS || n.tables.iter().any(|t| test(&t.1) || test(&t.0)) {
                         return true;
                     }
                 }
                 let scope: Vec<usize> = self.referenced.iter().filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None }).collect();
-                let derived = self.referenced.iter().any(|t| *t == Target::Derived);
+                let derived = self.referenced.contains(&Target::Derived);
                 if derived {
                     return true;
                 }
-                let in_scope = |i: usize| scope.is_empty() || scope.contains(&i);
+                // A SELECT list comes before its own FROM: any visible column there.
+                let any = scope.is_empty() || self.clause() == Clause::Select;
+                let in_scope = |i: usize| any || scope.contains(&i);
                 n.tables.iter().enumerate().any(|(i, t)| in_scope(i) && t.2.iter().any(|c| test(c)))
             }
         }
@@ -351,7 +358,7 @@ impl<'n> State<'n> {
                 let (w, q) = (name.as_str(), *quoted);
                 self.prev_word = Some((key(w, q), q));
                 if let Some(target) = self.declaring.take() {
-                    if !(!q && is_keyword(w)) {
+                    if q || !is_keyword(w) {
                         self.declared.insert(key(w, q), target);
                         return;
                     }
@@ -651,6 +658,13 @@ mod tests {
         // Before FROM, any visible column.
         assert!(n.check("SELECT", " status,"));
         assert!(!n.check("SELECT", " statuses,"));
+        // A subquery's SELECT list comes before its FROM; a function name is only checked at its end.
+        assert!(n.check("SELECT count(*) FROM orders WHERE user_id IN (SELECT", " user_id"));
+        assert!(n.check("SELECT count(*) FROM users WHERE user_id IN (SELECT", " order_id FROM"));
+        assert!(n.check("SELECT", " strftime"));
+        assert!(n.check("SELECT strftime", "('%Y'"));
+        assert!(!n.check("SELECT * FROM users WHERE country", " ="));
+        assert!(n.check("SELECT * FROM users WHERE country", "_code ="));
         // A CTE is a relation with unknown columns.
         assert!(n.check("WITH t AS (SELECT user_id FROM orders) SELECT * FROM", " t"));
         assert!(n.check("WITH t AS (SELECT user_id AS uid FROM orders) SELECT uid FROM t WHERE", " x = 1"));

@@ -199,9 +199,10 @@ fn spellings(w: &str) -> Vec<String> {
     out
 }
 
-/// Adds the tokens of `w` alone, after a space, a dot, a parenthesis and a newline.
+/// Adds the tokens of `w` alone, after a space, a dot, a parenthesis, a newline and an
+/// underscore (`order_count`, `total_revenue`: aliases are built from such words).
 fn add_words(tok: &Tokenizer, w: &str, ids: &mut Vec<u32>) -> Result<(), TokenizerError> {
-    for lead in ["", " ", ".", "(", "\n"] {
+    for lead in ["", " ", ".", "(", "\n", "_"] {
         ids.extend(tok.encode(&format!("{lead}{w}"), false)?);
     }
     Ok(())
