@@ -203,6 +203,11 @@ struct State<'n> {
     declaring: Option<Target>,
     /// The target of `word .` awaiting the word after the dot.
     qualifier: Option<Option<Target>>,
+    /// Qualifiers used before their declaration (`SELECT o.x ... FROM orders o`) and the
+    /// columns used with them: the alias a relation later declares must have those columns.
+    forward: HashMap<String, Vec<String>>,
+    /// The undeclared qualifier of the current `AnyColumn` slot.
+    forward_of: Option<String>,
 }
 
 impl Names {
@@ -272,6 +277,8 @@ impl<'n> State<'n> {
             alias_for: None,
             declaring: None,
             qualifier: None,
+            forward: HashMap::new(),
+            forward_of: None,
         }
     }
 
@@ -306,6 +313,17 @@ impl<'n> State<'n> {
         let test = |real: &str| if complete { Names::eq(name, quoted, real) } else { Names::prefix(name, quoted, real) };
         let keyword = || !quoted && (if complete { is_keyword(name) } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) });
         let call = complete && next == Some("(");
+        if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
+            // Declaring an alias of table `i`: refuse a name already used (forward) with a
+            // column that table lacks, while other names remain.
+            let k = key(name, quoted);
+            if let Some(cols) = self.forward.get(&k) {
+                let has = |c: &String| n.tables[i].2.iter().any(|real| Names::eq(c, true, real) || Names::eq(c, false, real));
+                if !(is_keyword(&k) && !quoted) && !cols.iter().all(has) {
+                    return false;
+                }
+            }
+        }
         match &self.slot {
             Slot::Free => true,
             Slot::Table(None) => {
@@ -350,6 +368,7 @@ impl<'n> State<'n> {
         let prev_word = self.prev_word.take();
         let slot = std::mem::replace(&mut self.slot, Slot::Free);
         let qualifier = self.qualifier.take();
+        let forward_of = self.forward_of.take();
         match t {
             Tok::Literal => {
                 self.alias_for = None;
@@ -357,6 +376,10 @@ impl<'n> State<'n> {
             Tok::Word { name, quoted, .. } => {
                 let (w, q) = (name.as_str(), *quoted);
                 self.prev_word = Some((key(w, q), q));
+                if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
+                    self.forward.entry(alias).or_default().push(if q { w.to_string() } else { w.to_lowercase() });
+                    return;
+                }
                 if let Some(target) = self.declaring.take() {
                     if q || !is_keyword(w) {
                         self.declared.insert(key(w, q), target);
@@ -427,7 +450,10 @@ impl<'n> State<'n> {
                                     Slot::Table(real)
                                 }
                                 Some(Target::Schema) => Slot::Free,
-                                None if w.chars().count() <= MAX_FORWARD_ALIAS => Slot::AnyColumn,
+                                None if w.chars().count() <= MAX_FORWARD_ALIAS => {
+                                    self.forward_of = Some(w.clone());
+                                    Slot::AnyColumn
+                                }
                                 None => Slot::Free,
                             };
                         }
@@ -665,6 +691,15 @@ mod tests {
         assert!(n.check("SELECT strftime", "('%Y'"));
         assert!(!n.check("SELECT * FROM users WHERE country", " ="));
         assert!(n.check("SELECT * FROM users WHERE country", "_code ="));
+        // An alias used before its declaration must be declared on a table that has its columns.
+        let q = "SELECT T1.full_name FROM orders AS";
+        assert!(!n.check(q, " T1 "));
+        assert!(!n.check(q, " T1"));
+        assert!(n.check(q, " T2 "));
+        assert!(n.check("SELECT T1.full_name FROM orders AS T2 JOIN users AS", " T1 "));
+        assert!(!n.check("SELECT o.full_name FROM orders", " o "));
+        assert!(n.check("SELECT o.full_name FROM orders", " ON"));
+        assert!(n.check("SELECT o.status FROM orders", " o "));
         // A CTE is a relation with unknown columns.
         assert!(n.check("WITH t AS (SELECT user_id FROM orders) SELECT * FROM", " t"));
         assert!(n.check("WITH t AS (SELECT user_id AS uid FROM orders) SELECT uid FROM t WHERE", " x = 1"));
