@@ -319,7 +319,7 @@ impl<'n> State<'n> {
             let k = key(name, quoted);
             if let Some(cols) = self.forward.get(&k) {
                 let has = |c: &String| n.tables[i].2.iter().any(|real| Names::eq(c, true, real) || Names::eq(c, false, real));
-                if !(is_keyword(&k) && !quoted) && !cols.iter().all(has) {
+                if (quoted || !is_keyword(&k)) && !cols.iter().all(has) {
                     return false;
                 }
             }
