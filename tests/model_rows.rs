@@ -48,13 +48,20 @@ fn subset_logits_equal_full_logits() {
     }
 }
 
-/// Times the LM head three ways for one token on the 0.5B (full vocabulary; every 12th row in
-/// place; the same rows gathered into a contiguous copy first), printing ms per call.
+/// Times the LM head three ways for one token on the Qwen models (full vocabulary; every 12th
+/// row in place; the same rows gathered into a contiguous copy first), printing ms per call.
 #[test]
 #[ignore = "timing, run by hand: cargo test --release --test model_rows -- --ignored --nocapture"]
 fn head_timing() {
+    for name in ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        head_timing_of(name);
+    }
+}
+
+/// [`head_timing`] for one model.
+fn head_timing_of(name: &str) {
     use turboinfer::ops::{matmul, matmul_rows, SharedActs, WeightRows};
-    let Some(path) = common::model_path("qwen2.5-coder-0.5b") else { return };
+    let Some(path) = common::model_path(name) else { return };
     let model = Model::load(&path).unwrap();
     let rt = Runtime::new(2).unwrap();
     let (dim, vocab) = (model.config().dim, model.config().vocab_size);
@@ -87,5 +94,5 @@ fn head_timing() {
         rt.install(|| matmul(g, a, arb, 1, &mut sub2));
     });
     assert_eq!(sub, sub2);
-    println!("LM head {} x {dim} {}: full {t_full:.2} ms, {} rows in place {t_rows:.2} ms, gathered {t_gather:.2} ms", vocab, out_m.ty, rows.len());
+    println!("{name}: LM head {} x {dim} {}: full {t_full:.2} ms, {} rows in place {t_rows:.2} ms, gathered {t_gather:.2} ms", vocab, out_m.ty, rows.len());
 }
