@@ -39,7 +39,7 @@ fn file_prefix_gives_bitwise_equal_logits() {
     let Some(path) = common::model_path("smollm2-135m") else { return };
     let e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
-    let opts = Options { max_new_tokens: 8, context_tokens: 1024 };
+    let opts = Options { max_new_tokens: 8, context_tokens: 1024, ..Options::default() };
     let plan = e.plan(&schema(), "How many users are there?", &opts).unwrap();
     let dir = tmpdir("logits");
     let files = KvFileDir::new(&dir, 1 << 30);
@@ -77,7 +77,7 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     let Some(path) = common::model_path("smollm2-135m") else { return };
     let e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
-    let opts = Options { max_new_tokens: 12, context_tokens: 1024 };
+    let opts = Options { max_new_tokens: 12, context_tokens: 1024, ..Options::default() };
     let dir = tmpdir("engine");
     let files = KvFileDir::new(&dir, 1 << 30);
     let mut go = |_: Progress| true;

@@ -202,7 +202,12 @@ fn engine(name: &str) -> Option<Engine> {
 
 /// Runs every question with speculation `on`; returns the outcomes.
 fn answers(e: &Engine, rt: &Runtime, on: bool) -> Vec<Outcome> {
-    let opts = Options { max_new_tokens: 96, context_tokens: 2048, speculation: on };
+    answers_with(e, rt, Options { speculation: on, ..Options::default() })
+}
+
+/// Runs every question with `opts` (96 new tokens, 2048 positions); returns the outcomes.
+fn answers_with(e: &Engine, rt: &Runtime, opts: Options) -> Vec<Outcome> {
+    let opts = Options { max_new_tokens: 96, context_tokens: 2048, ..opts };
     let mut cache = PrefixCache::new();
     let schema = demo_schema();
     QUESTIONS.iter().map(|q| e.run(rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).expect("nl2sql runs")).collect()
@@ -256,6 +261,30 @@ fn smollm2_questions_are_identical_with_speculation() {
 #[test]
 fn qwen_05b_questions_are_identical_with_speculation() {
     same_answers_fewer_passes("qwen2.5-coder-0.5b");
+}
+
+/// With vocabulary pruning and identifier constraints on, speculation still changes nothing:
+/// verification chooses every position through the same pruned logits and the same constrainer.
+#[test]
+fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
+    let name = "qwen2.5-coder-0.5b";
+    let Some(e) = engine(name) else { return };
+    let rt = Runtime::new(2).unwrap();
+    let shaped = Options { vocab_pruning: true, schema_constraints: true, ..Options::default() };
+    let plain = answers_with(&e, &rt, Options { speculation: false, ..shaped });
+    let spec = answers_with(&e, &rt, Options { speculation: true, ..shaped });
+    let mut saved = 0;
+    for ((q, p), s) in QUESTIONS.iter().zip(&plain).zip(&spec) {
+        assert!(p.active_vocab.is_some_and(|n| n > 0) && p.schema_constraints, "{q}: shaping is on");
+        assert_eq!(p.sql, s.sql, "{name}: {q}");
+        assert_eq!(p.constrained_tokens, s.constrained_tokens, "{name}: {q}");
+        for (a, b) in p.attempts.iter().zip(&s.attempts) {
+            assert_eq!(a.ids, b.ids, "{name}: {q}: token ids differ (plain {:?}, speculative {:?})", a.raw, b.raw);
+            assert_eq!(a.stop, b.stop, "{name}: {q}");
+        }
+        saved += p.forward_passes - s.forward_passes;
+    }
+    assert!(saved > 0, "speculation saves forward passes with shaping on");
 }
 
 #[test]

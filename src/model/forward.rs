@@ -111,11 +111,41 @@ impl Model {
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
-        rt.install(|| self.forward_inner(cache, tokens, which))
+        rt.install(|| {
+            let hn = self.hidden(cache, tokens, which)?;
+            let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * vocab]; // [n_out, vocab]
+            mul(&self.file, &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
+            Ok(logits)
+        })
     }
 
-    /// The forward pass proper (inputs validated; runs inside the pool).
-    fn forward_inner(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+    /// [`Model::forward`] with an LM head restricted to the vocabulary rows in `rows` (ascending
+    /// token ids): returns `[n_out, rows.len()]`, each value bitwise equal to the same entry of
+    /// the full logits (same kernels, same quantized activations), while reading only those rows
+    /// of the output matrix.
+    pub fn forward_rows(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, rows: &[u32]) -> Result<Vec<f32>, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyBatch);
+        }
+        cache.check_shape(&self.cfg)?;
+        cache.check_room(tokens.len())?;
+        let vocab = self.cfg.vocab_size;
+        if let Some(&id) = tokens.iter().chain(rows).find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab });
+        }
+        rt.install(|| {
+            let hn = self.hidden(cache, tokens, which)?;
+            let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * rows.len()]; // [n_out, rows.len()]
+            let mut acts = SharedActs::new(&hn, self.cfg.dim);
+            let (a, arb) = acts.get(self.w.output.act_ty)?;
+            ops::matmul_rows(self.w.output.rows(&self.file), a, arb, hn.len() / self.cfg.dim, rows, &mut logits);
+            Ok(logits)
+        })
+    }
+
+    /// The network up to the LM head (inputs validated; runs inside the pool): appends the
+    /// tokens' keys and values to `cache` and returns the final-normed hidden states `[n_out, dim]`.
+    fn hidden(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
         let n = tokens.len();
@@ -189,12 +219,9 @@ impl Model {
             Logits::Last => &x[(n - 1) * dim..], // [1, dim]
             Logits::All => &x[..],               // [n, dim]
         };
-        let n_out = last.len() / dim;
         let mut hn = vec![0.0f32; last.len()]; // [n_out, dim]
         norm_rows(&mut hn, last, &self.w.output_norm, c.rms_eps);
-        let mut logits = vec![0.0f32; n_out * c.vocab_size]; // [n_out, vocab]
-        mul(f, &self.w.output, &mut SharedActs::new(&hn, dim), &mut logits)?;
-        Ok(logits)
+        Ok(hn)
     }
 }
 

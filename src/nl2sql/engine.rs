@@ -3,6 +3,7 @@
 //! the caller's validator, and repair once with the validator's message when it fails.
 
 use super::draft::{focus_tokens, Drafter};
+use super::constrain::Constrainer;
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
@@ -13,13 +14,14 @@ use super::schema::SchemaInfo;
 use super::speculate::{self, DecodeLimits, Decoded, SpecStats};
 use super::sqltext::extract_sql;
 use super::trim;
+use super::vocab::{ActiveVocab, VocabBase};
 use crate::gguf::GgufFile;
 use crate::model::{KvCache, Logits, Model};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Longest question accepted, in characters: a question is a sentence or two; anything longer is
@@ -47,12 +49,17 @@ pub struct Options {
     /// Speculative decoding (template + prompt-lookup drafts verified in one batched pass);
     /// the answer is the same, the number of forward passes is not.
     pub speculation: bool,
+    /// Compute logits only for the active vocabulary (`vocab.rs`); may change an answer when the
+    /// full-vocabulary argmax lies outside the set.
+    pub vocab_pruning: bool,
+    /// Keep table and column names inside the visible schema (`constrain.rs`).
+    pub schema_constraints: bool,
 }
 
 impl Default for Options {
     /// 128 new tokens, 4096 positions, speculation on.
     fn default() -> Self {
-        Options { max_new_tokens: 128, context_tokens: 4096, speculation: true }
+        Options { max_new_tokens: 128, context_tokens: 4096, speculation: true, vocab_pruning: false, schema_constraints: false }
     }
 }
 
@@ -179,6 +186,12 @@ pub struct Outcome {
     pub draft_tokens: usize,
     /// Draft tokens accepted over all attempts.
     pub accepted_tokens: usize,
+    /// Size of the active vocabulary when pruning was on.
+    pub active_vocab: Option<usize>,
+    /// Whether identifiers were constrained to the schema.
+    pub schema_constraints: bool,
+    /// Tokens where the schema constraint replaced the model's first choice.
+    pub constrained_tokens: usize,
 }
 
 impl Outcome {
@@ -342,6 +355,8 @@ pub struct Engine {
     tok: Tokenizer,
     /// Identifies the exact model file (part of every fingerprint).
     identity: String,
+    /// The schema-independent part of active vocabularies, built on first use.
+    vocab_base: OnceLock<VocabBase>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -362,7 +377,7 @@ impl Engine {
     /// An engine over an already loaded model; fails unless the vocabulary has ChatML markers.
     pub fn new(model: Model, tok: Tokenizer, identity: &str) -> Result<Engine, Nl2SqlError> {
         prompt::check_chat_template(&tok)?;
-        Ok(Engine { model, tok, identity: identity.to_string() })
+        Ok(Engine { model, tok, identity: identity.to_string(), vocab_base: OnceLock::new() })
     }
 
     /// The model.
@@ -476,6 +491,7 @@ impl Engine {
         let t0 = Instant::now();
         let question = Engine::clean_question(question)?;
         let plan = self.plan(schema, &question, opts)?;
+        let shaping = self.shaping(schema, &plan, &question, opts)?;
         let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
         let capacity = self.context_capacity(opts);
 
@@ -540,7 +556,7 @@ impl Engine {
         loop {
             let t2 = Instant::now();
             let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true };
-            let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, on_progress)?;
+            let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
             let n = ids.len();
             timings.decode_ms += ms_since(t2);
             generated_tokens += n;
@@ -576,6 +592,9 @@ impl Engine {
                     forward_passes: spec.forward_passes,
                     draft_tokens: spec.draft_tokens,
                     accepted_tokens: spec.accepted_tokens,
+                    active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
+                    schema_constraints: shaping.constrainer.is_some(),
+                    constrained_tokens: shaping.changed.get(),
                 });
             }
             let message = error.unwrap_or_default();
@@ -600,7 +619,7 @@ impl Engine {
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new, stop_at_statement: false };
-        self.decode(rt, kv, logits, prompt, speculation.then_some((&drafter, &[][..])), limits, &mut |_| true)
+        self.decode(rt, kv, logits, prompt, speculation.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
     }
 
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
@@ -610,10 +629,23 @@ impl Engine {
     }
 
     /// The one token chooser: the next token given the answer `text` so far and the logits
-    /// `row` of its position (greedy: the same question over the same schema always gives the
-    /// same SQL).
-    fn choose(&self, _text: &str, row: &[f32]) -> u32 {
-        argmax(row)
+    /// `row` of its position (`[vocab]`, or `[active]` under vocabulary pruning); greedy, so the
+    /// same question over the same schema always gives the same SQL.
+    fn choose(&self, text: &str, row: &[f32], shaping: &Shaping) -> u32 {
+        if shaping.is_plain() {
+            argmax(row)
+        } else {
+            shaping.pick(&self.tok, text, row)
+        }
+    }
+
+    /// Decode-time logits: the full vocabulary, or only the active rows under pruning
+    /// (bitwise the same values as the full logits' entries).
+    fn decode_logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits, shaping: &Shaping) -> Result<Vec<f32>, Nl2SqlError> {
+        match &shaping.vocab {
+            Some(v) => Ok(self.model.forward_rows(rt, kv, tokens, which, v.ids())?),
+            None => self.logits(rt, kv, tokens, which),
+        }
     }
 
     /// Runs `ids` through the model in chunks (cancellable between chunks); returns the last
@@ -641,8 +673,14 @@ impl Engine {
         context: &[u32],
         drafter: Option<(&Drafter, &[u32])>,
         limits: DecodeLimits,
+        shaping: &Shaping,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Decoded, Nl2SqlError> {
+        // Under pruning every row the decoder sees is `[active]`, the prompt's last one included.
+        let logits = match &shaping.vocab {
+            Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
+            None => logits, // [vocab]
+        };
         speculate::decode(
             &self.tok,
             kv,
@@ -650,8 +688,8 @@ impl Engine {
             context,
             drafter,
             limits,
-            &mut |kv, tokens, which| self.logits(rt, kv, tokens, which),
-            &mut |text, row| self.choose(text, row),
+            &mut |kv, tokens, which| self.decode_logits(rt, kv, tokens, which, shaping),
+            &mut |text, row| self.choose(text, row, shaping),
             on_progress,
         )
     }
@@ -663,6 +701,70 @@ fn shown_schema(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
     s.normalize();
     s.tables.retain(|t| shown.contains(&t.qualified_name()));
     s
+}
+
+// ---- Active vocabulary and schema constraints (see `vocab.rs`, `constrain.rs`) ----
+
+/// How one call shapes token choice: an optional active vocabulary (subset LM head) and an
+/// optional identifier constrainer; plain greedy when both are off.
+#[derive(Debug)]
+struct Shaping {
+    vocab: Option<ActiveVocab>,
+    constrainer: Option<Constrainer>,
+    /// Picks the constrainer changed.
+    changed: std::cell::Cell<usize>,
+}
+
+impl Shaping {
+    /// True when neither pruning nor constraints are on.
+    fn is_plain(&self) -> bool {
+        self.vocab.is_none() && self.constrainer.is_none()
+    }
+
+    /// Neither pruning nor constraints.
+    fn plain() -> Shaping {
+        Shaping { vocab: None, constrainer: None, changed: std::cell::Cell::new(0) }
+    }
+
+    /// The next token from a logits row (`[active]` under pruning, else `[vocab]`) given the
+    /// text generated so far.
+    fn pick(&self, tok: &Tokenizer, text: &str, row: &[f32]) -> u32 {
+        let ids = self.vocab.as_ref().map(ActiveVocab::ids);
+        match &self.constrainer {
+            Some(c) => {
+                let p = c.choose(tok, text, row, ids);
+                self.changed.set(self.changed.get() + p.changed as usize);
+                p.id
+            }
+            None => {
+                let j = argmax(row) as usize;
+                ids.map_or(j as u32, |r| r[j])
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// The active vocabulary and constrainer `opts` ask for, over the tables `plan` shows.
+    fn shaping(&self, schema: &SchemaInfo, plan: &Plan, question: &str, opts: &Options) -> Result<Shaping, Nl2SqlError> {
+        let mut shown = schema.clone();
+        shown.tables.retain(|t| plan.shown.contains(&t.qualified_name()));
+        let vocab = if opts.vocab_pruning {
+            let base = match self.vocab_base.get() {
+                Some(b) => b,
+                None => {
+                    let b = VocabBase::new(&self.tok)?;
+                    self.vocab_base.get_or_init(|| b)
+                }
+            };
+            let prompt: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+            Some(ActiveVocab::build(base, &self.tok, &shown, &prompt, question)?)
+        } else {
+            None
+        };
+        let constrainer = opts.schema_constraints.then(|| Constrainer::new(&shown));
+        Ok(Shaping { vocab, constrainer, changed: std::cell::Cell::new(0) })
+    }
 }
 
 /// Positions kept free after the prompt: room for an answer and a repair round (repair turn +

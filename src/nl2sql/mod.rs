@@ -3,6 +3,7 @@
 //! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
+pub mod constrain;
 pub mod draft;
 mod engine;
 mod error;
@@ -16,6 +17,7 @@ mod schema;
 pub mod speculate;
 pub mod sqltext;
 pub mod trim;
+pub mod vocab;
 
 pub use engine::{
     Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,

@@ -82,6 +82,45 @@ pub fn matmul(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize
     });
 }
 
+/// `out[t, j] = dot(w[rows[j]], acts[t])`: [`matmul`] restricted to the weight rows listed in
+/// `rows` (each `< w.rows`, ascending for memory locality), with the same kernel choice per
+/// token count, so every value is bitwise equal to the matching entry of the full product.
+///
+/// - `acts`: `[n_tok, act_row_bytes]`; `out`: `[n_tok, rows.len()]`
+///
+/// Rows are dotted in place (no gathering copy): a subset head reads only the selected rows.
+pub fn matmul_rows(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, rows: &[u32], out: &mut [f32]) {
+    assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
+    assert_eq!(acts.len(), n_tok * act_row_bytes, "activation bytes do not match shape");
+    assert_eq!(out.len(), n_tok * rows.len(), "output shape mismatch");
+    assert!(rows.iter().all(|&r| (r as usize) < w.rows), "row index out of range");
+    let (rb, cols, m) = (w.row_bytes, w.cols, rows.len());
+    let chunk = rows_per_task(rb);
+    let row = |r: u32| &w.data[r as usize * rb..(r as usize + 1) * rb];
+    if n_tok == 1 {
+        let dot = w.kernels.vec_dot;
+        out.par_chunks_mut(chunk).zip(rows.par_chunks(chunk)).for_each(|(o, rs)| {
+            for (y, &r) in o.iter_mut().zip(rs) {
+                *y = dot(cols, row(r), acts);
+            }
+        });
+        return;
+    }
+    let batch = w.kernels.vec_dot_batch;
+    let mut tmp = vec![0.0f32; m * n_tok]; // [m, n_tok]
+    tmp.par_chunks_mut(chunk * n_tok).zip(rows.par_chunks(chunk)).for_each(|(o, rs)| {
+        for (orow, &r) in o.chunks_exact_mut(n_tok).zip(rs) {
+            batch(cols, row(r), acts, act_row_bytes, orow);
+        }
+    });
+    // [m, n_tok] -> [n_tok, m]
+    out.par_chunks_mut(m).enumerate().for_each(|(t, o)| {
+        for (j, y) in o.iter_mut().enumerate() {
+            *y = tmp[j * n_tok + t];
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +154,31 @@ mod tests {
                         let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[t * cols + c]).sum();
                         assert_eq!(out[t * rows + r], want, "tier {tier} n_tok {n_tok} t {t} r {r}");
                     }
+                }
+            }
+        }
+    }
+
+    /// The subset product equals the same entries of the full product bit for bit (1 and several tokens).
+    #[test]
+    fn rows_subset_equals_full_entries() {
+        let (rows, cols) = (3001, 40);
+        let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32) * 0.013 - 0.6).collect();
+        let wb = bytes(&w);
+        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let set = crate::kernels::kernels();
+        let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels: set.get(GgmlType::F32).unwrap() };
+        let pick: Vec<u32> = (0..rows as u32).filter(|r| r % 7 == 0 || r % 11 == 3).collect();
+        for n_tok in [1usize, 5] {
+            let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+            let xb = bytes(&x);
+            let mut full = vec![0.0; n_tok * rows];
+            let mut sub = vec![0.0; n_tok * pick.len()];
+            rt.install(|| matmul(wr, &xb, cols * 4, n_tok, &mut full));
+            rt.install(|| matmul_rows(wr, &xb, cols * 4, n_tok, &pick, &mut sub));
+            for t in 0..n_tok {
+                for (j, &r) in pick.iter().enumerate() {
+                    assert_eq!(sub[t * pick.len() + j].to_bits(), full[t * rows + r as usize].to_bits(), "n_tok {n_tok} t {t} row {r}");
                 }
             }
         }

@@ -24,6 +24,11 @@ pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 /// (0 = no cache files).
 pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_MAX_MB);
 
+/// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
+pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
+pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
 /// Generation budget bounds: at least one token; 8192 is far beyond any single query.
@@ -91,6 +96,22 @@ pub fn register() {
         c"Speculative decoding in nl2sql(): SQL-template and prompt-lookup drafts verified in one batched pass.",
         c"The generated SQL is the same as without it; only the number of forward passes changes.",
         &SPECULATION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.vocab_pruning",
+        c"Compute logits only for the tokens SQL over this schema and question can use.",
+        c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
+        &VOCAB_PRUNING,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.schema_constraints",
+        c"While nl2sql() writes a table or column name, allow only names of the visible schema.",
+        c"",
+        &SCHEMA_CONSTRAINTS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -102,6 +102,8 @@ fn options() -> Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(128),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
         speculation: gucs::SPECULATION.get(),
+        vocab_pruning: gucs::VOCAB_PRUNING.get(),
+        schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
     }
 }
 
@@ -220,6 +222,10 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "draft_tokens": o.draft_tokens,
         "accepted_tokens": o.accepted_tokens,
         "acceptance_rate": o.acceptance_rate(),
+        "vocab_pruning": o.active_vocab.is_some(),
+        "active_vocab": o.active_vocab,
+        "schema_constraints": o.schema_constraints,
+        "constrained_tokens": o.constrained_tokens,
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
             "stop": t.stop.name(), "error": t.error,

@@ -1,0 +1,719 @@
+//! Schema-constrained identifiers: while the model writes a table or column name, only names
+//! that exist in the visible schema (or were declared in the text: aliases, CTEs, output
+//! columns) are allowed; everything else the model writes (keywords, functions, literals,
+//! aliases being declared) passes untouched.
+//!
+//! A light lexer and clause tracker ([`Names::check`]) decides, for the text generated so far
+//! plus one candidate token, whether every identifier the candidate touches is acceptable in its
+//! position. [`Constrainer::choose`] walks the top-K logits in order and takes the first
+//! acceptable token, falling back to plain argmax when none is.
+
+use super::ident::is_non_unreserved_keyword;
+use super::schema::SchemaInfo;
+use super::vocab::SQL_WORDS;
+use crate::tokenizer::Tokenizer;
+use std::collections::HashMap;
+
+/// Candidates tried per step, best logit first: deep enough to reach the right spelling when the
+/// model's first choice is a non-existent name, shallow enough to stay off the decode's hot path.
+pub const TOP_K: usize = 64;
+
+/// Longest qualifier accepted before it is declared: `SELECT o.x ... FROM orders o` uses alias
+/// `o` before the FROM clause declares it; such aliases are short (initials, `ord`, `cust`).
+const MAX_FORWARD_ALIAS: usize = 4;
+
+/// What a name in the text stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Table `i` of the schema.
+    Table(usize),
+    /// A CTE or subquery: its columns are whatever its SELECT list says.
+    Derived,
+    /// A schema name (a qualifier of table names).
+    Schema,
+}
+
+/// Which names may fill the next identifier position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    /// Anything (keywords, alias declarations, positions the tracker does not model).
+    Free,
+    /// A relation after FROM / JOIN / `,` in a FROM list (`Some(schema)` after `schema.`).
+    Table(Option<String>),
+    /// A column of table `i` (after `alias.` / `table.`).
+    ColumnOf(usize),
+    /// A column of any visible table (after an alias not declared yet).
+    AnyColumn,
+    /// An expression operand: a column in scope, a keyword, a function, a declared name.
+    Expr,
+}
+
+/// The clause a parenthesis level is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clause {
+    None,
+    With,
+    Select,
+    From,
+    Where,
+    List,
+    Other,
+}
+
+/// One lexed token of SQL text.
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    /// An identifier or keyword (`lower` for unquoted words, exact for quoted), its byte span,
+    /// and whether it is complete (a character follows it / its closing quote was seen).
+    Word { name: String, quoted: bool, start: usize, end: usize, complete: bool },
+    /// A number, a string literal or a parameter: an operand that is no name.
+    Literal,
+    /// Punctuation or an operator (`::` and multi-character operators kept together).
+    Punct(String),
+}
+
+/// True for characters that continue an unquoted identifier.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// Lexes `s` (comments and whitespace dropped; unterminated literals run to the end).
+fn lex(s: &str) -> Vec<Tok> {
+    let b: Vec<(usize, char)> = s.char_indices().collect();
+    let at = |i: usize| b.get(i).map(|x| x.1);
+    let pos = |i: usize| b.get(i).map_or(s.len(), |x| x.0);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i].1;
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '-' && at(i + 1) == Some('-') {
+            while i < b.len() && b[i].1 != '\n' {
+                i += 1;
+            }
+        } else if c == '\'' {
+            i += 1;
+            loop {
+                match at(i) {
+                    None => break,
+                    Some('\'') if at(i + 1) == Some('\'') => i += 2,
+                    Some('\'') => {
+                        i += 1;
+                        break;
+                    }
+                    _ => i += 1,
+                }
+            }
+            out.push(Tok::Literal);
+        } else if c == '"' {
+            let start = pos(i);
+            let mut name = String::new();
+            i += 1;
+            let mut complete = false;
+            while let Some(ch) = at(i) {
+                if ch == '"' && at(i + 1) == Some('"') {
+                    name.push('"');
+                    i += 2;
+                } else if ch == '"' {
+                    i += 1;
+                    complete = true;
+                    break;
+                } else {
+                    name.push(ch);
+                    i += 1;
+                }
+            }
+            out.push(Tok::Word { name, quoted: true, start, end: pos(i), complete });
+        } else if c.is_ascii_digit() || (c == '$' && at(i + 1).is_some_and(|d| d.is_ascii_digit())) {
+            i += 1;
+            while at(i).is_some_and(|d| d.is_ascii_alphanumeric() || d == '.' || d == '_') {
+                i += 1;
+            }
+            out.push(Tok::Literal);
+        } else if is_word_char(c) {
+            let start = pos(i);
+            while at(i).is_some_and(is_word_char) {
+                i += 1;
+            }
+            let end = pos(i);
+            out.push(Tok::Word { name: s[start..end].to_lowercase(), quoted: false, start, end, complete: i < b.len() });
+        } else {
+            let two: String = b[i..b.len().min(i + 2)].iter().map(|x| x.1).collect();
+            let op = ["::", "<=", ">=", "<>", "!=", "||"].iter().find(|o| two == **o);
+            let p = op.map_or_else(|| c.to_string(), |o| o.to_string());
+            i += p.chars().count();
+            out.push(Tok::Punct(p));
+        }
+    }
+    out
+}
+
+/// The SQL part of an answer: after an opening code fence's first line (`None` while that
+/// line is still being written).
+fn sql_part(text: &str) -> Option<(usize, &str)> {
+    let t = text.trim_start();
+    let lead = text.len() - t.len();
+    if t.starts_with("```") {
+        let nl = t.find('\n')?;
+        return Some((lead + nl + 1, &t[nl + 1..]));
+    }
+    Some((lead, t))
+}
+
+/// True for words that open an expression operand after them.
+fn opens_expr(w: &str) -> bool {
+    matches!(
+        w,
+        "select" | "distinct" | "where" | "and" | "or" | "not" | "on" | "by" | "having" | "when" | "then" | "else" | "case" | "between"
+            | "is" | "like" | "ilike" | "return" | "returning" | "set" | "all" | "any" | "some"
+    )
+}
+
+/// True for a keyword or function name that may stand where a column could.
+fn is_keyword(w: &str) -> bool {
+    SQL_WORDS.contains(&w) || is_non_unreserved_keyword(w)
+}
+
+/// The visible schema's names, lowercase-indexed for lookups.
+#[derive(Debug, Clone)]
+pub struct Names {
+    /// Per table: (schema, name, columns).
+    tables: Vec<(String, String, Vec<String>)>,
+}
+
+/// The tracker's state after a prefix of the text.
+#[derive(Debug)]
+struct State<'n> {
+    names: &'n Names,
+    /// Per open parenthesis (and the top level): the clause it is in and whether it opened a
+    /// subquery (saw SELECT).
+    frames: Vec<(Clause, bool)>,
+    /// Declared aliases, CTE names and output-column aliases.
+    declared: HashMap<String, Target>,
+    /// Tables referenced so far (for the expression scope).
+    referenced: Vec<Target>,
+    /// The slot the next word fills.
+    slot: Slot,
+    /// The previous token, when it was a word.
+    prev_word: Option<(String, bool)>,
+    /// After a relation in FROM: the next plain word (or the word after AS) declares its alias.
+    alias_for: Option<Target>,
+    /// After `AS` in a SELECT list / WITH: the next word is a declared name.
+    declaring: Option<Target>,
+    /// The target of `word .` awaiting the word after the dot.
+    qualifier: Option<Option<Target>>,
+    /// Qualifiers used before their declaration (`SELECT o.x ... FROM orders o`) and the
+    /// columns used with them: the alias a relation later declares must have those columns.
+    forward: HashMap<String, Vec<String>>,
+    /// The undeclared qualifier of the current `AnyColumn` slot.
+    forward_of: Option<String>,
+}
+
+impl Names {
+    /// The names of every table of `schema` (the tables shown in the prompt).
+    pub fn new(schema: &SchemaInfo) -> Names {
+        let fold = |s: &str| s.to_string();
+        Names { tables: schema.tables.iter().map(|t| (fold(&t.schema), fold(&t.name), t.columns.iter().map(|c| fold(&c.name)).collect())).collect() }
+    }
+
+    /// Whether `name` (lowercased when unquoted) equals `real` under SQL identifier rules.
+    fn eq(name: &str, quoted: bool, real: &str) -> bool {
+        if quoted {
+            name == real
+        } else {
+            name == real.to_lowercase()
+        }
+    }
+
+    /// Whether `name` could still grow into `real`.
+    fn prefix(name: &str, quoted: bool, real: &str) -> bool {
+        if quoted {
+            real.starts_with(name)
+        } else {
+            real.to_lowercase().starts_with(name)
+        }
+    }
+
+    /// True when `text + piece` keeps every identifier `piece` touches acceptable in its position.
+    pub fn check(&self, text: &str, piece: &str) -> bool {
+        let Some((off, _)) = sql_part(text) else { return true };
+        let full = format!("{text}{piece}");
+        let Some((off2, sql)) = sql_part(&full) else { return true };
+        if off2 != off {
+            return true; // the candidate finishes the fence line
+        }
+        let boundary = text.len() - off;
+        let toks = lex(sql);
+        let mut st = State::new(self);
+        for (k, t) in toks.iter().enumerate() {
+            if let Tok::Word { name, quoted, end, complete, .. } = t {
+                if *end >= boundary || !complete {
+                    let next = match toks.get(k + 1) {
+                        Some(Tok::Punct(p)) if sql[*end..].starts_with(p.as_str()) => Some(p.as_str()),
+                        _ => None,
+                    };
+                    if !st.accepts(name, *quoted, *complete, next) {
+                        return false;
+                    }
+                }
+            }
+            st.feed(t);
+        }
+        true
+    }
+}
+
+impl<'n> State<'n> {
+    /// The state before any text.
+    fn new(names: &'n Names) -> State<'n> {
+        State {
+            names,
+            frames: vec![(Clause::None, false)],
+            declared: HashMap::new(),
+            referenced: Vec::new(),
+            slot: Slot::Free,
+            prev_word: None,
+            alias_for: None,
+            declaring: None,
+            qualifier: None,
+            forward: HashMap::new(),
+            forward_of: None,
+        }
+    }
+
+    /// The current clause.
+    fn clause(&self) -> Clause {
+        self.frames.last().map_or(Clause::None, |f| f.0)
+    }
+
+    /// Sets the current clause.
+    fn set_clause(&mut self, c: Clause) {
+        if let Some(f) = self.frames.last_mut() {
+            f.0 = c;
+        }
+    }
+
+    /// What `name` refers to as a qualifier or relation.
+    fn resolve(&self, name: &str, quoted: bool) -> Option<Target> {
+        if let Some(t) = self.declared.get(&key(name, quoted)) {
+            return Some(*t);
+        }
+        if let Some(i) = self.names.tables.iter().position(|t| Names::eq(name, quoted, &t.1)) {
+            return Some(Target::Table(i));
+        }
+        self.names.tables.iter().any(|t| Names::eq(name, quoted, &t.0)).then_some(Target::Schema)
+    }
+
+    /// Whether word `name` is acceptable in the current slot; `complete` when a character
+    /// follows it, `next` the punctuation right after it.
+    fn accepts(&self, name: &str, quoted: bool, complete: bool, next: Option<&str>) -> bool {
+        let n = self.names;
+        let declared = |p: &dyn Fn(&str) -> bool| self.declared.keys().any(|d| p(d));
+        let test = |real: &str| if complete { Names::eq(name, quoted, real) } else { Names::prefix(name, quoted, real) };
+        let keyword = || !quoted && (if complete { is_keyword(name) } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) });
+        let call = complete && next == Some("(");
+        if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
+            // Declaring an alias of table `i`: refuse a name already used (forward) with a
+            // column that table lacks, while other names remain.
+            let k = key(name, quoted);
+            if let Some(cols) = self.forward.get(&k) {
+                let has = |c: &String| n.tables[i].2.iter().any(|real| Names::eq(c, true, real) || Names::eq(c, false, real));
+                if (quoted || !is_keyword(&k)) && !cols.iter().all(has) {
+                    return false;
+                }
+            }
+        }
+        match &self.slot {
+            Slot::Free => true,
+            Slot::Table(None) => {
+                let relation_kw = !quoted && if complete { matches!(name, "lateral" | "only") } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) };
+                call || relation_kw
+                    || n.tables.iter().any(|t| test(&t.1) || (test(&t.0) && (!complete || next == Some("."))))
+                    || declared(&|d| test(d))
+            }
+            Slot::Table(Some(s)) => n.tables.iter().any(|t| &t.0 == s && test(&t.1)),
+            Slot::ColumnOf(i) => n.tables[*i].2.iter().any(|c| test(c)),
+            Slot::AnyColumn => n.tables.iter().any(|t| t.2.iter().any(|c| test(c))),
+            Slot::Expr => {
+                if call || keyword() || declared(&|d| test(d)) {
+                    return true;
+                }
+                if !complete {
+                    // A word being written may still become a function call or a qualifier:
+                    // only its end is checked.
+                    return true;
+                }
+                if next == Some(".") {
+                    // A qualifier: a table, a schema, or an alias declared later.
+                    if name.chars().count() <= MAX_FORWARD_ALIAS || n.tables.iter().any(|t| test(&t.1) || test(&t.0)) {
+                        return true;
+                    }
+                }
+                let scope: Vec<usize> = self.referenced.iter().filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None }).collect();
+                let derived = self.referenced.contains(&Target::Derived);
+                if derived {
+                    return true;
+                }
+                // A SELECT list comes before its own FROM: any visible column there.
+                let any = scope.is_empty() || self.clause() == Clause::Select;
+                let in_scope = |i: usize| any || scope.contains(&i);
+                n.tables.iter().enumerate().any(|(i, t)| in_scope(i) && t.2.iter().any(|c| test(c)))
+            }
+        }
+    }
+
+    /// Advances over one token, updating clauses, declarations and the next slot.
+    fn feed(&mut self, t: &Tok) {
+        let prev_word = self.prev_word.take();
+        let slot = std::mem::replace(&mut self.slot, Slot::Free);
+        let qualifier = self.qualifier.take();
+        let forward_of = self.forward_of.take();
+        match t {
+            Tok::Literal => {
+                self.alias_for = None;
+            }
+            Tok::Word { name, quoted, .. } => {
+                let (w, q) = (name.as_str(), *quoted);
+                self.prev_word = Some((key(w, q), q));
+                if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
+                    self.forward.entry(alias).or_default().push(if q { w.to_string() } else { w.to_lowercase() });
+                    return;
+                }
+                if let Some(target) = self.declaring.take() {
+                    if q || !is_keyword(w) {
+                        self.declared.insert(key(w, q), target);
+                        return;
+                    }
+                }
+                if slot == Slot::Table(None) || matches!(slot, Slot::Table(Some(_))) {
+                    if !q && is_keyword(w) && !matches!(slot, Slot::Table(Some(_))) {
+                        // LATERAL, ONLY, a function: the relation comes later.
+                        self.keyword(w);
+                        return;
+                    }
+                    let target = match &slot {
+                        Slot::Table(Some(s)) => self.names.tables.iter().position(|t| &t.0 == s && Names::eq(w, q, &t.1)).map(Target::Table),
+                        _ => self.resolve(w, q),
+                    };
+                    match target {
+                        Some(Target::Schema) => self.qualifier = Some(Some(Target::Schema)),
+                        Some(tg) => {
+                            self.referenced.push(tg);
+                            self.alias_for = Some(tg);
+                        }
+                        None => {
+                            self.referenced.push(Target::Derived);
+                            self.alias_for = Some(Target::Derived);
+                        }
+                    }
+                    return;
+                }
+                if !q && is_keyword(w) {
+                    self.keyword(w);
+                    return;
+                }
+                if let Some(tg) = self.alias_for.take() {
+                    // `FROM orders o`: an alias declaration.
+                    self.declared.insert(key(w, q), tg);
+                    return;
+                }
+                if qualifier.is_some() {
+                    return; // `alias.column`: an operand
+                }
+                if self.clause() == Clause::Select && slot == Slot::Free {
+                    // `SELECT count(*) total`: a word right after an operand is an output alias.
+                    self.declared.insert(key(w, q), Target::Derived);
+                }
+            }
+            Tok::Punct(p) => {
+                let p = p.as_str();
+                match p {
+                    "." => {
+                        if let Some(Some(Target::Schema)) = qualifier {
+                            // `schema.` then a table of that schema.
+                            let schema = prev_word.as_ref().map(|w| w.0.clone()).unwrap_or_default();
+                            let real = self.names.tables.iter().find(|t| Names::eq(&schema, false, &t.0) || t.0 == schema).map(|t| t.0.clone());
+                            self.slot = match real {
+                                Some(s) if self.clause() == Clause::From => Slot::Table(Some(s)),
+                                _ => Slot::Free,
+                            };
+                            return;
+                        }
+                        if let Some((w, q)) = prev_word {
+                            self.alias_for = None;
+                            self.slot = match self.resolve(&w, q) {
+                                Some(Target::Table(i)) => Slot::ColumnOf(i),
+                                Some(Target::Derived) => Slot::Free,
+                                Some(Target::Schema) if self.clause() == Clause::From => {
+                                    let real = self.names.tables.iter().find(|t| Names::eq(&w, q, &t.0)).map(|t| t.0.clone());
+                                    Slot::Table(real)
+                                }
+                                Some(Target::Schema) => Slot::Free,
+                                None if w.chars().count() <= MAX_FORWARD_ALIAS => {
+                                    self.forward_of = Some(w.clone());
+                                    Slot::AnyColumn
+                                }
+                                None => Slot::Free,
+                            };
+                        }
+                    }
+                    "(" => {
+                        let func = prev_word.as_ref().is_some_and(|(w, _)| !matches!(w.as_str(), "in" | "exists" | "from" | "join" | "as" | "any" | "all" | "some" | "lateral" | "using" | "values" | "on" | "where" | "and" | "or" | "not"));
+                        self.alias_for = None;
+                        self.frames.push((if func { Clause::Other } else { Clause::None }, false));
+                        self.slot = if prev_word.as_ref().is_some_and(|(w, _)| w == "using") { Slot::Free } else { Slot::Expr };
+                    }
+                    ")" => {
+                        let closed = if self.frames.len() > 1 { self.frames.pop() } else { None };
+                        if let Some((_, true)) = closed {
+                            if self.clause() == Clause::From {
+                                // `FROM (SELECT ...) sub`: a derived relation in scope.
+                                self.referenced.push(Target::Derived);
+                                self.alias_for = Some(Target::Derived);
+                            }
+                        }
+                    }
+                    "," => {
+                        self.alias_for = None;
+                        self.slot = match self.clause() {
+                            Clause::From => Slot::Table(None),
+                            Clause::With => {
+                                self.declaring = Some(Target::Derived);
+                                Slot::Free
+                            }
+                            _ => Slot::Expr,
+                        };
+                    }
+                    "::" => self.slot = Slot::Free,
+                    ";" => {
+                        self.frames = vec![(Clause::None, false)];
+                        self.alias_for = None;
+                    }
+                    "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=" | "+" | "-" | "/" | "%" | "||" => self.slot = Slot::Expr,
+                    "*" => self.slot = Slot::Free,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Clause keywords: switch the clause and set the next slot.
+    fn keyword(&mut self, w: &str) {
+        let alias_for = self.alias_for.take();
+        let subquery = self.frames.last().is_some_and(|f| f.1);
+        match w {
+            "with" => {
+                self.set_clause(Clause::With);
+                self.declaring = Some(Target::Derived);
+            }
+            "recursive" if self.clause() == Clause::With => self.declaring = Some(Target::Derived),
+            "select" => {
+                if let Some(f) = self.frames.last_mut() {
+                    *f = (Clause::Select, true);
+                }
+                self.slot = Slot::Expr;
+            }
+            "from" | "join" if subquery || self.frames.len() == 1 => {
+                self.set_clause(Clause::From);
+                self.slot = Slot::Table(None);
+            }
+            "update" | "into" => {
+                self.set_clause(Clause::From);
+                self.slot = Slot::Table(None);
+            }
+            "as" => {
+                if let Some(t) = alias_for {
+                    self.declaring = Some(t); // `FROM orders AS o`
+                } else if self.clause() != Clause::With {
+                    self.declaring = Some(Target::Derived);
+                }
+            }
+            "where" | "on" | "having" => {
+                self.set_clause(Clause::Where);
+                self.slot = Slot::Expr;
+            }
+            "by" => {
+                self.set_clause(Clause::List);
+                self.slot = Slot::Expr;
+            }
+            "limit" | "offset" | "fetch" | "union" | "intersect" | "except" => self.set_clause(Clause::Other),
+            _ if opens_expr(w) => self.slot = Slot::Expr,
+            _ => {}
+        }
+        if matches!(w, "left" | "right" | "inner" | "full" | "cross" | "natural" | "outer" | "lateral" | "only") && self.clause() == Clause::From {
+            // `LEFT JOIN`: the relation follows JOIN; `LATERAL (`: stays in FROM.
+            self.slot = Slot::Table(None);
+        }
+    }
+}
+
+/// The lookup key of a declared name (lowercase unless quoted).
+fn key(name: &str, quoted: bool) -> String {
+    if quoted {
+        name.to_string()
+    } else {
+        name.to_lowercase()
+    }
+}
+
+/// A pick of [`Constrainer::choose`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    pub id: u32,
+    /// True when the constraint replaced the plain argmax.
+    pub changed: bool,
+}
+
+/// Picks tokens that keep identifiers inside the schema.
+#[derive(Debug, Clone)]
+pub struct Constrainer {
+    names: Names,
+    top_k: usize,
+}
+
+impl Constrainer {
+    /// A constrainer over the tables of `schema`.
+    pub fn new(schema: &SchemaInfo) -> Constrainer {
+        Constrainer { names: Names::new(schema), top_k: TOP_K }
+    }
+
+    /// The schema names used.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The highest-logit token among the top K whose text keeps `text` acceptable, else the
+    /// argmax. `logits` is `[vocab]` when `rows` is `None`, else `[rows.len()]` for token ids `rows`.
+    pub fn choose(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>) -> Pick {
+        let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
+        let best = crate::sampler::argmax(logits) as usize;
+        let accept = |j: usize| {
+            let id = id_of(j);
+            tok.is_special(id) || self.names.check(text, &String::from_utf8_lossy(tok.piece(id)))
+        };
+        if accept(best) {
+            return Pick { id: id_of(best), changed: false };
+        }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        let k = self.top_k.min(order.len());
+        let desc = |a: &usize, b: &usize| logits[*b].total_cmp(&logits[*a]).then(a.cmp(b));
+        if k < order.len() {
+            order.select_nth_unstable_by(k - 1, desc);
+            order.truncate(k);
+        }
+        order.sort_unstable_by(desc);
+        match order.into_iter().find(|&j| j != best && accept(j)) {
+            Some(j) => Pick { id: id_of(j), changed: true },
+            None => Pick { id: id_of(best), changed: false },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nl2sql::schema::{Table, TableKind};
+
+    /// users(user_id, full_name, country_code), orders(order_id, user_id, status), and
+    /// sales.invoices(invoice_id, total).
+    fn names() -> Names {
+        let users = Table::new("public", "users", TableKind::Table).column("user_id", "integer", false).column("full_name", "text", false).column("country_code", "text", false);
+        let orders = Table::new("public", "orders", TableKind::Table).column("order_id", "integer", false).column("user_id", "integer", false).column("status", "text", false);
+        let inv = Table::new("sales", "invoices", TableKind::Table).column("invoice_id", "integer", false).column("Total", "numeric", false);
+        Names::new(&SchemaInfo::new(vec![users, orders, inv], Some("public")))
+    }
+
+    #[test]
+    fn lexes_words_literals_and_operators() {
+        let t = lex("SELECT \"A\"\"b\", 'x''y' FROM t WHERE a::date >= 1.5 -- c\n");
+        assert_eq!(t[1], Tok::Word { name: "A\"b".into(), quoted: true, start: 7, end: 13, complete: true });
+        assert_eq!(t[3], Tok::Literal);
+        assert!(t.contains(&Tok::Punct("::".into())) && t.contains(&Tok::Punct(">=".into())));
+        assert!(matches!(t.last(), Some(Tok::Literal)));
+        assert!(matches!(lex("SELECT us").last(), Some(Tok::Word { complete: false, .. })));
+    }
+
+    #[test]
+    fn tables_after_from_and_join() {
+        let n = names();
+        assert!(n.check("SELECT * FROM", " users"));
+        assert!(n.check("SELECT * FROM", " us"));
+        assert!(!n.check("SELECT * FROM", " customers"));
+        assert!(!n.check("SELECT * FROM us", "ers2 "));
+        assert!(n.check("SELECT * FROM users u JOIN", " orders"));
+        assert!(!n.check("SELECT * FROM users u JOIN", " order "));
+        assert!(n.check("SELECT * FROM users,", " orders"));
+        assert!(n.check("SELECT * FROM sales.", "invoices"));
+        assert!(!n.check("SELECT * FROM sales.", "users"));
+        assert!(n.check("SELECT * FROM", " generate_series("));
+        assert!(n.check("SELECT * FROM", " (SELECT"));
+    }
+
+    #[test]
+    fn columns_after_alias_dot() {
+        let n = names();
+        assert!(n.check("SELECT o.status FROM orders o WHERE o.", "status"));
+        assert!(!n.check("SELECT o.status FROM orders o WHERE o.", "country_code"));
+        assert!(n.check("SELECT * FROM orders AS o JOIN users u ON u.", "country_code"));
+        assert!(n.check("SELECT * FROM orders WHERE orders.", "user_id"));
+        assert!(!n.check("SELECT * FROM orders WHERE orders.user", "name"));
+        // Alias used before its declaration: any visible column.
+        assert!(n.check("SELECT u.", "full_name"));
+        assert!(!n.check("SELECT u.", "name,"));
+        // Quoted column of another schema's table.
+        assert!(n.check("SELECT i.\"", "Total\""));
+        assert!(!n.check("SELECT i.\"", "total\""));
+    }
+
+    #[test]
+    fn expressions_allow_keywords_functions_and_declared_names() {
+        let n = names();
+        assert!(n.check("SELECT", " count(*)"));
+        assert!(n.check("SELECT", " date_trunc("));
+        assert!(n.check("SELECT", " my_function("));
+        assert!(n.check("SELECT count(*) AS", " n_users"));
+        assert!(n.check("SELECT count(*) AS n_users FROM users ORDER BY", " n_users"));
+        assert!(n.check("SELECT count(*) total", " FROM"));
+        assert!(n.check("SELECT", " DISTINCT"));
+        assert!(n.check("SELECT EXTRACT(YEAR FROM", " signed_up_at"));
+        assert!(n.check("SELECT * FROM users WHERE", " country_code = 'FR'"));
+        assert!(!n.check("SELECT * FROM users WHERE", " country = 'FR'"));
+        // Columns of tables not in scope are refused once the scope is known.
+        assert!(!n.check("SELECT * FROM users WHERE", " status ="));
+        // Before FROM, any visible column.
+        assert!(n.check("SELECT", " status,"));
+        assert!(!n.check("SELECT", " statuses,"));
+        // A subquery's SELECT list comes before its FROM; a function name is only checked at its end.
+        assert!(n.check("SELECT count(*) FROM orders WHERE user_id IN (SELECT", " user_id"));
+        assert!(n.check("SELECT count(*) FROM users WHERE user_id IN (SELECT", " order_id FROM"));
+        assert!(n.check("SELECT", " strftime"));
+        assert!(n.check("SELECT strftime", "('%Y'"));
+        assert!(!n.check("SELECT * FROM users WHERE country", " ="));
+        assert!(n.check("SELECT * FROM users WHERE country", "_code ="));
+        // An alias used before its declaration must be declared on a table that has its columns.
+        let q = "SELECT T1.full_name FROM orders AS";
+        assert!(!n.check(q, " T1 "));
+        assert!(!n.check(q, " T1"));
+        assert!(n.check(q, " T2 "));
+        assert!(n.check("SELECT T1.full_name FROM orders AS T2 JOIN users AS", " T1 "));
+        assert!(!n.check("SELECT o.full_name FROM orders", " o "));
+        assert!(n.check("SELECT o.full_name FROM orders", " ON"));
+        assert!(n.check("SELECT o.status FROM orders", " o "));
+        // A CTE is a relation with unknown columns.
+        assert!(n.check("WITH t AS (SELECT user_id FROM orders) SELECT * FROM", " t"));
+        assert!(n.check("WITH t AS (SELECT user_id AS uid FROM orders) SELECT uid FROM t WHERE", " x = 1"));
+        // Literals and casts are never blocked.
+        assert!(n.check("SELECT * FROM users WHERE country_code =", " 'XYZ abc'"));
+        assert!(n.check("SELECT now() -", " interval '1 day'"));
+        assert!(n.check("SELECT x::", "date"));
+    }
+
+    #[test]
+    fn code_fence_and_partial_fence_pass() {
+        let n = names();
+        assert!(n.check("```", "sql"));
+        assert!(n.check("```sql\nSELECT * FROM", " users"));
+        assert!(!n.check("```sql\nSELECT * FROM", " people"));
+    }
+}
