@@ -3,18 +3,20 @@
 //! (numbers and strings come from the question, if at all), and adjusted by how many drafted
 //! tokens the model accepted so far in this answer.
 
-/// Most tokens drafted per verification pass: a batch of 1 + 12 still costs about one pass of
-/// weight reads on the batched kernels, and longer drafts are rarely accepted in full.
-pub const MAX_DRAFT: usize = 12;
+/// Most tokens drafted per verification pass. Measured on the 1.5B model (2 threads, quiet
+/// machine, `cargo bench --bench e2e -- --pp N`): a pass over 1+3 tokens costs ~1.6 one-token
+/// passes, over 1+7 ~3.3, over 1+12 ~3.4 (the batched kernels turn compute-bound); with ~40-50%
+/// of drafted tokens accepted, only short drafts pay for themselves.
+pub const MAX_DRAFT: usize = 6;
 
 /// Draft length after a keyword that must be followed by a name or condition.
-const CONSTRAINED: usize = 8;
+const CONSTRAINED: usize = 4;
 /// Draft length in the middle of a literal (a string or number).
-const AFTER_LITERAL: usize = 2;
+const AFTER_LITERAL: usize = 1;
 /// Draft length elsewhere.
-const DEFAULT: usize = 5;
+const DEFAULT: usize = 3;
 /// Bound of the learned adjustment, in tokens either way.
-const MAX_BONUS: i32 = 4;
+const MAX_BONUS: i32 = 2;
 
 /// Keywords after which SQL is constrained to names of the prompt.
 const CONSTRAINING: &[&str] = &["FROM", "JOIN", "ON", "WHERE", "BY", "SELECT", "AND", "OR", "HAVING"];
