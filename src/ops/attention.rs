@@ -145,7 +145,7 @@ fn kq_scale(hd: usize) -> f32 {
 fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scores: &mut Vec<f32>) {
     let scale = kq_scale(hd);
     scores.clear();
-    scores.extend(kh.chunks_exact(hd).map(|kr| dot_lanes(qh, kr) * scale));
+    scores.extend(kh.chunks_exact(hd).map(|kr| qh.iter().zip(kr).map(|(&a, &b)| a * b.f()).sum::<f32>() * scale));
     softmax_in_place(scores);
     o.fill(0.0);
     for (&p, vr) in scores.iter().zip(vh.chunks_exact(hd)) {
@@ -153,35 +153,6 @@ fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scor
             *acc += p * x.f();
         }
     }
-}
-
-/// Independent partial sums in [`dot_lanes`]: 16 f32 = four SSE2 registers (the baseline every
-/// x86-64 has), enough independent add chains to hide the add latency, which a single running
-/// sum (a serial dependency the compiler may not reorder) does not.
-const DOT_LANES: usize = 16;
-
-/// `Σ a[i]·b[i]` with [`DOT_LANES`] partial sums, combined in a fixed order (deterministic, and
-/// the same for every query row, so batch invariance holds).
-#[inline]
-fn dot_lanes<T: Elem>(a: &[f32], b: &[T]) -> f32 {
-    let mut acc = [0.0f32; DOT_LANES];
-    let (a16, b16) = (a.chunks_exact(DOT_LANES), b.chunks_exact(DOT_LANES));
-    let (ta, tb) = (a16.remainder(), b16.remainder());
-    for (ca, cb) in a16.zip(b16) {
-        for i in 0..DOT_LANES {
-            acc[i] += ca[i] * cb[i].f();
-        }
-    }
-    let mut sum = ta.iter().zip(tb).map(|(&x, &y)| x * y.f()).sum::<f32>();
-    let mut width = DOT_LANES / 2;
-    while width > 0 {
-        for i in 0..width {
-            acc[i] += acc[i + width];
-        }
-        width /= 2;
-    }
-    sum += acc[0];
-    sum
 }
 
 /// ggml's one-chunk flash attention for one query row over an f32 cache: f32 dot, online softmax
