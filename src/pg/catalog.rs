@@ -69,6 +69,22 @@ fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Appends the columns of `rows` (oid, name, nullable, type, comment) to the tables they belong to
+/// (`by_oid`: table oid -> index in `tables`), in row order; rows of other relations are skipped.
+fn push_columns(tables: &mut [Table], by_oid: &HashMap<u32, usize>, rows: pgrx::spi::SpiTupleTable<'_>) -> SpiResult<()> {
+    for row in rows {
+        let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
+        let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
+        tables[i].columns.push(Column {
+            name: row.get(2)?.unwrap_or_default(),
+            nullable: row.get(3)?.unwrap_or(true),
+            data_type: row.get(4)?.unwrap_or_default(),
+            comment: row.get(5)?,
+        });
+    }
+    Ok(())
+}
+
 /// The catalog queries proper.
 fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
     Spi::connect(|client| {
@@ -130,16 +146,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             None,
             &args,
         )?;
-        for row in rows {
-            let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
-            let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
-            tables[i].columns.push(Column {
-                name: row.get(2)?.unwrap_or_default(),
-                nullable: row.get(3)?.unwrap_or(true),
-                data_type: row.get(4)?.unwrap_or_default(),
-                comment: row.get(5)?,
-            });
-        }
+        push_columns(&mut tables, &by_oid, rows)?;
         // Columns of materialized views (information_schema omits them), same privilege rule.
         let rows = client.select(
             "SELECT c.oid, a.attname::text, NOT a.attnotnull, \
@@ -156,16 +163,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             None,
             &args,
         )?;
-        for row in rows {
-            let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
-            let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
-            tables[i].columns.push(Column {
-                name: row.get(2)?.unwrap_or_default(),
-                nullable: row.get(3)?.unwrap_or(true),
-                data_type: row.get(4)?.unwrap_or_default(),
-                comment: row.get(5)?,
-            });
-        }
+        push_columns(&mut tables, &by_oid, rows)?;
         // Primary and foreign keys of those tables (column lists in key order).
         let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
         let rows = client.select(
