@@ -19,6 +19,7 @@ use crate::gguf::GgufFile;
 use crate::model::{KvCache, Logits, Model};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
+use crate::sparse::{self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -357,11 +358,14 @@ pub struct Engine {
     identity: String,
     /// The schema-independent part of active vocabularies, built on first use.
     vocab_base: OnceLock<VocabBase>,
+    /// Identity of the FFN hook attached to the model ("" = dense): part of every prefix
+    /// fingerprint and cache file key, so sparse and dense KV states never mix.
+    ffn_tag: String,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("identity", &self.identity).field("model", &self.model).finish()
+        f.debug_struct("Engine").field("identity", &self.identity).field("ffn_tag", &self.ffn_tag).field("model", &self.model).finish()
     }
 }
 
@@ -377,7 +381,7 @@ impl Engine {
     /// An engine over an already loaded model; fails unless the vocabulary has ChatML markers.
     pub fn new(model: Model, tok: Tokenizer, identity: &str) -> Result<Engine, Nl2SqlError> {
         prompt::check_chat_template(&tok)?;
-        Ok(Engine { model, tok, identity: identity.to_string(), vocab_base: OnceLock::new() })
+        Ok(Engine { model, tok, identity: identity.to_string(), vocab_base: OnceLock::new(), ffn_tag: String::new() })
     }
 
     /// The model.
@@ -395,9 +399,46 @@ impl Engine {
         &self.identity
     }
 
+    /// Attaches (or with `None` detaches) an FFN hook (e.g. `sparse::load_for`) to the model.
+    /// `tag` must identify everything about the hook that changes the forward pass (sidecar
+    /// content, level, configuration): it enters every prefix fingerprint and cache file key, so
+    /// a prefix computed with one hook is never served to a call with another. `""` = dense.
+    pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>, tag: &str) {
+        assert!(hook.is_some() || tag.is_empty(), "a dense model has the empty tag");
+        self.model.set_ffn_hook(hook);
+        self.ffn_tag = tag.to_string();
+    }
+
+    /// The tag of the attached FFN hook ("" when dense).
+    pub fn ffn_tag(&self) -> &str {
+        &self.ffn_tag
+    }
+
+    /// Calibrates a sparse-FFN sidecar on this engine's model (see [`sparse::calibrate_with`]);
+    /// the attached hook, if any, is put back afterwards (also when `cancel` unwinds).
+    pub fn calibrate_sparse(
+        &mut self,
+        rt: &Runtime,
+        texts: &[String],
+        opts: &CalibOptions,
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
+        sparse::calibrate_with(&mut self.model, &self.tok, rt, texts, opts, cancel)
+    }
+
+    /// The identity prefixes are fingerprinted with: the model file's, plus the FFN hook's tag
+    /// when one is attached (dense fingerprints stay what they were before hooks existed).
+    fn prefix_identity(&self) -> std::borrow::Cow<'_, str> {
+        if self.ffn_tag.is_empty() {
+            std::borrow::Cow::Borrowed(&self.identity)
+        } else {
+            std::borrow::Cow::Owned(format!("{}|ffn={}", self.identity, self.ffn_tag))
+        }
+    }
+
     /// What a cache file must hold to serve as `plan`'s prefix with this model and its options.
     pub fn kv_file_key<'a>(&self, plan: &'a Plan) -> KvFileKey<'a> {
-        let model_hash = kv_file::model_hash(&self.identity, &format!("{:?}", self.model.options()));
+        let model_hash = kv_file::model_hash(&self.prefix_identity(), &format!("{:?}", self.model.options()));
         KvFileKey { fingerprint: plan.fingerprint, model_hash, prefix_ids: &plan.prefix_ids }
     }
 
@@ -461,7 +502,7 @@ impl Engine {
             }
         };
         let dropped = (0..schema.tables.len()).filter(|i| !shown.contains(i)).map(|i| schema.tables[i].qualified_name()).collect();
-        let fingerprint = Fingerprint::of(&self.identity, &prefix.canonical());
+        let fingerprint = Fingerprint::of(&self.prefix_identity(), &prefix.canonical());
         Ok(Plan {
             fingerprint,
             prefix,

@@ -25,6 +25,10 @@ use std::sync::Arc;
 /// A neuron active (at the strictest level) in at least this fraction of calibration tokens is
 /// "hot": always computed, never predicted (misses on such neurons would be frequent and costly).
 const HOT_FREQ: f32 = 0.5;
+/// Tokens per forward pass while recording: the cancel callback is polled between passes, so this
+/// bounds the reaction time (32 tokens of the 1.5B take well under a second on two cores) while
+/// keeping the batch kernels' weight reuse.
+const CANCEL_CHUNK: usize = 32;
 /// Ridge term relative to the mean diagonal of `ZᵀZ` (keeps the solve well-posed for tiny sets).
 const RIDGE: f32 = 1e-3;
 
@@ -67,6 +71,34 @@ pub fn calibrate(
     texts: &[String],
     opts: &CalibOptions,
 ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
+    calibrate_with(model, tok, rt, texts, opts, &|| false)
+}
+
+/// Restores a model's previous FFN hook when dropped (also when the caller's cancel callback
+/// unwinds, e.g. PostgreSQL's interrupt check raising an ERROR).
+struct HookGuard<'a> {
+    model: &'a mut Model,
+    prev: Option<Arc<FfnHook>>,
+}
+
+impl Drop for HookGuard<'_> {
+    /// Puts the previous hook back.
+    fn drop(&mut self) {
+        self.model.set_ffn_hook(self.prev.take());
+    }
+}
+
+/// [`calibrate`] with a cancel callback, polled on the calling thread before every forward pass
+/// (at most [`CANCEL_CHUNK`] tokens) and before fitting each layer: returning true stops with
+/// [`SparseError::Cancelled`]. The callback may also unwind; the model's hook is restored either way.
+pub fn calibrate_with(
+    model: &mut Model,
+    tok: &Tokenizer,
+    rt: &Runtime,
+    texts: &[String],
+    opts: &CalibOptions,
+    cancel: &dyn Fn() -> bool,
+) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
     let c = model.config().clone();
     let mut levels = opts.levels.clone();
     levels.sort_by(f32::total_cmp);
@@ -81,8 +113,10 @@ pub fn calibrate(
     let rec = Arc::new(FfnHook::Record(Recorder::new(c.n_layers, c.dim, opts.max_tokens)));
     let prev = model.ffn_hook().cloned();
     model.set_ffn_hook(Some(rec.clone()));
-    let run = record_texts(model, tok, rt, texts, opts);
-    model.set_ffn_hook(prev);
+    let run = {
+        let guard = HookGuard { model: &mut *model, prev };
+        record_texts(guard.model, tok, rt, texts, opts, cancel)
+    }; // the guard is dropped here: the previous hook is back
     run?;
     let FfnHook::Record(r) = &*rec else { unreachable!("made above") };
     let n = r.tokens();
@@ -92,6 +126,9 @@ pub fn calibrate(
     let mut layers = Vec::with_capacity(c.n_layers);
     let mut report = CalibReport { tokens: n, recall: Vec::new(), n_hot: Vec::new() };
     for l in 0..c.n_layers {
+        if cancel() {
+            return Err(SparseError::Cancelled);
+        }
         let lr = r.take(l);
         let down = dequant_down(model, l)?;
         let d = rt.install(|| fit_layer(&lr.h, &lr.a, lr.n, c.dim, c.ffn_dim, rank, &levels, &down, opts.seed ^ l as u64));
@@ -103,8 +140,9 @@ pub fn calibrate(
     Ok((spec, layers, report))
 }
 
-/// Runs every text (in windows of `opts.window` tokens) until the recorder is full.
-fn record_texts(model: &Model, tok: &Tokenizer, rt: &Runtime, texts: &[String], opts: &CalibOptions) -> Result<(), SparseError> {
+/// Runs every text (in windows of `opts.window` tokens, each a fresh context, fed
+/// [`CANCEL_CHUNK`] tokens per pass) until the recorder is full; polls `cancel` before every pass.
+fn record_texts(model: &Model, tok: &Tokenizer, rt: &Runtime, texts: &[String], opts: &CalibOptions, cancel: &dyn Fn() -> bool) -> Result<(), SparseError> {
     let calib = |e: &dyn std::fmt::Display| SparseError::Calibration(e.to_string());
     let mut seen = 0usize;
     for t in texts {
@@ -114,7 +152,12 @@ fn record_texts(model: &Model, tok: &Tokenizer, rt: &Runtime, texts: &[String], 
                 return Ok(());
             }
             let mut cache = model.new_cache(w.len());
-            model.forward(rt, &mut cache, w, Logits::Last).map_err(|e| calib(&e))?;
+            for part in w.chunks(CANCEL_CHUNK) {
+                if cancel() {
+                    return Err(SparseError::Cancelled);
+                }
+                model.forward(rt, &mut cache, part, Logits::Last).map_err(|e| calib(&e))?;
+            }
             seen += w.len();
         }
     }

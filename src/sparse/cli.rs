@@ -116,20 +116,10 @@ fn cmd_calibrate(o: &Opts) -> Result<(), String> {
     opts.rank = o.num("--rank", opts.rank)?;
     opts.max_tokens = o.num("--tokens", opts.max_tokens)?;
     opts.window = o.num("--window", opts.window)?;
-    let mut texts = if o.flag("--no-nl2sql") { Vec::new() } else { corpus::nl2sql_prompts(Some(0)) };
+    let texts = if o.flag("--no-nl2sql") { Vec::new() } else { corpus::nl2sql_prompts(Some(0)) };
     let files: Vec<String> = o.0.get("--corpus").cloned().unwrap_or_default();
-    // Interleave: prompts first would fill a small budget with prompts only; alternate sources.
     let file_texts = corpus::read_texts(&files).map_err(|e| format!("cannot read corpus: {e}"))?;
-    let mut mixed = Vec::new();
-    let (mut a, mut b) = (texts.drain(..), file_texts.into_iter());
-    loop {
-        let (x, y) = (a.next(), b.next());
-        if x.is_none() && y.is_none() {
-            break;
-        }
-        mixed.extend(x);
-        mixed.extend(y);
-    }
+    let mixed = corpus::interleave(texts, file_texts);
     let t0 = Instant::now();
     let (spec, layers, rep) = calibrate(&mut model, &tok, &rt, &mixed, &opts).map_err(|e| e.to_string())?;
     let fit_s = t0.elapsed().as_secs_f64();

@@ -93,6 +93,21 @@ pub fn nl2sql_prompts(split: Option<usize>) -> Vec<String> {
     out
 }
 
+/// `a` and `b` alternated (a0, b0, a1, b1, ...; the longer one's rest at the end), so that a
+/// small token budget samples both sources rather than filling up with the first.
+pub fn interleave(a: Vec<String>, b: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    loop {
+        let (x, y) = (a.next(), b.next());
+        if x.is_none() && y.is_none() {
+            return out;
+        }
+        out.extend(x);
+        out.extend(y);
+    }
+}
+
 /// Reads text files (lossy UTF-8; HTML tags stripped so documentation pages read as prose).
 pub fn read_texts(paths: &[impl AsRef<Path>]) -> std::io::Result<Vec<String>> {
     paths
@@ -103,6 +118,19 @@ pub fn read_texts(paths: &[impl AsRef<Path>]) -> std::io::Result<Vec<String>> {
             Ok(if s.contains("</") { strip_tags(&s) } else { s })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaves_both_sources() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(interleave(v(&["a", "b", "c"]), v(&["x"])), v(&["a", "x", "b", "c"]));
+        assert_eq!(interleave(v(&[]), v(&["x", "y"])), v(&["x", "y"]));
+        assert!(nl2sql_prompts(Some(0)).len() > 5);
+    }
 }
 
 /// Removes `<...>` tags and collapses blank runs.

@@ -21,6 +21,8 @@ pub enum SparseError {
     BadTarget(f32),
     #[error("sparse FFN needs {what}, which this model does not support: {reason}")]
     Unsupported { what: &'static str, reason: String },
+    #[error("calibration cancelled")]
+    Cancelled,
     #[error("calibration failed: {0}")]
     Calibration(String),
     #[error(transparent)]

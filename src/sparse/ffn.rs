@@ -132,6 +132,11 @@ impl SparseFfn {
         self.stats.iter().map(|s| s.report(f)).collect()
     }
 
+    /// All layers' counters summed up.
+    pub fn summary(&self) -> super::Summary {
+        super::Summary::of(&self.stats, self.sidecar.spec().ffn_dim)
+    }
+
     /// Zeroes the counters.
     pub fn reset_stats(&self) {
         self.stats.iter().for_each(LayerStats::reset);

@@ -17,12 +17,12 @@ pub mod sidecar;
 pub mod simd;
 pub mod stats;
 
-pub use calibrate::{calibrate, CalibOptions, CalibReport};
+pub use calibrate::{calibrate, calibrate_with, CalibOptions, CalibReport};
 pub use error::SparseError;
 pub use ffn::{Selector, SparseConfig, SparseFfn};
 pub use hook::{FfnHook, Recorder};
 pub use sidecar::{LayerData, Sidecar, SidecarSpec};
-pub use stats::{LayerReport, LayerStats};
+pub use stats::{LayerReport, LayerStats, Summary};
 
 use crate::model::Model;
 use std::path::Path;

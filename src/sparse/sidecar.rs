@@ -217,14 +217,23 @@ pub fn write(path: &Path, spec: &SidecarSpec, layers: &[LayerData]) -> Result<()
     let sum: [u8; 32] = Sha256::digest(&buf).into();
     buf[CHECKSUM_AT].copy_from_slice(&sum);
     let io = |source| SparseError::Io { path: path.to_path_buf(), source };
+    // A name of its own per writer (process id + time), so two concurrent calibrations never
+    // write into the same temporary file; readers only ever see a complete file (rename).
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
+    tmp.push(format!(".{}.{nanos}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(&buf).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io)?;
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&buf)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     Ok(())
 }
 
@@ -355,6 +364,16 @@ impl Sidecar {
     /// Where the sidecar was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's SHA-256 checksum (as stored and verified at open): its content identity.
+    pub fn checksum(&self) -> [u8; 32] {
+        self.map[CHECKSUM_AT].try_into().expect("32 bytes")
+    }
+
+    /// Size of the file in bytes.
+    pub fn len_bytes(&self) -> usize {
+        self.map.len()
     }
 
     /// Layer `l`'s data (`l < n_layers`).

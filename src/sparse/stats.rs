@@ -53,6 +53,34 @@ pub struct LayerReport {
     pub cpu_us_per_token: f64,
 }
 
+/// The counters of every layer summed up (what one nl2sql call reports).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Summary {
+    /// Tokens that went through the hook (layer 0's count; batches left dense are not counted).
+    pub tokens: u64,
+    /// Neurons computed / neurons, over every layer and token (fallbacks count as all active).
+    pub predicted_active_ratio: f64,
+    /// Dense fallbacks / token-layers.
+    pub fallback_rate: f64,
+    /// Wall time in the sparse FFN, all layers, in milliseconds.
+    pub ffn_ms: f64,
+}
+
+impl Summary {
+    /// Sums `layers` (each of `ffn_dim` neurons); zeros when nothing ran.
+    pub fn of(layers: &[LayerStats], ffn_dim: usize) -> Summary {
+        let sum = |f: fn(&LayerStats) -> &AtomicU64| layers.iter().map(|s| f(s).load(Relaxed)).sum::<u64>();
+        let token_layers = sum(|s| &s.tokens);
+        let ratio = |n: u64, d: f64| if d > 0.0 { n as f64 / d } else { 0.0 };
+        Summary {
+            tokens: layers.first().map_or(0, |s| s.tokens.load(Relaxed)),
+            predicted_active_ratio: ratio(sum(|s| &s.predicted_active), token_layers as f64 * ffn_dim as f64),
+            fallback_rate: ratio(sum(|s| &s.fallbacks), token_layers as f64),
+            ffn_ms: sum(|s| &s.ns) as f64 / 1e6,
+        }
+    }
+}
+
 impl LayerStats {
     /// Adds one token's counts.
     pub fn add(&self, active: usize, fallback: bool, ns: u64, cpu_ns: u64) {
