@@ -23,7 +23,7 @@ pub struct FileId {
 
 impl FileId {
     /// Reads the identity of `path` (following symlinks).
-    fn of(path: &Path) -> std::io::Result<FileId> {
+    pub fn of(path: &Path) -> std::io::Result<FileId> {
         let m = std::fs::metadata(path)?;
         Ok(FileId { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128 })
     }
@@ -43,6 +43,9 @@ pub struct Loaded {
     pub cache: PrefixCache,
     /// How long the load took.
     pub load_ms: f64,
+    /// The sparse FFN sidecar opened for this model and the hooks built from it (dropped with
+    /// the model: a reload starts without one).
+    pub sparse: Option<super::sparse::SparseCache>,
 }
 
 /// Everything a backend keeps between calls.
@@ -86,7 +89,7 @@ impl Backend {
             let t = Instant::now();
             let engine = Engine::load(&path, &id.identity(&path)).map_err(|e| LoadError::Engine(path.clone(), e))?;
             let load_ms = t.elapsed().as_secs_f64() * 1000.0;
-            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), load_ms });
+            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), load_ms, sparse: None });
         }
         Ok((self.loaded.as_mut().expect("set above"), !fresh))
     }

@@ -24,6 +24,12 @@ pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 /// (0 = no cache files).
 pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_MAX_MB);
 
+/// `turboinfer.sparsity`: sparse FFN target level in nl2sql() (0 = off, the dense FFN).
+pub static SPARSITY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+/// `turboinfer.sparse_dir`: directory of the sparse FFN sidecars the server writes (empty =
+/// `turboinfer_sparse` in the data directory; a relative path is relative to the data directory).
+pub static SPARSE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
 /// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
 pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
@@ -44,6 +50,11 @@ const DEFAULT_CACHE_MAX_MB: i32 = 1024;
 const MAX_CACHE_MAX_MB: i32 = 1 << 20;
 /// Directory used when `turboinfer.cache_dir` is empty, inside the data directory.
 const DEFAULT_CACHE_SUBDIR: &str = "turboinfer_cache";
+/// Directory used when `turboinfer.sparse_dir` is empty, inside the data directory.
+const DEFAULT_SPARSE_SUBDIR: &str = "turboinfer_sparse";
+/// Highest sparsity accepted: calibration needs a non-empty active set per level, and beyond 95%
+/// skipped neurons even the oracle selection (README, issue 7) loses most of the model's accuracy.
+pub const MAX_SPARSITY: f64 = 0.95;
 
 /// Registers every setting (called from `_PG_init`).
 pub fn register() {
@@ -115,6 +126,24 @@ pub fn register() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_float_guc(
+        c"turboinfer.sparsity",
+        c"Sparse FFN in nl2sql(): fraction of FFN neurons skipped per token (0 = off, the dense FFN).",
+        c"Must be a level calibrated in the model's sidecar (turboinfer_calibrate()); answers may change, see the README.",
+        &SPARSITY,
+        0.0,
+        MAX_SPARSITY,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"turboinfer.sparse_dir",
+        c"Directory of the sparse FFN sidecars written by turboinfer_calibrate() and searched first by nl2sql().",
+        c"Superuser only. Empty: turboinfer_sparse in the data directory; relative paths are relative to the data directory. Created with mode 0700. <model>.sparse next to the model file is searched second.",
+        &SPARSE_DIR,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_string_guc(
         c"turboinfer.cache_dir",
         c"Directory of the schema-prefix KV cache files shared by all backends.",
@@ -146,6 +175,22 @@ pub fn kv_file_dir() -> Option<KvFileDir> {
     let path = PathBuf::from(setting);
     let dir = if path.is_absolute() { path } else { data_directory().join(path) };
     Some(KvFileDir::new(dir, mb * 1024 * 1024))
+}
+
+/// The sparse sidecar directory from `turboinfer.sparse_dir` (resolved like the cache directory).
+pub fn sparse_dir() -> PathBuf {
+    let setting = SPARSE_DIR.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    in_data_directory(if setting.trim().is_empty() { DEFAULT_SPARSE_SUBDIR } else { &setting })
+}
+
+/// `path` if absolute, else relative to the data directory.
+pub fn in_data_directory(path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() {
+        p
+    } else {
+        data_directory().join(p)
+    }
 }
 
 /// The server's data directory.

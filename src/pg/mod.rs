@@ -6,6 +6,7 @@ mod catalog;
 mod functions;
 mod gucs;
 mod nl2sql;
+mod sparse;
 mod validate;
 
 // The magic block tells the server which PostgreSQL major version this library was built for.

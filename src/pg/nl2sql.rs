@@ -5,7 +5,7 @@
 //! INVOKER): the schema shown to the model is what the caller may read.
 
 use super::backend::{self, LoadError, Loaded};
-use super::{catalog, gucs, validate};
+use super::{catalog, gucs, sparse, validate};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::{Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind, MAX_QUESTION_CHARS};
@@ -17,7 +17,7 @@ use serde_json::json;
 use std::time::Instant;
 
 /// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint. Never returns.
-fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
+pub(super) fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
     let mut r = ErrorReport::new(code, message, "nl2sql");
     if let Some(d) = detail {
         r = r.set_detail(d);
@@ -30,7 +30,7 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
 }
 
 /// Reports a model loading failure.
-fn raise_load(e: LoadError) -> ! {
+pub(super) fn raise_load(e: LoadError) -> ! {
     let fetch = "Install a model with: make fetch-model MODEL=qwen2.5-coder-0.5b, then SET turboinfer.model = 'qwen2.5-coder-0.5b' (as a superuser, or ALTER DATABASE/ROLE ... SET).";
     match e {
         LoadError::Path(ModelPathError::NotConfigured) => raise(
@@ -140,6 +140,14 @@ fn generate(engine: &Engine, rt: &Runtime, cache: &mut PrefixCache, schema: &Sch
     )
 }
 
+/// The sparse FFN of one answer: the level asked for and, when on, what it did.
+struct SparseUse {
+    /// `setting` (turboinfer.sparsity) or `argument` (the explain argument).
+    source: &'static str,
+    /// Sidecar path and counters when sparse.
+    active: Option<(String, f32, crate::sparse::Summary)>,
+}
+
 /// Everything one answer reports.
 struct Answer {
     outcome: Outcome,
@@ -147,10 +155,11 @@ struct Answer {
     reloaded: bool,
     schema_ms: f64,
     model_path: String,
+    sparse: SparseUse,
 }
 
-/// The shared body of nl2sql() and nl2sql_explain().
-fn answer(question: &str, schemas: Option<Vec<String>>) -> Answer {
+/// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting.
+fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
     // Reject a blank question before loading anything.
     if let Err(e) = Engine::clean_question(question) {
         raise_engine(e);
@@ -165,17 +174,23 @@ fn answer(question: &str, schemas: Option<Vec<String>>) -> Answer {
     let schema = catalog::read_schema(schemas);
     let schema_ms = ms(t1);
     let opts = options();
+    let target = sparse::target(sparsity);
     let result = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+        let active = sparse::prepare(loaded, target).unwrap_or_else(|f| sparse::raise_failure(f, target));
         let Loaded { engine, cache, path, .. } = loaded;
         cache.set_file_dir(gucs::kv_file_dir());
         let r = generate(engine, rt, cache, &schema, question, &opts);
         log_cache_events(cache);
-        (r, path.display().to_string())
+        let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.summary()));
+        (r, path.display().to_string(), used)
     });
+    let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
-        (Ok(outcome), model_path) => Answer { outcome, load_ms, reloaded, schema_ms, model_path },
-        (Err(e), _) => raise_engine(e),
+        (Ok(outcome), model_path, active) => {
+            Answer { outcome, load_ms, reloaded, schema_ms, model_path, sparse: SparseUse { source, active } }
+        }
+        (Err(e), _, _) => raise_engine(e),
     }
 }
 
@@ -183,7 +198,7 @@ fn answer(question: &str, schemas: Option<Vec<String>>) -> Answer {
 /// the current search path. Never executes it.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
 fn nl2sql(question: &str) -> String {
-    accepted(answer(question, None))
+    accepted(answer(question, None, None))
 }
 
 /// The accepted SQL of an answer, or the InvalidSql ERROR.
@@ -195,7 +210,7 @@ fn accepted(a: Answer) -> String {
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
 fn nl2sql_schemas(question: &str, schemas: Vec<String>) -> String {
-    accepted(answer(question, Some(schemas)))
+    accepted(answer(question, Some(schemas), None))
 }
 
 /// The explain report of an answer.
@@ -232,6 +247,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "forward_passes": t.spec.forward_passes, "draft_tokens": t.spec.draft_tokens,
             "accepted_tokens": t.spec.accepted_tokens,
         })).collect::<Vec<_>>(),
+        "sparsity": sparse_json(&a.sparse),
         "timings_ms": {
             "load": a.load_ms,
             "schema": a.schema_ms,
@@ -244,19 +260,37 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
     })
 }
 
-/// `nl2sql_explain(question)`: the answer plus how it was produced (prompt size, fingerprint,
-/// tables shown/dropped, cache hit, tokens, per-phase timings) as jsonb.
-#[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
-fn nl2sql_explain(question: &str) -> JsonB {
-    let a = answer(question, None);
-    JsonB(explain_json(question, &a))
+/// The explain report's `sparsity` object: the level, where it came from and, when sparse, the
+/// sidecar and this call's counters (tokens through the sparse FFN, neurons computed / neurons,
+/// dense fallbacks / token-layers, time in the sparse FFN).
+fn sparse_json(s: &SparseUse) -> serde_json::Value {
+    match &s.active {
+        None => json!({ "level": 0.0, "source": s.source }),
+        Some((sidecar, level, m)) => json!({
+            "level": sparse::round_level(*level),
+            "source": s.source,
+            "sidecar": sidecar,
+            "tokens": m.tokens,
+            "predicted_active_ratio": m.predicted_active_ratio,
+            "fallback_rate": m.fallback_rate,
+            "ffn_ms": m.ffn_ms,
+        }),
+    }
 }
 
-/// `nl2sql_explain(question, schemas)`.
-#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql_explain")]
-fn nl2sql_explain_schemas(question: &str, schemas: Vec<String>) -> JsonB {
-    let a = answer(question, Some(schemas));
-    JsonB(explain_json(question, &a))
+/// `nl2sql_explain(question, schemas DEFAULT NULL, sparsity DEFAULT NULL)`: the answer plus how
+/// it was produced (prompt size, fingerprint, tables shown/dropped, cache hit, tokens, sparse FFN,
+/// per-phase timings) as jsonb. `schemas` NULL: the search path; `sparsity` NULL: the
+/// `turboinfer.sparsity` setting (0 = dense for this call). A NULL question gives NULL.
+#[pg_extern(volatile, parallel_unsafe, security_invoker)]
+fn nl2sql_explain(
+    question: Option<&str>,
+    schemas: default!(Option<Vec<String>>, "NULL"),
+    sparsity: default!(Option<f64>, "NULL"),
+) -> Option<JsonB> {
+    let question = question?;
+    let a = answer(question, schemas, sparsity);
+    Some(JsonB(explain_json(question, &a)))
 }
 
 /// `turboinfer_info()`: the configured model (loading it if needed), its shape and quantization
@@ -268,6 +302,7 @@ fn turboinfer_info() -> JsonB {
         let threads = b.runtime().map(|r| r.n_threads()).ok();
         match b.model() {
             Ok((l, _)) => {
+                let sparse = sparse_info(l);
                 let cfg = l.engine.model().config();
                 let file = l.engine.model().file();
                 let mut quant: std::collections::BTreeMap<String, usize> = Default::default();
@@ -300,6 +335,7 @@ fn turboinfer_info() -> JsonB {
                         "capacity_tokens": l.cache.capacity(),
                         "prefix_fingerprint": l.cache.fingerprint().map(|f| f.hex()),
                     },
+                    "sparse": sparse,
                     "rss_bytes": backend::rss_bytes(),
                     "max_question_chars": MAX_QUESTION_CHARS,
                     "cache_files": cache_files_json(),
@@ -320,6 +356,25 @@ fn turboinfer_info() -> JsonB {
         }
     });
     JsonB(info)
+}
+
+/// The sparse FFN state of the loaded model: the setting, the sidecar nl2sql() would use (path
+/// for superusers), its levels, or why there is none.
+fn sparse_info(l: &mut Loaded) -> serde_json::Value {
+    let setting = gucs::SPARSITY.get();
+    match sparse::sidecar(l) {
+        Ok((path, sc)) => json!({
+            "sparsity": setting,
+            "sidecar": sparse::shown_path(&path),
+            "levels": sc.spec().levels.iter().map(|&x| sparse::round_level(x)).collect::<Vec<_>>(),
+            "rank": sc.spec().rank,
+            "bytes": sc.len_bytes(),
+            "attached": !l.engine.ffn_tag().is_empty(),
+        }),
+        Err(sparse::Failure::Missing { .. }) => json!({ "sparsity": setting, "sidecar": null }),
+        Err(sparse::Failure::Open { path, error }) => json!({ "sparsity": setting, "sidecar": sparse::shown_path(&path), "error": sparse::shown_error(&path, &error) }),
+        Err(sparse::Failure::Uncalibrated { .. }) => unreachable!("sidecar() does not check levels"),
+    }
 }
 
 /// The cache file directory's settings and content: `{dir, max_bytes, files, bytes}` (the
@@ -412,6 +467,8 @@ fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(va
         let t = Instant::now();
         let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let load_ms = if reloaded { loaded.load_ms } else { ms(t) };
+        let target = gucs::SPARSITY.get();
+        sparse::prepare(loaded, target).unwrap_or_else(|f| sparse::raise_failure(f, target));
         let threads = rt.n_threads() as f64;
         let mut cache = PrefixCache::new();
         let t1 = Instant::now();
