@@ -26,6 +26,30 @@ pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_
 
 /// `turboinfer.sparsity`: sparse FFN target level in nl2sql() (0 = off, the dense FFN).
 pub static SPARSITY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+/// `turboinfer.sparse_selector`: how the sparse FFN picks a token's active neurons.
+pub static SPARSE_SELECTOR: GucSetting<SparseSelector> = GucSetting::<SparseSelector>::new(SparseSelector::Predictor);
+
+/// Values of `turboinfer.sparse_selector` (the engine's `sparse::Selector`).
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SparseSelector {
+    /// The sidecar's low-rank predictor: skips gate, up and down of the neurons it rules out.
+    #[name = c"predictor"]
+    Predictor,
+    /// The exact gate: every gate row computed, up and down only for the top (1 - sparsity).
+    #[name = c"gate"]
+    Gate,
+}
+
+impl SparseSelector {
+    /// The engine's selector.
+    pub fn engine(self) -> crate::sparse::Selector {
+        match self {
+            SparseSelector::Predictor => crate::sparse::Selector::Predictor,
+            SparseSelector::Gate => crate::sparse::Selector::Gate,
+        }
+    }
+}
+
 /// `turboinfer.sparse_dir`: directory of the sparse FFN sidecars the server writes (empty =
 /// `turboinfer_sparse` in the data directory; a relative path is relative to the data directory).
 pub static SPARSE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -133,6 +157,14 @@ pub fn register() {
         &SPARSITY,
         0.0,
         MAX_SPARSITY,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"turboinfer.sparse_selector",
+        c"How the sparse FFN chooses each token's active neurons: predictor (calibrated low-rank predictor) or gate (exact gate, top 1 - sparsity).",
+        c"gate is more accurate and computes every gate row; see the README (Sparse FFN).",
+        &SPARSE_SELECTOR,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -145,7 +145,7 @@ struct SparseUse {
     /// `setting` (turboinfer.sparsity) or `argument` (the explain argument).
     source: &'static str,
     /// Sidecar path and counters when sparse.
-    active: Option<(String, f32, crate::sparse::Summary)>,
+    active: Option<(String, f32, crate::sparse::Selector, crate::sparse::Summary)>,
 }
 
 /// Everything one answer reports.
@@ -177,12 +177,12 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     let target = sparse::target(sparsity);
     let result = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
-        let active = sparse::prepare(loaded, target).unwrap_or_else(|f| sparse::raise_failure(f, target));
+        let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
         let Loaded { engine, cache, path, .. } = loaded;
         cache.set_file_dir(gucs::kv_file_dir());
         let r = generate(engine, rt, cache, &schema, question, &opts);
         log_cache_events(cache);
-        let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.summary()));
+        let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
         (r, path.display().to_string(), used)
     });
     let source = if sparsity.is_some() { "argument" } else { "setting" };
@@ -266,9 +266,10 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
 fn sparse_json(s: &SparseUse) -> serde_json::Value {
     match &s.active {
         None => json!({ "level": 0.0, "source": s.source }),
-        Some((sidecar, level, m)) => json!({
+        Some((sidecar, level, selector, m)) => json!({
             "level": sparse::round_level(*level),
             "source": s.source,
+            "selector": match selector { crate::sparse::Selector::Predictor => "predictor", crate::sparse::Selector::Gate => "gate" },
             "sidecar": sidecar,
             "tokens": m.tokens,
             "predicted_active_ratio": m.predicted_active_ratio,
@@ -468,7 +469,7 @@ fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(va
         let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let load_ms = if reloaded { loaded.load_ms } else { ms(t) };
         let target = gucs::SPARSITY.get();
-        sparse::prepare(loaded, target).unwrap_or_else(|f| sparse::raise_failure(f, target));
+        sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
         let threads = rt.n_threads() as f64;
         let mut cache = PrefixCache::new();
         let t1 = Instant::now();

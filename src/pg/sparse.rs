@@ -6,7 +6,7 @@
 use super::backend::{self, FileId, Loaded};
 use super::gucs;
 use super::nl2sql::{raise, raise_load};
-use crate::sparse::{corpus, sidecar, CalibOptions, FfnHook, Sidecar, SparseConfig, SparseError, SparseFfn, Summary};
+use crate::sparse::{corpus, sidecar, CalibOptions, FfnHook, Selector, Sidecar, SparseConfig, SparseError, SparseFfn, Summary};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use std::os::unix::fs::DirBuilderExt;
@@ -30,8 +30,8 @@ pub struct SparseCache {
     path: PathBuf,
     id: FileId,
     sidecar: Arc<Sidecar>,
-    /// `(level, hook)` for each level a call has used (at most `MAX_LEVELS`).
-    hooks: Vec<(f32, Arc<FfnHook>)>,
+    /// `(level, selector, hook)` for each level and selector a call has used (at most 2 * `MAX_LEVELS`).
+    hooks: Vec<(f32, Selector, Arc<FfnHook>)>,
 }
 
 /// Why a call cannot run sparsely.
@@ -48,6 +48,7 @@ pub enum Failure {
 pub struct Active {
     /// The calibrated level in use.
     pub level: f32,
+    pub selector: Selector,
     pub path: PathBuf,
     hook: Arc<FfnHook>,
 }
@@ -116,10 +117,11 @@ pub fn sidecar(loaded: &mut Loaded) -> Result<(PathBuf, Arc<Sidecar>), Failure> 
     Ok((path, sc))
 }
 
-/// Attaches the sparse FFN at `target` (0 = dense: detaches) to the loaded engine for one call,
-/// with its counters reset. The hook's tag (sidecar checksum, level, configuration) keys the
-/// schema-prefix cache, so sparse and dense prefixes never mix. On failure the engine is dense.
-pub fn prepare(loaded: &mut Loaded, target: f64) -> Result<Option<Active>, Failure> {
+/// Attaches the sparse FFN at `target` (0 = dense: detaches) with `selector` to the loaded engine
+/// for one call, with its counters reset. The hook's tag (sidecar checksum, level, configuration
+/// including the selector) keys the schema-prefix cache, so sparse and dense prefixes never mix.
+/// On failure the engine is dense.
+pub fn prepare(loaded: &mut Loaded, target: f64, selector: Selector) -> Result<Option<Active>, Failure> {
     if target <= 0.0 {
         if !loaded.engine.ffn_tag().is_empty() {
             loaded.engine.set_ffn_hook(None, "");
@@ -132,14 +134,14 @@ pub fn prepare(loaded: &mut Loaded, target: f64) -> Result<Option<Active>, Failu
         loaded.engine.set_ffn_hook(None, "");
         return Err(Failure::Uncalibrated { path, levels });
     };
-    let config = SparseConfig::default();
+    let config = SparseConfig { selector, ..SparseConfig::default() };
     let cache = loaded.sparse.as_mut().expect("opened by sidecar()");
-    let hook = match cache.hooks.iter().find(|(l, _)| *l == level) {
-        Some((_, h)) => h.clone(),
+    let hook = match cache.hooks.iter().find(|(l, s, _)| *l == level && *s == selector) {
+        Some((_, _, h)) => h.clone(),
         None => {
             let ffn = SparseFfn::new(sc.clone(), level, config).map_err(|error| Failure::Open { path: path.clone(), error })?;
             let h = Arc::new(FfnHook::Sparse(ffn));
-            cache.hooks.push((level, h.clone()));
+            cache.hooks.push((level, selector, h.clone()));
             h
         }
     };
@@ -151,7 +153,7 @@ pub fn prepare(loaded: &mut Loaded, target: f64) -> Result<Option<Active>, Failu
     if let FfnHook::Sparse(s) = &*hook {
         s.reset_stats();
     }
-    Ok(Some(Active { level, path, hook }))
+    Ok(Some(Active { level, selector, path, hook }))
 }
 
 /// How to make a sidecar, for hints.

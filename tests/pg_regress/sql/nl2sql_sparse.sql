@@ -14,7 +14,8 @@ JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'turboinfer'
 WHERE p.proname IN ('turboinfer_calibrate', 'nl2sql_explain')
 ORDER BY p.proname;
 SELECT name, setting, context, vartype, min_val, max_val FROM pg_settings
-WHERE name IN ('turboinfer.sparsity', 'turboinfer.sparse_dir') ORDER BY name;
+WHERE name IN ('turboinfer.sparsity', 'turboinfer.sparse_dir', 'turboinfer.sparse_selector') ORDER BY name;
+SELECT enumvals FROM pg_settings WHERE name = 'turboinfer.sparse_selector';
 SET turboinfer.sparsity = 1;
 SET turboinfer.sparsity = -0.1;
 
@@ -79,7 +80,7 @@ SELECT e->>'cache' AS cache, e->'sparsity' AS sparsity FROM nl2sql_explain('how 
 SELECT e->>'cache' AS cache, e->>'fingerprint' AS dense_fp FROM nl2sql_explain('how many users?') e \gset
 -- Sparse per call: the dense prefix in memory (and in its cache file) is not used.
 SELECT e->>'cache' AS cache, e->>'fingerprint' <> :'dense_fp' AS other_fingerprint,
-       e->'sparsity'->'level' AS level, e->'sparsity'->>'source' AS source,
+       e->'sparsity'->'level' AS level, e->'sparsity'->>'source' AS source, e->'sparsity'->>'selector' AS selector,
        replace(e->'sparsity'->>'sidecar', current_setting('data_directory'), '$PGDATA') AS sidecar,
        (e->'sparsity'->>'tokens')::int > 0 AS sparse_tokens,
        (e->'sparsity'->>'predicted_active_ratio')::float8 BETWEEN 0 AND 1 AS ratio_ok,
@@ -91,6 +92,12 @@ SELECT e->>'cache' AS cache, e->>'fingerprint' AS sparse_fp FROM nl2sql_explain(
 SELECT e->>'cache' AS cache, e->>'fingerprint' NOT IN (:'dense_fp', :'sparse_fp') AS other_fingerprint,
        e->'sparsity'->'level' AS level
 FROM nl2sql_explain('how many users?', sparsity => 0.3) e;
+-- So is another selector.
+SET turboinfer.sparse_selector = gate;
+SELECT e->>'cache' AS cache, e->>'fingerprint' NOT IN (:'dense_fp', :'sparse_fp') AS other_fingerprint,
+       e->'sparsity'->>'selector' AS selector, (e->'sparsity'->>'tokens')::int > 0 AS sparse_tokens
+FROM nl2sql_explain('how many users?', sparsity => 0.5) e;
+RESET turboinfer.sparse_selector;
 -- Back to dense: its own cache file, its own fingerprint.
 SELECT e->>'cache' AS cache, e->>'fingerprint' = :'dense_fp' AS dense_fingerprint FROM nl2sql_explain('how many users?') e;
 
