@@ -404,7 +404,7 @@ impl Engine {
     /// content, level, configuration): it enters every prefix fingerprint and cache file key, so
     /// a prefix computed with one hook is never served to a call with another. `""` = dense.
     pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>, tag: &str) {
-        assert!(hook.is_some() || tag.is_empty(), "a dense model has the empty tag");
+        assert_eq!(hook.is_none(), tag.is_empty(), "a hook needs a tag (cache keys) and only a hook has one");
         self.model.set_ffn_hook(hook);
         self.ffn_tag = tag.to_string();
     }
