@@ -354,7 +354,7 @@ fn turboinfer_calibrate(
         });
         // The next call reopens whatever file is now there.
         forget(loaded);
-        (( out, loaded.path.display().to_string()), written)
+        ((out, loaded.path.display().to_string()), written)
     });
     let (out, model) = row;
     let (spec, rep) = result.unwrap_or_else(|e| match e {
