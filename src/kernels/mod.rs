@@ -13,7 +13,7 @@ mod tier;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use set::{kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, MAX_BATCH, OVERRIDE_ENV};
+pub use set::{kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH, OVERRIDE_ENV};
 pub use tier::{parse_override, KernelError, Tier};
 
 pub use crate::quant::{QuantizeFn, VecDotFn};
