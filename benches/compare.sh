@@ -2,11 +2,12 @@
 # Side-by-side speed of TurboInfer and llama.cpp on the same GGUF files, same thread count, in one
 # run (these machines are noisy: only ratios from one run mean anything). Prints a markdown table.
 #   benches/compare.sh [MODEL_NAME...]   (default: the three models, when fetched)
-# Env: REPS (default 3), PP (default 64), TG (default 64), THREADS (default 2).
+# Env: REPS (default 3), PP (default 64), TG (default 64), THREADS (default 2), DEPTH (default 0:
+# both run after DEPTH cached tokens, llama-bench's -d; nl2sql decodes after a ~750-token schema).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODELS_DIR=${TURBOINFER_MODELS_DIR:-/var/lib/turboinfer/models}
-REPS=${REPS:-3} PP=${PP:-64} TG=${TG:-64} THREADS=${THREADS:-2}
+REPS=${REPS:-3} PP=${PP:-64} TG=${TG:-64} THREADS=${THREADS:-2} DEPTH=${DEPTH:-0}
 names=("$@"); [[ ${#names[@]} -gt 0 ]] || names=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 bin=$(benches/llamacpp.sh build)
 cargo bench -q --bench e2e --no-run >/dev/null 2>&1
@@ -14,19 +15,20 @@ out=$(mktemp -d)
 for n in "${names[@]}"; do
   m="$MODELS_DIR/$n.gguf"; [[ -f $m ]] || { echo "skipping $n: $m not found" >&2; continue; }
   # Alternate the two engines so drift in machine load hits both alike.
-  cargo bench -q --bench e2e -- --reps "$REPS" --pp "$PP" --tg "$TG" -t "$THREADS" "$m" >"$out/$n.ours"
-  "$bin/llama-bench" -m "$m" -t "$THREADS" -r "$REPS" -p "$PP" -n "$TG" -o json >"$out/$n.llama" 2>/dev/null
+  cargo bench -q --bench e2e -- --reps "$REPS" --pp "$PP" --tg "$TG" --depth "$DEPTH" -t "$THREADS" "$m" >"$out/$n.ours"
+  "$bin/llama-bench" -m "$m" -t "$THREADS" -r "$REPS" -p "$PP" -n "$TG" -d "$DEPTH" -o json >"$out/$n.llama" 2>/dev/null
 done
-python3 - "$out" "$PP" "$TG" "${names[@]}" <<'PY'
+python3 - "$out" "$PP" "$TG" "$DEPTH" "${names[@]}" <<'PY'
 import json, sys, os, re
-out, pp, tg, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+out, pp, tg, depth, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+at = f" @ d{depth}" if depth else ""
 print(f"| model | test | TurboInfer tok/s | llama.cpp tok/s | ratio |")
 print("|---|---|---|---|---|")
 for n in names:
     if not os.path.exists(f"{out}/{n}.ours"): continue
     ours = {}
     for line in open(f"{out}/{n}.ours"):
-        m = re.match(r"\|\s*\S+\s*\|\s*(pp\d+|tg\d+)\s*\|\s*([\d.]+)", line)
+        m = re.match(r"\|\s*\S+\s*\|\s*(pp\d+|tg\d+)(?: @ d\d+)?\s*\|\s*([\d.]+)", line)
         if m: ours[m.group(1)] = float(m.group(2))
     llama = {}
     for r in json.load(open(f"{out}/{n}.llama")):
@@ -35,6 +37,6 @@ for n in names:
         s = sorted(r.get("samples_ts") or [r["avg_ts"]]); llama[key] = s[len(s)//2]
     for k in (f"pp{pp}", f"tg{tg}"):
         if k in ours and k in llama:
-            print(f"| {n} | {k} | {ours[k]:.1f} | {llama[k]:.1f} | {ours[k]/llama[k]:.2f} |")
+            print(f"| {n} | {k}{at} | {ours[k]:.1f} | {llama[k]:.1f} | {ours[k]/llama[k]:.2f} |")
 PY
 rm -rf "$out"

@@ -1,8 +1,10 @@
 //! End-to-end prompt-processing and decode speed, measured the way llama.cpp's `llama-bench` does
 //! (pp N: one batch of N tokens into an empty cache; tg N: N single-token steps from an empty cache),
-//! so the two can be run side by side (`benches/compare.sh`).
+//! so the two can be run side by side (`benches/compare.sh`). `--depth D` runs both after D cached
+//! tokens instead (llama-bench's `-d`): nl2sql decodes after a schema prompt of ~750 tokens, where
+//! attention over the cache is a large part of each step.
 //!
-//! cargo bench --bench e2e -- [--reps R] [--pp N] [--tg N] [-t THREADS] MODEL.gguf...
+//! cargo bench --bench e2e -- [--reps R] [--pp N] [--tg N] [--depth D] [-t THREADS] MODEL.gguf...
 
 use std::time::Instant;
 use turboinfer::model::{Logits, Model};
@@ -14,23 +16,23 @@ struct Args {
     reps: usize,
     pp: usize,
     tg: usize,
+    depth: usize,
     threads: usize,
     models: Vec<String>,
 }
 
 /// Reads the command line (cargo bench passes `--bench`, which is ignored).
 fn parse_args() -> Args {
-    let mut a = Args { reps: 3, pp: 64, tg: 64, threads: 2, models: Vec::new() };
+    let mut a = Args { reps: 3, pp: 64, tg: 64, depth: 0, threads: 2, models: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
-        let mut num = |name: &str| -> usize {
-            it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number"))
-        };
+        let mut num = |name: &str| -> usize { it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number")) };
         match s.as_str() {
             "--bench" => {}
             "--reps" => a.reps = num("--reps"),
             "--pp" => a.pp = num("--pp"),
             "--tg" => a.tg = num("--tg"),
+            "--depth" => a.depth = num("--depth"),
             "-t" | "--threads" => a.threads = num("-t"),
             _ => a.models.push(s),
         }
@@ -51,6 +53,14 @@ fn tokens(n: usize, vocab: usize) -> Vec<u32> {
     (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
 }
 
+/// Empties `cache` and, if `context` is not empty, prefills it (untimed) with `context`.
+fn refill(model: &Model, rt: &Runtime, cache: &mut turboinfer::model::KvCache, context: &[u32]) {
+    cache.clear();
+    if !context.is_empty() {
+        model.forward(rt, cache, context, Logits::Last).expect("depth prefill");
+    }
+}
+
 fn main() {
     let a = parse_args();
     let rt = Runtime::new(a.threads).expect("thread pool");
@@ -61,18 +71,19 @@ fn main() {
         let vocab = model.config().vocab_size;
         let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().to_string();
         let prompt = tokens(a.pp, vocab);
-        // One untimed warm-up pass pages the weights in, as llama-bench's warm-up run does.
-        let mut cache = model.new_cache(a.pp.max(a.tg) + 1);
+        let context = tokens(a.depth, vocab); // [depth] cached before each timed run
+                                              // One untimed warm-up pass pages the weights in, as llama-bench's warm-up run does.
+        let mut cache = model.new_cache(a.depth + a.pp.max(a.tg) + 1);
         model.forward(&rt, &mut cache, &prompt[..a.pp.min(8)], Logits::Last).expect("warm-up");
         let mut pp = Vec::new();
         let mut tg = Vec::new();
         for _ in 0..a.reps {
-            cache.clear();
+            refill(&model, &rt, &mut cache, &context);
             let t = Instant::now();
             model.forward(&rt, &mut cache, &prompt, Logits::Last).expect("pp");
             pp.push(a.pp as f64 / t.elapsed().as_secs_f64());
 
-            cache.clear();
+            refill(&model, &rt, &mut cache, &context);
             let mut tok = prompt[0];
             let t = Instant::now();
             for _ in 0..a.tg {
@@ -82,7 +93,8 @@ fn main() {
             tg.push(a.tg as f64 / t.elapsed().as_secs_f64());
         }
         let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
-        println!("| {name} | pp{} | {:.1} | {} |", a.pp, median(pp.clone()), fmt(&pp));
-        println!("| {name} | tg{} | {:.1} | {} |", a.tg, median(tg.clone()), fmt(&tg));
+        let at = if a.depth > 0 { format!(" @ d{}", a.depth) } else { String::new() };
+        println!("| {name} | pp{}{at} | {:.1} | {} |", a.pp, median(pp.clone()), fmt(&pp));
+        println!("| {name} | tg{}{at} | {:.1} | {} |", a.tg, median(tg.clone()), fmt(&tg));
     }
 }

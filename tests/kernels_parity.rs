@@ -9,9 +9,9 @@
 //! The batch kernel must equal the single-vector kernel of the same tier bit for bit, and the SIMD
 //! activation quantizers must equal the reference byte for byte.
 
+mod common;
 #[path = "quant_support/mod.rs"]
 mod quant_support;
-mod common;
 
 use quant_support::{activations, random_row, Rng};
 use turboinfer::cpu::{cpu_features, CpuFeatures};
@@ -192,6 +192,106 @@ fn batch_kernel_equals_repeated_single_kernel() {
     }
 }
 
+/// The scalar tier's score order: one running sum.
+fn serial_score(k: &[f32], q: &[f32]) -> f32 {
+    k.iter().zip(q).map(|(&a, &b)| a * b).sum()
+}
+
+/// The SIMD tiers' score order (`x86::float::score256`), emulated: 16 fused multiply-add lanes over
+/// whole groups of 16, folded l + l+8, l + l+4, l + l+2, 0 + 1, then the tail one product at a time.
+fn lanes16_score(k: &[f32], q: &[f32]) -> f32 {
+    let full = k.len() / 16 * 16;
+    let mut l = [0f32; 16];
+    for j in (0..full).step_by(16) {
+        for (i, acc) in l.iter_mut().enumerate() {
+            *acc = k[j + i].mul_add(q[j + i], *acc);
+        }
+    }
+    let r8: Vec<f32> = (0..8).map(|i| l[i] + l[i + 8]).collect();
+    let r4: Vec<f32> = (0..4).map(|i| r8[i] + r8[i + 4]).collect();
+    let r2: Vec<f32> = (0..2).map(|i| r4[i] + r4[i + 2]).collect();
+    let mut s = r2[0] + r2[1];
+    for t in full..k.len() {
+        s += k[t] * q[t];
+    }
+    s
+}
+
+/// The attention score kernels (`KernelSet::score_dot`, F32 and F16 key rows, f32 query) of every
+/// tier against an f64 dot of the same values, on head sizes with and without a vector tail, within
+/// the float reordering budget, and bitwise in their tier's documented summation order (scalar: the
+/// running sum; SIMD tiers: one shared 16-lane order, so all SIMD tiers agree bit for bit).
+#[test]
+fn score_kernels_match_reference() {
+    let mut rng = Rng::new(23);
+    for k in tiers() {
+        for ty in [GgmlType::F32, GgmlType::F16] {
+            let mut worst = 0f64;
+            for n in [1usize, 7, 16, 17, 64, 80, 128, 129] {
+                for _ in 0..20 {
+                    let key = random_row(&mut rng, ty, n);
+                    let q = activations(&mut rng, n);
+                    let qb: Vec<u8> = q.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    let mut kv = vec![0f32; n];
+                    quant::dequantize_row(ty, &key, &mut kv).unwrap();
+                    let exact: f64 = kv.iter().zip(&q).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    let mag: f64 = kv.iter().zip(&q).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                    let got = (k.score_dot(ty).unwrap())(n, &key, &qb) as f64;
+                    let eps = f32::EPSILON as f64;
+                    let budget = BUDGET_FACTOR * (n + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
+                    assert!((got - exact).abs() <= budget, "tier {} {ty} n={n}: score {got} vs {exact}", k.tier());
+                    let want = if k.tier() == Tier::Scalar { serial_score(&kv, &q) } else { lanes16_score(&kv, &q) };
+                    assert_eq!(got as f32, want, "tier {} {ty} n={n}: not the tier's summation order", k.tier());
+                    if mag > 0.0 {
+                        worst = worst.max((got - exact).abs() / (eps * mag));
+                    }
+                }
+            }
+            eprintln!("tier {:<10} {:<5} attention scores: worst err = {worst:.2} eps·Σ|kq|", k.tier().name(), ty.name());
+        }
+    }
+}
+
+/// The attention weighted-sum kernels (`KernelSet::weighted_sum`) of every tier are bitwise the
+/// scalar reference (each lane does the reference's multiply-then-add in row order), on head sizes
+/// with vector tails and several row counts.
+#[test]
+fn weighted_sum_kernels_are_bitwise_reference() {
+    let mut rng = Rng::new(29);
+    let reference = KernelSet::for_tier(Tier::Scalar).unwrap();
+    for k in tiers() {
+        for ty in [GgmlType::F32, GgmlType::F16] {
+            for hd in [1usize, 7, 16, 64, 80, 128, 136, 200, 256] {
+                for n in [0usize, 1, 3, 33, 257] {
+                    let v = random_row(&mut rng, ty, n * hd);
+                    let mut p: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
+                    let z: f32 = p.iter().sum();
+                    p.iter_mut().for_each(|x| *x /= z.max(1e-6));
+                    let (mut want, mut got) = (vec![f32::NAN; hd], vec![f32::NAN; hd]);
+                    (reference.weighted_sum(ty).unwrap())(hd, &p, &v, &mut want);
+                    (k.weighted_sum(ty).unwrap())(hd, &p, &v, &mut got);
+                    for (d, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(a.to_bits(), b.to_bits(), "tier {} {ty} hd {hd} rows {n} lane {d}: {a} vs {b}", k.tier());
+                    }
+                    if n > 0 {
+                        // And the reference is the weighted sum (against f64).
+                        let mut x = vec![0f32; n * hd];
+                        quant::dequantize_row(ty, &v, &mut x).unwrap();
+                        for d in 0..hd {
+                            let e: f64 = (0..n).map(|j| p[j] as f64 * x[j * hd + d] as f64).sum();
+                            let m: f64 = (0..n).map(|j| (p[j] as f64 * x[j * hd + d] as f64).abs()).sum();
+                            assert!(
+                                (want[d] as f64 - e).abs() <= 2.0 * (n + 1) as f64 * f32::EPSILON as f64 * m + 1e-30,
+                                "{ty} hd {hd} rows {n} lane {d}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn quantizers_are_bit_identical_to_reference() {
     let mut rng = Rng::new(99);
@@ -199,7 +299,19 @@ fn quantizers_are_bit_identical_to_reference() {
     // Rounding ties: 127 fixes the scale to exactly 1 (Q8_0) / -1 (Q8_K), the rest land on .5.
     cases.push((0..256).map(|i| if i % 32 == 5 { 127.0 } else { (i % 200) as f32 - 100.5 }).collect());
     // Equal magnitudes of both signs: the first one fixes Q8_K's sign.
-    cases.push((0..256).map(|i| if i == 3 { -5.0 } else if i == 7 { 5.0 } else { (i % 5) as f32 * 0.3 }).collect());
+    cases.push(
+        (0..256)
+            .map(|i| {
+                if i == 3 {
+                    -5.0
+                } else if i == 7 {
+                    5.0
+                } else {
+                    (i % 5) as f32 * 0.3
+                }
+            })
+            .collect(),
+    );
     cases.push(vec![0.0; 256]);
     cases.push((0..256).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }).collect());
     // Non-finite and extreme values: NaN, ±inf, near f32::MAX, subnormals.
@@ -232,7 +344,9 @@ fn quantizers_are_bit_identical_to_reference() {
 fn every_tier_matches_reference_on_real_model_rows() {
     let mut rng = Rng::new(2024);
     for model in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
-        let Some(path) = common::model_path(model) else { continue };
+        let Some(path) = common::model_path(model) else {
+            continue;
+        };
         let g = GgufFile::open(&path).unwrap();
         let mut per_type: Vec<(GgmlType, usize)> = Vec::new();
         for info in g.tensors() {

@@ -39,6 +39,16 @@ const EXACT_TOL_MEAN: f64 = 0.06;
 /// Near-tie threshold of the exact mode: steps whose llama.cpp top-2 gap is below the f16 noise
 /// above may flip (the 1.5B fixture, prompt 1 step 12, gap 0.026, does).
 const EXACT_NEAR_TIE: f64 = 0.05;
+/// SmolLM2-135M's near-tie threshold in the exact mode. This model is far more sensitive to f32
+/// summation order than the Qwen ones (see `EXACT_TOL_STEP`: a 1e-7 relative change of every matmul
+/// output moves its logits by up to 0.6). Measured: changing only the order of the attention score
+/// sums (one running sum vs the SIMD tiers' 16 lanes, `KernelSet::score_dot`) takes its worst step
+/// on the AVX2 tiers from 0.161 (prompt 3 step 6) to 0.346 (prompt 3 step 13, llama.cpp's gap
+/// 0.148, which then flips), while the same change takes the 1.5B's worst AVX2 step from 0.265 down
+/// to 0.108; the AVX-512 tiers, with bitwise the same scores, do not flip that step. A gap that
+/// small is inside this model's own summation-order noise, so only its argmax is waived there; the
+/// per-step and mean log-probability bounds still apply.
+const SMOLLM2_EXACT_NEAR_TIE: f64 = 0.2;
 /// Threads per test (the machine has two cores).
 const THREADS: usize = 2;
 
@@ -139,7 +149,7 @@ fn check_default_mode(name: &str) {
 
 #[test]
 fn smollm2_matches_llamacpp() {
-    check_default_mode("smollm2-135m");
+    check("smollm2-135m", EXACT_MODE, EXACT_TOL_STEP, EXACT_TOL_MEAN, SMOLLM2_EXACT_NEAR_TIE);
 }
 
 #[test]

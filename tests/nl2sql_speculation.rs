@@ -376,3 +376,23 @@ fn kv_rollback_equals_a_fresh_computation() {
         assert_eq!(turboinfer::sampler::argmax(&after_rollback), turboinfer::sampler::argmax(&after_seq), "{name}");
     }
 }
+
+/// The template drafter also drafts the Markdown fence chat models open their answers with: after
+/// the first token "```" it proposes "sql", the newline and the statement's start (on the 1.5B
+/// scorecard this saved about two passes per question), and a bare statement start still works.
+#[test]
+fn drafter_drafts_the_answer_fence() {
+    use turboinfer::gguf::GgufFile;
+    use turboinfer::nl2sql::draft::Drafter;
+    use turboinfer::nl2sql::Fingerprint;
+    use turboinfer::tokenizer::Tokenizer;
+    let Some(path) = common::model_path("qwen2.5-coder-0.5b") else { return };
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let d = Drafter::for_schema(&tok, &demo_schema(), Fingerprint::of("m", "p")).unwrap();
+    let fence = tok.encode("```", false).unwrap();
+    let draft = tok.decode(&d.propose(&fence, fence.len(), 3, &[]));
+    assert_eq!(draft, "sql\nSELECT", "after the fence's first token");
+    let start = tok.encode("SELECT COUNT(*) FROM", false).unwrap();
+    let draft = tok.decode(&d.propose(&start, start.len(), 2, &[]));
+    assert!(draft.starts_with(' '), "a table name follows FROM: {draft:?}");
+}

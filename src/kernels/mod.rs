@@ -13,7 +13,31 @@ mod tier;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use set::{kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, MAX_BATCH, OVERRIDE_ENV};
+pub use set::{kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH, OVERRIDE_ENV};
 pub use tier::{parse_override, KernelError, Tier};
 
 pub use crate::quant::{QuantizeFn, VecDotFn};
+
+/// Revision of the kernels' floating-point arithmetic (summation orders, fusions). Results that
+/// are stored and reused across processes (the schema KV cache files) are keyed by it together
+/// with the crate version and the tier, so a build whose arithmetic differs never reuses them.
+/// Bump it with every change that can alter a kernel's result bits.
+/// 2: attention scores in the SIMD tiers' 16-lane order (`KernelSet::score_dot`).
+pub const NUMERICS_REVISION: u32 = 2;
+
+/// The identity of this process's arithmetic: crate version, numerics revision and kernel tier.
+pub fn numerics_id() -> String {
+    format!("turboinfer {} numerics {NUMERICS_REVISION} tier {}", env!("CARGO_PKG_VERSION"), kernels().tier())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The numerics identity names the tier and the revision (cache files of another tier or
+    /// revision must not match).
+    #[test]
+    fn numerics_id_names_tier_and_revision() {
+        let id = super::numerics_id();
+        assert!(id.contains(super::kernels().tier().name()), "{id}");
+        assert!(id.contains(&format!("numerics {}", super::NUMERICS_REVISION)), "{id}");
+    }
+}

@@ -2,7 +2,7 @@
 
 use super::set::{KernelSet, TypeKernels};
 use super::tier::Tier;
-use crate::quant::{self, GgmlType};
+use crate::quant::{self, bytes, GgmlType};
 
 /// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
 fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
@@ -44,6 +44,42 @@ fn quant_q8_k(x: &[f32], d: &mut [u8]) {
     (quant::quantize_row_fn(GgmlType::Q8_K).expect("Q8_K quantizer exists"))(x, d)
 }
 
+/// Reference attention score of `n` f32 key elements with `n` f32 query elements: one running sum
+/// in element order, the plain definition (the SIMD tiers sum in vector lanes instead).
+fn score_f32(n: usize, k: &[u8], q: &[u8]) -> f32 {
+    assert!(k.len() >= 4 * n && q.len() >= 4 * n, "score rows too short");
+    k.chunks_exact(4).zip(q.chunks_exact(4)).take(n).map(|(k, q)| bytes::f32_at(k) * bytes::f32_at(q)).sum()
+}
+
+/// Reference attention score of `n` f16 key elements (widened exactly) with `n` f32 query elements.
+fn score_f16(n: usize, k: &[u8], q: &[u8]) -> f32 {
+    assert!(k.len() >= 2 * n && q.len() >= 4 * n, "score rows too short");
+    k.chunks_exact(2).zip(q.chunks_exact(4)).take(n).map(|(k, q)| bytes::f16_at(k) * bytes::f32_at(q)).sum()
+}
+
+/// Reference weighted sum (`WeightedSumFn`) of rows of `S`-byte elements decoded by `conv`: zero,
+/// then `out[d] += p[j] * v[j][d]` row by row.
+fn wsum<const S: usize>(hd: usize, p: &[f32], v: &[u8], out: &mut [f32], conv: impl Fn(&[u8]) -> f32) {
+    assert_eq!(out.len(), hd, "weighted sum output length");
+    assert!(v.len() >= p.len() * hd * S, "weighted sum rows too short");
+    out.fill(0.0);
+    for (&pj, row) in p.iter().zip(v.chunks_exact(hd * S)) {
+        for (o, x) in out.iter_mut().zip(row.chunks_exact(S)) {
+            *o += pj * conv(x);
+        }
+    }
+}
+
+/// Reference weighted sum of f32 rows.
+fn wsum_f32(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
+    wsum::<4>(hd, p, v, out, bytes::f32_at)
+}
+
+/// Reference weighted sum of f16 rows.
+fn wsum_f16(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
+    wsum::<2>(hd, p, v, out, bytes::f16_at)
+}
+
 /// The scalar table.
 pub(crate) static SET: KernelSet = KernelSet {
     tier: Tier::Scalar,
@@ -62,4 +98,8 @@ pub(crate) static SET: KernelSet = KernelSet {
     quant_q8_1,
     quant_q8_k,
     quant_f32,
+    score_f32,
+    score_f16,
+    wsum_f32,
+    wsum_f16,
 };

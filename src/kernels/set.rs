@@ -22,6 +22,11 @@ pub const MAX_BATCH: usize = 8;
 /// in the same order whatever the batch): batched and one-token decoding give identical logits.
 pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
+/// Attention's weighted V sum: `out[d] = Σ_j p[j] · v[j][d]` over `p.len()` rows of `hd = out.len()`
+/// elements in `v` (F32 or F16 bytes). Every tier computes each lane with the reference's operations
+/// in the reference's order (multiply, then add, row by row), so all tiers agree bit for bit.
+pub type WeightedSumFn = fn(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]);
+
 /// The two kernels of one weight type.
 #[derive(Clone, Copy)]
 pub struct TypeKernels {
@@ -57,6 +62,14 @@ pub struct KernelSet {
     pub(crate) quant_q8_1: QuantizeFn,
     pub(crate) quant_q8_k: QuantizeFn,
     pub(crate) quant_f32: QuantizeFn,
+    /// Attention score of an f32 cache row with an f32 query row (same contract as `vec_dot`).
+    pub(crate) score_f32: VecDotFn,
+    /// Attention score of an f16 cache row with an f32 query row.
+    pub(crate) score_f16: VecDotFn,
+    /// Weighted sum of f32 value rows.
+    pub(crate) wsum_f32: WeightedSumFn,
+    /// Weighted sum of f16 value rows.
+    pub(crate) wsum_f16: WeightedSumFn,
 }
 
 impl KernelSet {
@@ -115,6 +128,27 @@ impl KernelSet {
     /// The batch dot product for weight type `ty`.
     pub fn vec_dot_batch(&self, ty: GgmlType) -> Option<VecDotBatchFn> {
         self.get(ty).map(|k| k.vec_dot_batch)
+    }
+
+    /// The attention score dot product of a `ty` (F32 or F16) key row with an f32 query row, or
+    /// `None` for other types. The scalar tier uses the textbook definition (one running sum in
+    /// element order), its reference arithmetic; every SIMD tier uses one shared 16-lane order
+    /// (`x86::float::score256`), so their scores are bitwise equal to each other.
+    pub fn score_dot(&self, ty: GgmlType) -> Option<VecDotFn> {
+        match ty {
+            GgmlType::F32 => Some(self.score_f32),
+            GgmlType::F16 => Some(self.score_f16),
+            _ => None,
+        }
+    }
+
+    /// Attention's weighted sum of `ty` (F32 or F16) value rows, or `None` for other types.
+    pub fn weighted_sum(&self, ty: GgmlType) -> Option<WeightedSumFn> {
+        match ty {
+            GgmlType::F32 => Some(self.wsum_f32),
+            GgmlType::F16 => Some(self.wsum_f16),
+            _ => None,
+        }
     }
 
     /// The activation quantizer producing format `ty` (Q8_0, Q8_1, Q8_K or F32), bit-identical to

@@ -436,9 +436,12 @@ impl Engine {
         }
     }
 
-    /// What a cache file must hold to serve as `plan`'s prefix with this model and its options.
+    /// What a cache file must hold to serve as `plan`'s prefix with this model, its options, its
+    /// FFN hook and this build's arithmetic (`kernels::numerics_id`: version, numerics revision,
+    /// kernel tier).
     pub fn kv_file_key<'a>(&self, plan: &'a Plan) -> KvFileKey<'a> {
-        let model_hash = kv_file::model_hash(&self.prefix_identity(), &format!("{:?}", self.model.options()));
+        let numerics = format!("{:?} {}", self.model.options(), crate::kernels::numerics_id());
+        let model_hash = kv_file::model_hash(&self.prefix_identity(), &numerics);
         KvFileKey { fingerprint: plan.fingerprint, model_hash, prefix_ids: &plan.prefix_ids }
     }
 

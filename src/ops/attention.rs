@@ -2,6 +2,8 @@
 
 use super::f16::{self as h16, f16};
 use super::softmax::softmax_in_place;
+use crate::kernels::{kernels, WeightedSumFn};
+use crate::quant::{GgmlType, VecDotFn};
 use rayon::prelude::*;
 
 /// Geometry of one attention call.
@@ -50,26 +52,31 @@ impl std::str::FromStr for AttnPrecision {
     }
 }
 
-/// A cache element that widens to f32.
-trait Elem: Copy + Send + Sync {
-    /// The value as f32 (exact for f16).
-    fn f(self) -> f32;
+/// A cache element type (f32 or f16) with attention kernels.
+///
+/// # Safety
+///
+/// Implementors (the `unsafe` impls) promise the type is plain data of `size_of::<Self>()` bytes with no
+/// padding, stored in GGUF's little-endian layout of `TY` on this (little-endian) target, so its
+/// slices may be viewed as bytes and handed to the `TY` kernels.
+unsafe trait Elem: Copy + Send + Sync {
+    /// The element's GGML type, whose dot-product kernel reads the cache rows.
+    const TY: GgmlType;
 }
 
-impl Elem for f32 {
-    /// Identity.
-    #[inline]
-    fn f(self) -> f32 {
-        self
-    }
+unsafe impl Elem for f32 {
+    const TY: GgmlType = GgmlType::F32;
 }
 
-impl Elem for f16 {
-    /// Exact widening.
-    #[inline]
-    fn f(self) -> f32 {
-        self.to_f32()
-    }
+unsafe impl Elem for f16 {
+    const TY: GgmlType = GgmlType::F16;
+}
+
+/// `s` as its bytes.
+#[inline]
+fn bytes<T: Elem>(s: &[T]) -> &[u8] {
+    // SAFETY: `Elem` types are padding-free plain data (see the trait); u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
 }
 
 /// Causal GQA attention for `T` query tokens at positions `pos0..pos0+T`.
@@ -97,15 +104,23 @@ pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecisio
             if one_chunk {
                 run(q, shape, out, |qh, n_ctx, kvh, o, _| online_f32(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o));
             } else {
-                run(q, shape, out, |qh, n_ctx, kvh, o, sc| exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc));
+                let kern = exact_kernels::<f32>();
+                run(q, shape, out, |qh, n_ctx, kvh, o, sc| {
+                    exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc, kern)
+                });
             }
         }
         KvView::F16 { k, v } => {
             assert!(k.len() >= need && v.len() >= need, "cache shape");
             if one_chunk {
-                run(q, shape, out, |qh, n_ctx, kvh, o, _| ggml_one_chunk_f16(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o));
+                run(q, shape, out, |qh, n_ctx, kvh, o, _| {
+                    ggml_one_chunk_f16(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o)
+                });
             } else {
-                run(q, shape, out, |qh, n_ctx, kvh, o, sc| exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc));
+                let kern = exact_kernels::<f16>();
+                run(q, shape, out, |qh, n_ctx, kvh, o, sc| {
+                    exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc, kern)
+                });
             }
         }
     }
@@ -142,17 +157,34 @@ fn kq_scale(hd: usize) -> f32 {
 
 /// Exact mode for one query row: f32 scores, plain softmax, f32 weighted V sum.
 /// `kh`, `vh`: `[n_ctx, hd]`.
-fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scores: &mut Vec<f32>) {
+///
+/// The scores use the kernel tier's score dot product (`dot`, `KernelSet::score_dot`), vectorized on
+/// the SIMD tiers: the scalar tier's single running f32 sum is a serial add chain, about a third of
+/// a 1.5B decode step at 750 positions. Any one tier computes every score the same way
+/// whatever the batch, so batched and sequential decoding stay bitwise equal.
+fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scores: &mut Vec<f32>, k: ExactKernels) {
     let scale = kq_scale(hd);
+    let qb = bytes(qh);
     scores.clear();
-    scores.extend(kh.chunks_exact(hd).map(|kr| qh.iter().zip(kr).map(|(&a, &b)| a * b.f()).sum::<f32>() * scale));
+    scores.extend(kh.chunks_exact(hd).map(|kr| (k.dot)(hd, bytes(kr), qb) * scale));
     softmax_in_place(scores);
-    o.fill(0.0);
-    for (&p, vr) in scores.iter().zip(vh.chunks_exact(hd)) {
-        for (acc, &x) in o.iter_mut().zip(vr) {
-            *acc += p * x.f();
-        }
-    }
+    (k.wsum)(hd, scores, bytes(vh), o); // o = Σ_j p_j · v_j, bitwise the same on every tier
+}
+
+/// The kernel tier's two exact-mode attention kernels for one cache element type.
+#[derive(Clone, Copy)]
+struct ExactKernels {
+    /// Score: a cache row · the query row.
+    dot: VecDotFn,
+    /// Weighted sum of the value rows.
+    wsum: WeightedSumFn,
+}
+
+/// The exact-mode kernels of this process's tier for a `T` cache.
+fn exact_kernels<T: Elem>() -> ExactKernels {
+    let set = kernels();
+    let missing = "every tier has F32 and F16 attention kernels";
+    ExactKernels { dot: set.score_dot(T::TY).expect(missing), wsum: set.weighted_sum(T::TY).expect(missing) }
 }
 
 /// ggml's one-chunk flash attention for one query row over an f32 cache: f32 dot, online softmax

@@ -20,7 +20,7 @@
 //!   Observed worst case on real model rows with LLM-like activations: 0.2–0.9% of Σ|w·x|.
 
 mod bf16;
-mod bytes;
+pub(crate) mod bytes;
 mod fp16;
 mod fp32;
 mod q2_k;

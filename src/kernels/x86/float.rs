@@ -100,3 +100,141 @@ pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(n: usize, w: *const u8, a
         *out.add(k) = s;
     }
 }
+
+/// `out[d] = Σ_j p[j] · v[j][d]` over `n` rows of `hd` elements at `v` (an attention weighted V sum),
+/// 8-lane vectors, `A` of them per pass over the rows so the accumulators stay in registers.
+/// Multiply then add, never fused: each lane performs exactly the scalar reference's operations in
+/// the same order, so the result is bitwise the reference's on every tier.
+///
+/// Safety: `v` holds `n*hd` elements, `p` n floats, `out` hd floats; CPU has AVX2/F16C.
+#[inline(always)]
+pub(crate) unsafe fn wsum256<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32) {
+    /// One pass over the rows for lanes `d0 .. d0 + 8*A`.
+    #[inline(always)]
+    unsafe fn pass<W: FloatW, const A: usize>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+        let mut acc = [_mm256_setzero_ps(); A];
+        for j in 0..n {
+            let pj = _mm256_set1_ps(*p.add(j));
+            let row = v.add((j * hd + d0) * W::SIZE);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(pj, W::load8(row.add(8 * i * W::SIZE))));
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.add(d0 + 8 * i), *acc);
+        }
+    }
+    let mut d = 0;
+    // 8 accumulators (64 lanes) per pass: half of AVX2's 16 registers, the rest for loads/products.
+    while d + 64 <= hd {
+        pass::<W, 8>(hd, n, p, v, out, d);
+        d += 64;
+    }
+    while d + 8 <= hd {
+        pass::<W, 1>(hd, n, p, v, out, d);
+        d += 8;
+    }
+    wsum_tail::<W>(hd, n, p, v, out, d);
+}
+
+/// As `wsum256` with 16-lane vectors.
+///
+/// Safety: as `wsum256`, plus AVX-512F.
+#[inline(always)]
+pub(crate) unsafe fn wsum512<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32) {
+    /// One pass over the rows for lanes `d0 .. d0 + 16*A`.
+    #[inline(always)]
+    unsafe fn pass<W: FloatW, const A: usize>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+        let mut acc = [_mm512_setzero_ps(); A];
+        for j in 0..n {
+            let pj = _mm512_set1_ps(*p.add(j));
+            let row = v.add((j * hd + d0) * W::SIZE);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(pj, W::load16(row.add(16 * i * W::SIZE))));
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            _mm512_storeu_ps(out.add(d0 + 16 * i), *acc);
+        }
+    }
+    let mut d = 0;
+    // 8 accumulators (128 lanes, a whole Qwen head) per pass: a quarter of AVX-512's 32 registers.
+    while d + 128 <= hd {
+        pass::<W, 8>(hd, n, p, v, out, d);
+        d += 128;
+    }
+    while d + 16 <= hd {
+        pass::<W, 1>(hd, n, p, v, out, d);
+        d += 16;
+    }
+    wsum_tail::<W>(hd, n, p, v, out, d);
+}
+
+/// Lanes `d0..hd` of the weighted sum, one element at a time (the reference's operations).
+///
+/// Safety: as `wsum256`.
+#[inline(always)]
+unsafe fn wsum_tail<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+    for d in d0..hd {
+        let mut s = 0.0f32;
+        for j in 0..n {
+            s += *p.add(j) * W::one(v.add((j * hd + d) * W::SIZE));
+        }
+        *out.add(d) = s;
+    }
+}
+
+/// Sum of 8 lanes in a fixed tree: lanes i + i+4, then i + i+2, then 0 + 1.
+#[inline(always)]
+unsafe fn reduce8(v: __m256) -> f32 {
+    let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let y = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    _mm_cvtss_f32(_mm_add_ss(y, _mm_shuffle_ps::<1>(y, y)))
+}
+
+/// Attention score `Σ k[j]·q[j]` over `n` elements of key type `W` and f32 query, in one fixed
+/// order shared by every SIMD tier: 16 lanes (lane `l` takes elements `j ≡ l mod 16` of the whole
+/// 16-element groups, fused multiply-add), lanes folded `l + l+8`, then `reduce8`, then the tail
+/// elements added one by one. The 256-bit form keeps the 16 lanes in two registers, so the AVX2 and
+/// AVX-512 tiers give bitwise equal scores (one reference order for the whole SIMD family).
+///
+/// Safety: `k` holds `n` elements, `q` n f32; CPU has AVX2/FMA/F16C.
+#[inline(always)]
+pub(crate) unsafe fn score256<W: FloatW>(n: usize, k: *const u8, q: *const u8) -> f32 {
+    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps()); // lanes 0..8, 8..16
+    let full = n / 16 * 16;
+    let mut j = 0;
+    while j < full {
+        lo = _mm256_fmadd_ps(W::load8(k.add(j * W::SIZE)), _mm256_loadu_ps(q.add(4 * j) as *const f32), lo);
+        hi = _mm256_fmadd_ps(W::load8(k.add((j + 8) * W::SIZE)), _mm256_loadu_ps(q.add(4 * (j + 8)) as *const f32), hi);
+        j += 16;
+    }
+    score_tail::<W>(reduce8(_mm256_add_ps(lo, hi)), full, n, k, q)
+}
+
+/// As `score256` with one 512-bit register (bitwise the same result).
+///
+/// Safety: as `score256`, plus AVX-512F.
+#[inline(always)]
+pub(crate) unsafe fn score512<W: FloatW>(n: usize, k: *const u8, q: *const u8) -> f32 {
+    let mut acc = _mm512_setzero_ps(); // lanes 0..16
+    let full = n / 16 * 16;
+    let mut j = 0;
+    while j < full {
+        acc = _mm512_fmadd_ps(W::load16(k.add(j * W::SIZE)), _mm512_loadu_ps(q.add(4 * j) as *const f32), acc);
+        j += 16;
+    }
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
+    score_tail::<W>(reduce8(_mm256_add_ps(_mm512_castps512_ps256(acc), hi)), full, n, k, q)
+}
+
+/// `s` plus the products of elements `from..n`, one at a time (multiply, then add).
+///
+/// Safety: as `score256`.
+#[inline(always)]
+unsafe fn score_tail<W: FloatW>(mut s: f32, from: usize, n: usize, k: *const u8, q: *const u8) -> f32 {
+    for t in from..n {
+        s += W::one(k.add(t * W::SIZE)) * f32_at(q.add(4 * t));
+    }
+    s
+}

@@ -91,10 +91,57 @@ macro_rules! entry {
     };
 }
 
+/// Validates one weighted-sum call: `hd` lanes out, `p.len()` rows of `hd` elements of `size` bytes in `v`.
+fn check_wsum(hd: usize, n: usize, size: usize, v_len: usize, out_len: usize) {
+    assert_eq!(out_len, hd, "weighted sum output length");
+    assert!(n.checked_mul(hd).and_then(|e| e.checked_mul(size)).is_some_and(|b| b <= v_len), "weighted sum rows too short");
+}
+
+/// Defines the safe weighted-sum entry `$name` over `$w` rows with kernel `float::$k`, compiled with `$feat`.
+macro_rules! wsum_entry {
+    ($name:ident, $feat:literal, $k:ident, $w:ty) => {
+        /// `out = Σ_j p[j] · v[j]` over `p.len()` rows of `out.len()` elements (see `WeightedSumFn`).
+        pub(crate) fn $name(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
+            /// The kernel compiled for this tier.
+            #[target_feature(enable = $feat)]
+            unsafe fn run(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32) {
+                float::$k::<$w>(hd, n, p, v, out)
+            }
+            check_wsum(hd, p.len(), <$w as float::FloatW>::SIZE, v.len(), out.len());
+            // SAFETY: lengths checked above; reachable only through a KernelSet of a tier whose
+            // features (`$feat`) the CPU was detected to have.
+            unsafe { run(hd, p.len(), p.as_ptr(), v.as_ptr(), out.as_mut_ptr()) }
+        }
+    };
+}
+
+/// Defines the safe attention-score entry `$name` over `$w` key rows with kernel `float::$k`,
+/// compiled with `$feat` (same contract as `VecDotFn`, f32 query).
+macro_rules! score_entry {
+    ($name:ident, $feat:literal, $k:ident, $w:ty) => {
+        /// Key row · query row (see `KernelSet::score_dot`).
+        pub(crate) fn $name(n: usize, k: &[u8], q: &[u8]) -> f32 {
+            /// The kernel compiled for this tier.
+            #[target_feature(enable = $feat)]
+            unsafe fn run(n: usize, k: *const u8, q: *const u8) -> f32 {
+                float::$k::<$w>(n, k, q)
+            }
+            let size = <$w as float::FloatW>::SIZE;
+            assert!(
+                n.checked_mul(size).is_some_and(|b| b <= k.len()) && n.checked_mul(4).is_some_and(|b| b <= q.len()),
+                "score rows too short"
+            );
+            // SAFETY: lengths checked above; features as in `wsum_entry`.
+            unsafe { run(n, k.as_ptr(), q.as_ptr()) }
+        }
+    };
+}
+
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
-/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`; exports `SET`.
+/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`;
+/// exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident) => {
         mod $m {
             use super::*;
             entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
@@ -105,6 +152,10 @@ macro_rules! tier {
             entry!(q6_k, $feat, 256, 210, 292, $kq::q6_k, [$dk]);
             entry!(f32, $feat, 1, 4, 4, float::$fl, [float::F32]);
             entry!(f16, $feat, 1, 2, 4, float::$fl, [float::F16]);
+            wsum_entry!(wsum_f32, $feat, $ws, float::F32);
+            wsum_entry!(wsum_f16, $feat, $ws, float::F16);
+            score_entry!(score_f32, $feat, $sc, float::F32);
+            score_entry!(score_f16, $feat, $sc, float::F16);
 
             /// This tier's table; types without a SIMD kernel use the scalar reference.
             pub(crate) static SET: KernelSet = KernelSet {
@@ -124,13 +175,17 @@ macro_rules! tier {
                 quant_q8_1: quantize::quant_q8_1,
                 quant_q8_k: quantize::quant_q8_k,
                 quant_f32: crate::kernels::scalar::SET.quant_f32,
+                score_f32,
+                score_f16,
+                wsum_f32,
+                wsum_f16,
             };
         }
     };
 }
 
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256);
+tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256);
+tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256);
 tier!(
     avx512,
     Tier::Avx512,
@@ -139,7 +194,9 @@ tier!(
     [isa::Bw512, isa::Bw256],
     kquant512,
     isa::Bw512,
-    dot512
+    dot512,
+    wsum512,
+    score512
 );
 tier!(
     avx512_vnni,
@@ -149,7 +206,9 @@ tier!(
     [isa::Vnni512, isa::Vnni256],
     kquant512,
     isa::Vnni512,
-    dot512
+    dot512,
+    wsum512,
+    score512
 );
 
 pub(crate) use avx2::SET as AVX2;

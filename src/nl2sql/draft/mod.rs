@@ -21,6 +21,9 @@ pub use window::{Window, MAX_DRAFT};
 /// rarely longer, and longer suffixes only cost time.
 const MAX_TRIE_SUFFIX: usize = 12;
 
+/// The opening of a fenced SQL answer.
+const ANSWER_FENCE: &str = "```sql\n";
+
 /// Most tokens copied after a one-token prompt-lookup match.
 const WEAK_LOOKUP: usize = 3;
 
@@ -64,6 +67,9 @@ impl Drafter {
                 for start in clause_starts(tok, &ids) {
                     trie.insert(&ids[start..]);
                 }
+                // Opened by a Markdown SQL fence, as chat models write their answers (the answer
+                // extractor, `sqltext`, reads it): the fence's tokens are then drafted too.
+                trie.insert(&tok.encode(&format!("{ANSWER_FENCE}{text}"), false)?);
             }
         }
         Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len() })
