@@ -122,3 +122,26 @@ impl LayerStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary sums the layers: tokens from layer 0, ratios over token-layers and neurons.
+    #[test]
+    fn summary_sums_layers() {
+        let layers = [LayerStats::default(), LayerStats::default()];
+        assert_eq!(Summary::of(&layers, 10), Summary::default());
+        layers[0].add(4, false, 1_000_000, 0);
+        layers[0].add(10, true, 2_000_000, 0);
+        layers[1].add(6, false, 1_000_000, 0);
+        layers[1].add(0, false, 0, 0);
+        let s = Summary::of(&layers, 10);
+        assert_eq!(s.tokens, 2);
+        assert!((s.predicted_active_ratio - 20.0 / 40.0).abs() < 1e-12);
+        assert!((s.fallback_rate - 0.25).abs() < 1e-12);
+        assert!((s.ffn_ms - 4.0).abs() < 1e-12);
+        layers.iter().for_each(LayerStats::reset);
+        assert_eq!(Summary::of(&layers, 10), Summary::default());
+    }
+}
