@@ -283,8 +283,8 @@ fn sparse_json(s: &SparseUse) -> serde_json::Value {
 /// it was produced (prompt size, fingerprint, tables shown/dropped, cache hit, tokens, sparse FFN,
 /// per-phase timings) as jsonb. `schemas` NULL: the search path; `sparsity` NULL: the
 /// `turboinfer.sparsity` setting (0 = dense for this call). A NULL question gives NULL.
-#[pg_extern(volatile, parallel_unsafe, security_invoker)]
-fn nl2sql_explain(
+#[pg_extern(volatile, parallel_unsafe, security_invoker, name = "nl2sql_explain")]
+fn nl2sql_explain_sparse(
     question: Option<&str>,
     schemas: default!(Option<Vec<String>>, "NULL"),
     sparsity: default!(Option<f64>, "NULL"),
@@ -292,6 +292,21 @@ fn nl2sql_explain(
     let question = question?;
     let a = answer(question, schemas, sparsity);
     Some(JsonB(explain_json(question, &a)))
+}
+
+/// The C symbol of the former `nl2sql_explain(question)` (no SQL of its own): a database whose
+/// extension was created by an earlier build of this version still points at it, and keeps working
+/// until the extension is re-created.
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
+fn nl2sql_explain(question: &str) -> JsonB {
+    JsonB(explain_json(question, &answer(question, None, None)))
+}
+
+/// The C symbol of the former `nl2sql_explain(question, schemas)` (see [`nl2sql_explain`]).
+#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
+fn nl2sql_explain_schemas(question: &str, schemas: Vec<String>) -> JsonB {
+    let a = answer(question, Some(schemas), None);
+    JsonB(explain_json(question, &a))
 }
 
 /// `turboinfer_info()`: the configured model (loading it if needed), its shape and quantization
