@@ -172,7 +172,10 @@ impl Model {
         for (l, lw) in self.w.layers.iter().enumerate() {
             // Attention block.
             norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
-            mul_shared(f, &mut SharedActs::new(&h, dim), [(&lw.wq, &mut q[..]), (&lw.wk, &mut k[..]), (&lw.wv, &mut v[..])])?;
+            let mut acts = SharedActs::new(&h, dim);
+            mul(f, &lw.wq, &mut acts, &mut q)?;
+            mul(f, &lw.wk, &mut acts, &mut k)?;
+            mul(f, &lw.wv, &mut acts, &mut v)?;
             add_bias(&mut q, lw.bq.as_deref());
             add_bias(&mut k, lw.bk.as_deref());
             add_bias(&mut v, lw.bv.as_deref());
@@ -199,7 +202,9 @@ impl Model {
                 None => false,
             };
             if !done_sparse {
-                mul_shared(f, &mut SharedActs::new(&h, dim), [(&lw.w_gate, &mut gate[..]), (&lw.w_up, &mut up[..])])?;
+                let mut acts = SharedActs::new(&h, dim);
+                mul(f, &lw.w_gate, &mut acts, &mut gate)?;
+                mul(f, &lw.w_up, &mut acts, &mut up)?;
                 ops::swiglu(&mut gate, &up);
                 if let Some(hook) = &self.ffn_hook {
                     hook.observe(l, &h, &gate);
@@ -233,25 +238,6 @@ fn mul(file: &GgufFile, m: &Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) 
     let n_tok = acts.n_tok();
     let (a, rb) = acts.get(m.act_ty)?;
     ops::matmul(m.rows(file), a, rb, n_tok, out);
-    Ok(())
-}
-
-/// `out_i = acts · m_iᵀ` for matrices sharing one input (Q/K/V, gate/up). One token: a single
-/// fork-join over all their rows (`ops::matvec_many`, bitwise the same as separate products);
-/// a batch: one `mul` each (the batch kernels already keep the threads busy).
-fn mul_shared<const N: usize>(file: &GgufFile, acts: &mut SharedActs<'_>, jobs: [(&Matrix, &mut [f32]); N]) -> Result<(), ModelError> {
-    if acts.n_tok() != 1 {
-        for (m, out) in jobs {
-            mul(file, m, acts, out)?;
-        }
-        return Ok(());
-    }
-    for (m, _) in &jobs {
-        acts.get(m.act_ty)?;
-    }
-    let acts = &*acts;
-    let mv = jobs.into_iter().map(|(m, out)| ops::MatVec { w: m.rows(file), act: acts.peek(m.act_ty).expect("quantized above").0, out }).collect();
-    ops::matvec_many(mv);
     Ok(())
 }
 

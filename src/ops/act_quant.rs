@@ -26,11 +26,6 @@ impl<'a> SharedActs<'a> {
         self.x.len() / self.cols
     }
 
-    /// The rows already quantized to `ty` by [`SharedActs::get`], if any.
-    pub fn peek(&self, ty: GgmlType) -> Option<(&[u8], usize)> {
-        self.quantized.iter().find(|e| e.0 == ty).map(|e| (&e.2[..], e.1))
-    }
-
     /// The rows quantized to `ty` (`[n_tok, row_bytes]`) and `row_bytes`, quantizing on first use
     /// (rows in parallel; call inside `Runtime::install`).
     pub fn get(&mut self, ty: GgmlType) -> Result<(&[u8], usize), QuantError> {

@@ -121,38 +121,6 @@ pub fn matmul_rows(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: 
     });
 }
 
-/// One matrix × one activation vector of a [`matvec_many`] call.
-pub struct MatVec<'a> {
-    pub w: WeightRows<'a>,
-    /// The activation vector in `w`'s activation format.
-    pub act: &'a [u8],
-    /// `[w.rows]`
-    pub out: &'a mut [f32],
-}
-
-/// Several matrix × vector products over one shared pool of row tasks (Q, K and V; gate and up):
-/// one fork-join instead of one per matrix, and the small K/V matrices fill in around the large
-/// Q one. Each row uses the same kernel call as [`matmul`] with one token, so every output is
-/// bitwise that of a separate `matmul`. Call inside `Runtime::install`.
-pub fn matvec_many(jobs: Vec<MatVec<'_>>) {
-    let mut tasks = Vec::new(); // (matrix, activation, first row, output rows)
-    for MatVec { w, act, out } in jobs {
-        assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
-        assert_eq!(out.len(), w.rows, "output shape mismatch");
-        let chunk = rows_per_task(w.row_bytes);
-        for (c, o) in out.chunks_mut(chunk).enumerate() {
-            tasks.push((w, act, c * chunk, o));
-        }
-    }
-    tasks.into_par_iter().for_each(|(w, act, r0, o)| {
-        let rb = w.row_bytes;
-        for (i, y) in o.iter_mut().enumerate() {
-            let r = r0 + i;
-            *y = (w.kernels.vec_dot)(w.cols, &w.data[r * rb..(r + 1) * rb], act);
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,27 +181,6 @@ mod tests {
                     assert_eq!(sub[t * pick.len() + j].to_bits(), full[t * rows + r as usize].to_bits(), "n_tok {n_tok} t {t} row {r}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn matvec_many_equals_separate_matmuls() {
-        let rt = crate::runtime::Runtime::new(2).unwrap();
-        let set = crate::kernels::kernels();
-        let shapes = [(3001usize, 40usize), (17, 40), (700, 24)];
-        let ws: Vec<Vec<u8>> =
-            shapes.iter().enumerate().map(|(m, &(r, c))| bytes(&(0..r * c).map(|i| ((i * (31 + m) % 97) as f32) * 0.01 - 0.4).collect::<Vec<_>>())).collect();
-        let xs: Vec<Vec<u8>> = shapes.iter().map(|&(_, c)| bytes(&(0..c).map(|i| (i as f32 * 0.7).cos()).collect::<Vec<_>>())).collect();
-        let wr = |m: usize| WeightRows { data: &ws[m], rows: shapes[m].0, cols: shapes[m].1, row_bytes: shapes[m].1 * 4, kernels: set.get(GgmlType::F32).unwrap() };
-        let mut want: Vec<Vec<f32>> = shapes.iter().map(|&(r, _)| vec![0.0; r]).collect();
-        for (m, o) in want.iter_mut().enumerate() {
-            rt.install(|| matmul(wr(m), &xs[m], shapes[m].1 * 4, 1, o));
-        }
-        let mut got: Vec<Vec<f32>> = shapes.iter().map(|&(r, _)| vec![f32::NAN; r]).collect();
-        let jobs: Vec<MatVec> = got.iter_mut().enumerate().map(|(m, o)| MatVec { w: wr(m), act: &xs[m], out: o }).collect();
-        rt.install(|| matvec_many(jobs));
-        for m in 0..shapes.len() {
-            assert!(got[m].iter().zip(&want[m]).all(|(a, b)| a.to_bits() == b.to_bits()), "matrix {m}");
         }
     }
 }
