@@ -16,7 +16,7 @@ pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(128);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
-pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
 /// `turboinfer_cache` in the data directory; a relative path is relative to the data directory).
 pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
