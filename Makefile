@@ -11,7 +11,7 @@ MODEL        ?= qwen2.5-coder-1.5b
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features nl2sql_api nl2sql_validate nl2sql_visibility nl2sql_cache_file nl2sql_timeout nl2sql_quality nl2sql_speculation nl2sql_sparse
+REGRESS      := version cpu_features nl2sql_api nl2sql_validate nl2sql_visibility nl2sql_cache_file nl2sql_timeout nl2sql_quality nl2sql_speculation nl2sql_sparse nl2sql_cancel
 
 comma := ,
 empty :=

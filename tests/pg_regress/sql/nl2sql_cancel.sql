@@ -1,0 +1,53 @@
+-- pg_cancel_backend from another session stops a running nl2sql() promptly (the backend checks for
+-- interrupts between forward passes), the cancelled call ends with the standard cancel ERROR, and
+-- that backend stays usable with its model loaded. The "other session" is a dblink connection.
+CREATE EXTENSION turboinfer;
+CREATE EXTENSION dblink;
+CREATE SCHEMA cancel;
+-- 80 tables of 12 columns: thousands of prompt tokens, many seconds of work for SmolLM2.
+DO $$
+BEGIN
+  FOR i IN 1..80 LOOP
+    EXECUTE format('CREATE TABLE cancel.t%s (%s)', i,
+                   (SELECT string_agg(format('column_number_%s_of_table_%s integer', c, i), ', ' ORDER BY c)
+                    FROM generate_series(1, 12) c));
+  END LOOP;
+END $$;
+SELECT dblink_connect('worker', format('dbname=%s port=%s host=%s', current_database(),
+                      current_setting('port'), current_setting('unix_socket_directories')));
+SELECT dblink_exec('worker', 'SET turboinfer.model = ''smollm2-135m''');
+SELECT dblink_exec('worker', 'SET turboinfer.max_new_tokens = 2048');
+SELECT dblink_exec('worker', 'SET turboinfer.context_tokens = 8192');
+SELECT dblink_exec('worker', 'SET search_path = cancel, public');
+CREATE TEMP TABLE worker AS SELECT pid FROM dblink('worker', 'SELECT pg_backend_pid()') AS t(pid int);
+SELECT dblink_send_query('worker', 'SELECT nl2sql(''list every column of every table'')') AS sent;
+-- Wait until the worker is inside the call (at most 10 s), then give it a second of work.
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity a JOIN worker w USING (pid)
+                      WHERE a.state = 'active' AND a.query LIKE 'SELECT nl2sql(%');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT pg_sleep(1);
+CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS at;
+SELECT pg_cancel_backend(pid) AS cancelled FROM worker;
+-- The call ends with the cancel ERROR (reported, not raised here: fail => false), promptly
+-- (measured: 0.23 s, arriving during the prompt's prefill; 5 s leaves room for a slow machine).
+-- (dblink relays the remote error as a NOTICE whose DETAIL may hold a backtrace: hidden.)
+SET client_min_messages = warning;
+SELECT count(*) AS result_rows FROM dblink_get_result('worker', false) AS t(sql text);
+RESET client_min_messages;
+SELECT clock_timestamp() - at < interval '5 seconds' AS prompt FROM t0;
+SELECT dblink_error_message('worker') LIKE '%canceling statement due to user request%' AS cancel_error;
+-- Drain the end of the async query, then the same backend answers again, model still loaded.
+SELECT count(*) AS drained FROM dblink_get_result('worker', false) AS t(sql text);
+SELECT t.pid = w.pid AS same_backend, t.loaded
+FROM dblink('worker', 'SELECT pg_backend_pid(), (turboinfer_info()->>''loaded'')::bool') AS t(pid int, loaded bool), worker w;
+SELECT dblink_disconnect('worker');
+SET client_min_messages = warning;
+DROP SCHEMA cancel CASCADE;
+RESET client_min_messages;
+DROP EXTENSION dblink;
+DROP EXTENSION turboinfer;
