@@ -72,6 +72,10 @@ unsafe impl Elem for f16 {
     const TY: GgmlType = GgmlType::F16;
 }
 
+// The byte views below hand native f32/f16 memory to kernels that read little-endian GGUF layouts.
+#[cfg(target_endian = "big")]
+compile_error!("the attention kernels read the KV cache as little-endian bytes");
+
 /// `s` as its bytes.
 #[inline]
 fn bytes<T: Elem>(s: &[T]) -> &[u8] {
