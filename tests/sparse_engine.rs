@@ -139,3 +139,30 @@ fn sparse_and_dense_prefixes_never_mix() {
     let _ = fs::remove_dir_all(&dir);
     fs::remove_file(&sc).unwrap();
 }
+
+/// Speculation stays exact under a sparse FFN: a sparse hook that keeps batches dense (the default)
+/// is not batch-invariant, so the engine decodes one token per pass even with speculation asked for
+/// (same answer as without it, reported as off); a hook that also sparsifies batches token by token
+/// is batch-invariant, so speculation runs and still gives the same answer.
+#[test]
+fn speculation_is_exact_or_off_under_a_sparse_hook() {
+    let Some((mut e, rt, sc)) = engine_with_sidecar("spec") else { return };
+    let q = "How many users are there?";
+    let answer = |e: &Engine, speculation: bool| {
+        let opts = Options { max_new_tokens: 24, context_tokens: 1024, speculation, ..Options::default() };
+        e.run(&rt, &mut PrefixCache::new(), &schema(), q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap()
+    };
+    for batches in [false, true] {
+        let hook = sparse::load_for(e.model(), &sc, 0.5, SparseConfig { batches, ..SparseConfig::default() }).unwrap();
+        assert_eq!(hook.batch_invariant(), batches);
+        e.set_ffn_hook(Some(hook), &format!("spec-test-{batches}"));
+        let (plain, spec) = (answer(&e, false), answer(&e, true));
+        assert_eq!(plain.attempts[0].ids, spec.attempts[0].ids, "batches {batches}: speculation changed the answer");
+        assert_eq!(spec.speculation, batches, "speculation runs only over a batch-invariant hook");
+        if !batches {
+            assert_eq!(spec.forward_passes, plain.forward_passes, "no drafts when speculation is off");
+        }
+    }
+    e.set_ffn_hook(None, "");
+    fs::remove_file(&sc).ok();
+}

@@ -582,17 +582,20 @@ impl Engine {
         timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
         let n_question_end = kv.len();
 
+        // Speculation verifies drafts in batches; it is exact only if a batch equals the same
+        // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
+        let speculate = opts.speculation && self.batch_invariant();
         // The drafter lives next to the prefix it was built for.
-        if opts.speculation && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
+        if speculate && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
             let t = Instant::now();
             cache.drafter = Some(Drafter::for_schema(&self.tok, &shown_schema(schema, &plan.shown), plan.fingerprint)?);
             timings.prompt_ms += ms_since(t);
         }
-        let focus = match (&cache.drafter, opts.speculation) {
+        let focus = match (&cache.drafter, speculate) {
             (Some(_), true) => focus_tokens(&self.tok, &shown_schema(schema, &plan.shown), &question, &plan.question_ids)?,
             _ => Vec::new(),
         };
-        let drafter = if opts.speculation { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
+        let drafter = if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
         let mut context: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
 
         let mut attempts = Vec::with_capacity(2);
@@ -633,7 +636,7 @@ impl Engine {
                     generated_tokens,
                     attempts,
                     timings,
-                    speculation: opts.speculation,
+                    speculation: speculate,
                     forward_passes: spec.forward_passes,
                     draft_tokens: spec.draft_tokens,
                     accepted_tokens: spec.accepted_tokens,
@@ -664,7 +667,14 @@ impl Engine {
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new, stop_at_statement: false };
-        self.decode(rt, kv, logits, prompt, speculation.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
+        let speculate = speculation && self.batch_invariant();
+        self.decode(rt, kv, logits, prompt, speculate.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
+    }
+
+    /// True when the forward pass gives a batch bitwise the results of its tokens one at a time
+    /// (always without an FFN hook; see `FfnHook::batch_invariant`).
+    fn batch_invariant(&self) -> bool {
+        self.model.ffn_hook().is_none_or(|h| h.batch_invariant())
     }
 
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and

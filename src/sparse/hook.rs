@@ -26,6 +26,16 @@ impl FfnHook {
         }
     }
 
+    /// True when a batch of tokens gets bitwise the results of the same tokens one at a time (what
+    /// exact speculative decoding needs): a recorder only observes; a sparse executor only when it
+    /// also runs batches token by token (`SparseConfig::batches`), since batches are dense otherwise.
+    pub fn batch_invariant(&self) -> bool {
+        match self {
+            FfnHook::Sparse(s) => s.config.batches,
+            FfnHook::Record(_) => true,
+        }
+    }
+
     /// Sees the dense path's FFN input `h` (`[n, dim]`) and activations `act` (`[n, ffn_dim]`,
     /// silu(gate)*up) of layer `l`.
     pub fn observe(&self, l: usize, h: &[f32], act: &[f32]) {
