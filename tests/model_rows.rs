@@ -90,7 +90,7 @@ fn head_timing_of(name: &str) {
         for (dst, &r) in gathered.chunks_exact_mut(w.row_bytes).zip(&rows) {
             dst.copy_from_slice(&w.data[r as usize * w.row_bytes..(r as usize + 1) * w.row_bytes]);
         }
-        let g = WeightRows { data: &gathered, rows: rows.len(), ..w };
+        let g = WeightRows { data: &gathered, rows: rows.len(), packed: None, ..w };
         rt.install(|| matmul(g, a, arb, 1, &mut sub2));
     });
     assert_eq!(sub, sub2);

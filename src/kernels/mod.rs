@@ -7,6 +7,7 @@
 //! `crate::quant` defines the semantics every tier reproduces (integer block sums exact, float
 //! accumulation order free).
 
+pub mod packed;
 mod scalar;
 mod set;
 mod tier;

@@ -102,4 +102,5 @@ pub(crate) static SET: KernelSet = KernelSet {
     score_f16,
     wsum_f32,
     wsum_f16,
+    packed_q4_k: None,
 };

@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use super::packed::PackedDotFn;
 use super::tier::{parse_override, KernelError, Tier};
 use crate::cpu::{cpu_features, CpuFeatures};
 use crate::quant::{GgmlType, QuantizeFn, VecDotFn};
@@ -70,6 +71,8 @@ pub struct KernelSet {
     pub(crate) wsum_f32: WeightedSumFn,
     /// Weighted sum of f16 value rows.
     pub(crate) wsum_f16: WeightedSumFn,
+    /// Dot products of `Q4_K×16` packed row groups (`kernels::packed`), if this tier has them.
+    pub(crate) packed_q4_k: Option<PackedDotFn>,
 }
 
 impl KernelSet {
@@ -149,6 +152,12 @@ impl KernelSet {
             GgmlType::F16 => Some(self.wsum_f16),
             _ => None,
         }
+    }
+
+    /// The kernel for `Q4_K×16` packed matrices (`kernels::packed`), or `None` if this tier has none
+    /// (then matrices are dotted unpacked, with the same results).
+    pub fn packed_q4_k(&self) -> Option<PackedDotFn> {
+        self.packed_q4_k
     }
 
     /// The activation quantizer producing format `ty` (Q8_0, Q8_1, Q8_K or F32), bit-identical to

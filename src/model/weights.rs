@@ -35,7 +35,7 @@ impl std::fmt::Debug for Matrix {
 impl Matrix {
     /// The rows as a kernel argument, borrowing from `file` (the file this matrix was loaded from).
     pub fn rows<'a>(&self, file: &'a GgufFile) -> WeightRows<'a> {
-        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, kernels: self.kernels }
+        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, kernels: self.kernels, packed: None }
     }
 
     /// Row `r`'s raw bytes (`r < rows`, checked by the caller).

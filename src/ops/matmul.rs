@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use crate::kernels::packed::PackedDotFn;
 use crate::kernels::TypeKernels;
 
 /// A quantized dot product: `(n, weight_row_bytes, activation_row_bytes) -> f32` over `n` elements
@@ -24,6 +25,17 @@ pub struct WeightRows<'a> {
     pub row_bytes: usize,
     /// Single-vector and batch dot products of one weight row with activation rows of the matching type.
     pub kernels: TypeKernels,
+    /// The same matrix in a packed layout with its kernel, if one is available (bitwise the same results).
+    pub packed: Option<PackedRows<'a>>,
+}
+
+/// A matrix in the `Q4_K×16` layout (`kernels::packed`) and the tier's kernel for it.
+#[derive(Clone, Copy)]
+pub struct PackedRows<'a> {
+    /// `[rows / 16, cols / 256, 16 * 144]` packed bytes, as long as the unpacked matrix.
+    pub data: &'a [u8],
+    /// Dot products of one packed row group with activation vectors.
+    pub dot: PackedDotFn,
 }
 
 impl std::fmt::Debug for WeightRows<'_> {
@@ -143,7 +155,7 @@ mod tests {
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let kernels = set.get(GgmlType::F32).unwrap();
-            let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels };
+            let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels, packed: None };
             for n_tok in [1usize, 3, 11] {
                 let x: Vec<f32> = (0..n_tok * cols).map(|i| (i % 5) as f32 * 0.5 - 1.0).collect();
                 let xb = bytes(&x);
@@ -167,7 +179,7 @@ mod tests {
         let wb = bytes(&w);
         let rt = crate::runtime::Runtime::new(2).unwrap();
         let set = crate::kernels::kernels();
-        let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels: set.get(GgmlType::F32).unwrap() };
+        let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels: set.get(GgmlType::F32).unwrap(), packed: None };
         let pick: Vec<u32> = (0..rows as u32).filter(|r| r % 7 == 0 || r % 11 == 3).collect();
         for n_tok in [1usize, 5] {
             let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.37).sin()).collect();

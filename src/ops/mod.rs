@@ -15,7 +15,7 @@ pub mod softmax;
 pub use act_quant::SharedActs;
 pub use activation::{silu, swiglu};
 pub use attention::{attention, AttnPrecision, AttnShape, KvView};
-pub use matmul::{matmul, matmul_rows, VecDotFn, WeightRows};
+pub use matmul::{matmul, matmul_rows, PackedRows, VecDotFn, WeightRows};
 pub use norm::{rmsnorm, rmsnorm_chunks_in_place};
 pub use rope::{RopeMode, RopeTable};
 pub use softmax::{log_softmax, softmax_in_place};

@@ -39,6 +39,14 @@ mod types;
 
 pub use types::{GgmlType, QK, QK_K};
 
+/// The unpacked 6-bit (scale, min) of Q4_K sub-block `j` from a block's 12 packed scale bytes.
+pub(crate) use q4_k::scale_min as q4k_scale_min;
+
+/// Byte layout of a Q8_K activation block (for kernels outside this module).
+pub(crate) mod q8k_layout {
+    pub(crate) use super::q8_k::{BLOCK, BSUMS, QS};
+}
+
 /// Dequantizes a row: `src` holds exactly `ty.row_bytes(dst.len())` bytes; fills all of `dst`.
 pub type DequantizeFn = fn(src: &[u8], dst: &mut [f32]);
 /// Quantizes a row of f32 activations: `dst` holds exactly `ty.row_bytes(x.len())` bytes.

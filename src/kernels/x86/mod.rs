@@ -179,6 +179,7 @@ macro_rules! tier {
                 score_f16,
                 wsum_f32,
                 wsum_f16,
+                packed_q4_k: None,
             };
         }
     };

@@ -1,0 +1,122 @@
+//! The `Q4_K×16` packed layout: Q4_K weight rows interleaved sixteen at a time, so that one 64-byte
+//! vector holds the same four code bytes of sixteen rows and a dot product runs "rows in lanes"
+//! (`vpdpbusd` of sixteen rows against one broadcast group of four activation bytes).
+//!
+//! A matrix of `rows` (a multiple of `PACK_ROWS`) Q4_K rows of `nb` super-blocks is a sequence of
+//! row groups; group `g` (rows `16g..16g+16`) is `nb` packed blocks of `16 * 144` bytes, block `b`
+//! being super-block `b` of its sixteen rows:
+//! ```text
+//! [0..32)      d        f16  × 16   row r at 2r
+//! [32..64)     dmin     f16  × 16
+//! [64..128)    scales bytes 0..4 of row r at 64 + 4r   (the 12 packed 6-bit scales/mins, as u32s)
+//! [128..192)   scales bytes 4..8
+//! [192..256)   scales bytes 8..12
+//! [256..2304)  qs: for q in 0..32, bytes 4q..4q+4 of row r's 128 code bytes at 256 + 64q + 4r
+//! ```
+//! The layout is a pure permutation of the GGUF bytes (same size, no rounding), so a packed matrix
+//! holds exactly the same weights; a group occupies the same byte range as its rows do unpacked.
+
+use crate::quant::{bytes, q4k_scale_min, GgmlType, QK_K};
+
+/// Rows interleaved per group.
+pub const PACK_ROWS: usize = 16;
+/// Bytes of one Q4_K super-block.
+const Q4K: usize = 144;
+/// Bytes of a packed block (sixteen super-blocks).
+pub const PACKED_BLOCK: usize = PACK_ROWS * Q4K;
+
+/// Dot products of one packed row group with activation vectors: `out[v*16 + r] = dot(row r, vector v)`
+/// for `v < out.len() / 16`, vectors `stride` bytes apart in `acts` (Q8_K rows of `n` elements),
+/// `w` the group's `16 * row_bytes(n)` packed bytes. Every output is bitwise `q4_k_exact_dot` of the
+/// unpacked row, whatever the tier, the vector count or the position of the vector in the batch.
+pub type PackedDotFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
+
+/// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed.
+pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
+    ty == GgmlType::Q4_K && rows > 0 && rows.is_multiple_of(PACK_ROWS) && cols > 0 && cols.is_multiple_of(QK_K)
+}
+
+/// Packs `rows` Q4_K rows of `cols` elements (`src`, GGUF order) into `dst` (same length).
+/// Panics unless `packable(Q4_K, rows, cols)` and both slices hold exactly the matrix.
+pub fn pack_q4_k(rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
+    assert!(packable(GgmlType::Q4_K, rows, cols), "not a packable Q4_K matrix: {rows}x{cols}");
+    let nb = cols / QK_K;
+    let rb = nb * Q4K;
+    assert!(src.len() == rows * rb && dst.len() == src.len(), "packed matrix size mismatch");
+    for (gs, gd) in src.chunks_exact(PACK_ROWS * rb).zip(dst.chunks_exact_mut(PACK_ROWS * rb)) {
+        for (b, pd) in gd.chunks_exact_mut(PACKED_BLOCK).enumerate() {
+            for r in 0..PACK_ROWS {
+                let x = &gs[r * rb + b * Q4K..r * rb + (b + 1) * Q4K];
+                pd[2 * r..2 * r + 2].copy_from_slice(&x[0..2]);
+                pd[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&x[2..4]);
+                for k in 0..3 {
+                    pd[64 + 64 * k + 4 * r..64 + 64 * k + 4 * r + 4].copy_from_slice(&x[4 + 4 * k..8 + 4 * k]);
+                }
+                for q in 0..32 {
+                    pd[256 + 64 * q + 4 * r..256 + 64 * q + 4 * r + 4].copy_from_slice(&x[16 + 4 * q..20 + 4 * q]);
+                }
+            }
+        }
+    }
+}
+
+/// Row `r` (< 16) of super-block `b` of a packed group, back in GGUF order (tests, reference).
+pub fn unpack_block(group: &[u8], b: usize, r: usize) -> [u8; Q4K] {
+    let pd = &group[b * PACKED_BLOCK..(b + 1) * PACKED_BLOCK];
+    let mut x = [0u8; Q4K];
+    x[0..2].copy_from_slice(&pd[2 * r..2 * r + 2]);
+    x[2..4].copy_from_slice(&pd[32 + 2 * r..32 + 2 * r + 2]);
+    for k in 0..3 {
+        x[4 + 4 * k..8 + 4 * k].copy_from_slice(&pd[64 + 64 * k + 4 * r..64 + 64 * k + 4 * r + 4]);
+    }
+    for q in 0..32 {
+        x[16 + 4 * q..20 + 4 * q].copy_from_slice(&pd[256 + 64 * q + 4 * r..256 + 64 * q + 4 * r + 4]);
+    }
+    x
+}
+
+/// The block-exact Q4_K × Q8_K dot product, the arithmetic every SIMD tier and every packed kernel
+/// reproduces bit for bit: per super-block, the integer sums are exact,
+/// `isum = Σ_j sc[j] · Σ_{i in j} code_i · q8_i` and `msum = Σ_j m[j] · Σ_{i in j} q8_i`,
+/// then two fused multiply-adds in this order: `acc = fma(isum, d·d_a, acc)`,
+/// `acc = fma(msum, -(dmin·d_a), acc)`. (`isum` can exceed 2^24; its conversion to f32 rounds to
+/// nearest, the same on every tier.) The scalar tier keeps ggml's own lane order instead.
+pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
+    let nb = n / QK_K;
+    assert!(n.is_multiple_of(QK_K) && w.len() >= nb * Q4K && act.len() >= nb * AB, "q4_k_exact_dot: short rows");
+    let mut acc = 0.0f32;
+    for (x, y) in w.chunks_exact(Q4K).zip(act.chunks_exact(AB)).take(nb) {
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = q4k_scale_min(j, &x[4..16]);
+            let c = j / 2; // 32-byte code chunk: low nibbles for even j, high for odd
+            let mut s = 0i32;
+            for l in 0..32 {
+                let code = if j % 2 == 0 { x[16 + 32 * c + l] & 0x0F } else { x[16 + 32 * c + l] >> 4 };
+                s += code as i32 * y[QS + 32 * j + l] as i8 as i32;
+            }
+            isum += sc as i32 * s;
+            let bs = bytes::i16_at(&y[BSUMS + 4 * j..]) as i32 + bytes::i16_at(&y[BSUMS + 4 * j + 2..]) as i32;
+            msum += m as i32 * bs;
+        }
+        let dy = bytes::f32_at(y);
+        acc = (isum as f32).mul_add(bytes::f16_at(&x[0..2]) * dy, acc);
+        acc = (msum as f32).mul_add(-(bytes::f16_at(&x[2..4]) * dy), acc);
+    }
+    acc
+}
+
+/// The reference packed kernel: `q4_k_exact_dot` of every unpacked row with every vector.
+pub fn packed_reference(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
+    let nb = n / QK_K;
+    assert!(w.len() == nb * PACKED_BLOCK && out.len().is_multiple_of(PACK_ROWS), "packed_reference: shapes");
+    let ab = nb * crate::quant::q8k_layout::BLOCK;
+    for (v, o) in out.chunks_exact_mut(PACK_ROWS).enumerate() {
+        let a = &acts[v * stride..v * stride + ab];
+        for (r, y) in o.iter_mut().enumerate() {
+            let row: Vec<u8> = (0..nb).flat_map(|b| unpack_block(w, b, r)).collect();
+            *y = q4_k_exact_dot(n, &row, a);
+        }
+    }
+}
