@@ -8,13 +8,15 @@
 //!    the 1-thread figures also as weight bytes / thread CPU time (robust to a busy machine);
 //! 3. the cost of the batch kernel for 1, 2, 4 and 8 activation vectors relative to 1.
 //!
+//! Rows labelled `x16` are Q4_K matrices in the `Q4_K×16` packed layout (`kernels::packed`), same bytes.
+//!
 //! Options: `--quick` (fewer samples, best tier only), `--tiers a,b`, `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
 //! `--no-bandwidth`.
 
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use turboinfer::kernels::{KernelSet, Tier};
+use turboinfer::kernels::{packed, KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
 
 /// Weight bytes per parallel task: large enough that rayon's per-task cost (~1 µs) is small next to
@@ -309,10 +311,69 @@ fn main() {
                     gbs(c1),
                     gbs(t2)
                 );
+                if let Some((t1, c1, t2)) = packed_times(&o, k, ty, *n, *rows, &w, &act, reps, &pool2) {
+                    println!(
+                        "{:<6} {:>14} {:<5} {:>9.1} {:<11} {:>9.2} {:>9.2} {:>9.2}",
+                        model,
+                        format!("{n}x{rows}"),
+                        "x16",
+                        w.len() as f64 / 1e6,
+                        tier.name(),
+                        gbs(t1),
+                        gbs(c1),
+                        gbs(t2)
+                    );
+                }
             }
         }
     }
     batch_costs(&o, &mut rng);
+}
+
+/// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of
+/// the `Q4_K×16` packed form of `w` with `act`, if `ty` is Q4_K and the tier has the packed kernel.
+#[allow(clippy::too_many_arguments)]
+fn packed_times(
+    o: &Opts,
+    k: &KernelSet,
+    ty: GgmlType,
+    n: usize,
+    rows: usize,
+    w: &[u8],
+    act: &[u8],
+    reps: usize,
+    pool2: &rayon::ThreadPool,
+) -> Option<(Duration, Duration, Duration)> {
+    let dot = k.packed_q4_k().filter(|_| packed::packable(ty, rows, n))?;
+    let mut p = vec![0u8; w.len()];
+    packed::pack_q4_k(rows, n, w, &mut p);
+    let gb = w.len() / rows * packed::PACK_ROWS;
+    let mut out = vec![0f32; rows];
+    let mut one = || {
+        for _ in 0..reps {
+            for (g, o) in out.chunks_exact_mut(packed::PACK_ROWS).enumerate() {
+                dot(n, &p[g * gb..(g + 1) * gb], act, act.len(), o);
+            }
+        }
+        std::hint::black_box(&out);
+    };
+    let t1 = median_time(o.samples, &mut one);
+    let c1 = median_thread_cpu(o.samples, &mut one);
+    let per = (CHUNK_BYTES / gb).max(1);
+    let t2 = median_time(o.samples, || {
+        pool2.install(|| {
+            for _ in 0..reps {
+                out.par_chunks_mut(per * packed::PACK_ROWS).enumerate().for_each(|(c, o)| {
+                    for (i, og) in o.chunks_exact_mut(packed::PACK_ROWS).enumerate() {
+                        let g = c * per + i;
+                        dot(n, &p[g * gb..(g + 1) * gb], act, act.len(), og);
+                    }
+                });
+            }
+        });
+        std::hint::black_box(&out);
+    });
+    Some((t1, c1, t2))
 }
 
 /// Time of the batch kernel over a whole matrix for 1, 2, 4, 8 vectors relative to 1 vector.
@@ -353,6 +414,33 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                 times[2] / times[0],
                 times[3] / times[0]
             );
+            if let Some(dot) = k.packed_q4_k().filter(|_| ty == Q4_K) {
+                let mut p = vec![0u8; w.len()];
+                packed::pack_q4_k(rows, n, &w, &mut p);
+                let gb = rb * packed::PACK_ROWS;
+                let mut out = vec![0f32; 8 * packed::PACK_ROWS];
+                let times: Vec<f64> = [1usize, 2, 4, 8]
+                    .iter()
+                    .map(|&b| {
+                        median_thread_cpu(o.samples, || {
+                            for g in 0..rows / packed::PACK_ROWS {
+                                dot(n, &p[g * gb..(g + 1) * gb], &acts, ab, &mut out[..b * packed::PACK_ROWS]);
+                            }
+                            std::hint::black_box(&out);
+                        })
+                        .as_secs_f64()
+                    })
+                    .collect();
+                println!(
+                    "{:<5} {:<11} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                    "x16",
+                    tier.name(),
+                    times[0] * 1e3,
+                    times[1] / times[0],
+                    times[2] / times[0],
+                    times[3] / times[0]
+                );
+            }
         }
     }
 }

@@ -24,7 +24,8 @@ pub use crate::quant::{QuantizeFn, VecDotFn};
 /// with the crate version and the tier, so a build whose arithmetic differs never reuses them.
 /// Bump it with every change that can alter a kernel's result bits.
 /// 2: attention scores in the SIMD tiers' 16-lane order (`KernelSet::score_dot`).
-pub const NUMERICS_REVISION: u32 = 2;
+/// 3: Q4_K in the SIMD tiers is block-exact (`packed::q4_k_exact_dot`), packed or not.
+pub const NUMERICS_REVISION: u32 = 3;
 
 /// The identity of this process's arithmetic: crate version, numerics revision and kernel tier.
 pub fn numerics_id() -> String {

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use crate::kernels::packed::PackedDotFn;
+use crate::kernels::packed::{PackedDotFn, PACK_ROWS};
 use crate::kernels::TypeKernels;
 
 /// A quantized dot product: `(n, weight_row_bytes, activation_row_bytes) -> f32` over `n` elements
@@ -59,11 +59,15 @@ fn rows_per_task(row_bytes: usize) -> usize {
 /// which decodes every weight block once and applies it to up to 8 activation rows, so each weight
 /// row is read from memory once per batch. Every output is computed by one kernel call on one
 /// thread, and the batch kernel equals the single one bitwise, so `out[t]` is bitwise independent
-/// of `n_tok`, of the other rows and of the thread count. Call inside `Runtime::install`.
+/// of `n_tok`, of the other rows and of the thread count. With `w.packed` set, the packed kernel
+/// runs instead (`matmul_packed`), with bitwise the same results. Call inside `Runtime::install`.
 pub fn matmul(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, out: &mut [f32]) {
     assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
     assert_eq!(acts.len(), n_tok * act_row_bytes, "activation bytes do not match shape");
     assert_eq!(out.len(), n_tok * w.rows, "output shape mismatch");
+    if let Some(p) = w.packed {
+        return matmul_packed(w, p, acts, act_row_bytes, n_tok, out);
+    }
     let (rb, cols) = (w.row_bytes, w.cols);
     let chunk = rows_per_task(rb);
     if n_tok == 1 {
@@ -90,6 +94,48 @@ pub fn matmul(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize
     out.par_chunks_mut(w.rows).enumerate().for_each(|(t, o)| {
         for (r, y) in o.iter_mut().enumerate() {
             *y = tmp[r * n_tok + t];
+        }
+    });
+}
+
+/// Tokens per packed-kernel call in prompt processing: their activations (64 × ~1.1 bytes per
+/// weight column: 110 KB for 1536 columns, 640 KB for 8960) stay in L2 while a task's row groups
+/// (~64 KB) are dotted with them, so neither operand streams from memory once per row.
+const TOKEN_TILE: usize = 64;
+
+/// [`matmul`] over the `Q4_K×16` layout: parallel over tasks of whole 16-row groups; within a task,
+/// token tile by token tile, each group's kernel call applies every decoded weight block to the
+/// tile's tokens. Each output is the packed kernel's, bitwise `q4_k_exact_dot` of its row and token
+/// (like the unpacked SIMD kernels), so the result does not depend on the layout or on `n_tok`.
+fn matmul_packed(w: WeightRows<'_>, p: PackedRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, out: &mut [f32]) {
+    assert!(w.rows.is_multiple_of(PACK_ROWS) && p.data.len() == w.data.len(), "packed matrix shape");
+    let gb = PACK_ROWS * w.row_bytes; // bytes per row group
+    let per_task = (CHUNK_BYTES / gb).max(1); // groups per parallel task
+    let cols = w.cols;
+    if n_tok == 1 {
+        out.par_chunks_mut(per_task * PACK_ROWS).enumerate().for_each(|(c, o)| {
+            for (i, og) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
+                let g = c * per_task + i;
+                (p.dot)(cols, &p.data[g * gb..(g + 1) * gb], acts, act_row_bytes, og);
+            }
+        });
+        return;
+    }
+    let mut tmp = vec![0.0f32; w.rows * n_tok]; // [groups, n_tok, 16]
+    tmp.par_chunks_mut(per_task * PACK_ROWS * n_tok).enumerate().for_each(|(c, o)| {
+        for t0 in (0..n_tok).step_by(TOKEN_TILE) {
+            let nt = TOKEN_TILE.min(n_tok - t0);
+            let a = &acts[t0 * act_row_bytes..(t0 + nt) * act_row_bytes];
+            for (i, og) in o.chunks_exact_mut(PACK_ROWS * n_tok).enumerate() {
+                let g = c * per_task + i;
+                (p.dot)(cols, &p.data[g * gb..(g + 1) * gb], a, act_row_bytes, &mut og[t0 * PACK_ROWS..(t0 + nt) * PACK_ROWS]);
+            }
+        }
+    });
+    // [groups, n_tok, 16] -> [n_tok, rows]
+    out.par_chunks_mut(w.rows).enumerate().for_each(|(t, o)| {
+        for (g, og) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
+            og.copy_from_slice(&tmp[(g * n_tok + t) * PACK_ROWS..(g * n_tok + t + 1) * PACK_ROWS]);
         }
     });
 }
@@ -191,6 +237,49 @@ mod tests {
             for t in 0..n_tok {
                 for (j, &r) in pick.iter().enumerate() {
                     assert_eq!(sub[t * pick.len() + j].to_bits(), full[t * rows + r as usize].to_bits(), "n_tok {n_tok} t {t} row {r}");
+                }
+            }
+        }
+    }
+
+    /// The packed path equals the unpacked one bit for bit on every SIMD tier, for one token, a
+    /// batch, and more tokens than a token tile, over several parallel tasks.
+    #[test]
+    fn packed_equals_unpacked_on_every_simd_tier() {
+        use crate::kernels::packed::pack_q4_k;
+        let (rows, cols) = (PACK_ROWS * 40, 512); // 40 groups of 4.6 KB: three parallel tasks
+        let mut seed = 0x1234_5678u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        let mut wb: Vec<u8> = (0..rows * cols / 256 * 144).map(|_| next() as u8).collect();
+        for b in wb.chunks_exact_mut(144) {
+            // Finite f16 super-scales (exponent field 8..11: about 2^-7..2^-4).
+            b[0..2].copy_from_slice(&(0x2000u16 + (next() % 0x1000) as u16).to_le_bytes());
+            b[2..4].copy_from_slice(&(0x2000u16 + (next() % 0x1000) as u16).to_le_bytes());
+        }
+        let mut packed = vec![0u8; wb.len()];
+        pack_q4_k(rows, cols, &wb, &mut packed);
+        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let arb = cols / 256 * 292;
+        for tier in Tier::ALL {
+            let Ok(set) = KernelSet::for_tier(tier) else { continue };
+            let Some(dot) = set.packed_q4_k() else { continue };
+            let kernels = set.get(GgmlType::Q4_K).unwrap();
+            let plain = WeightRows { data: &wb, rows, cols, row_bytes: cols / 256 * 144, kernels, packed: None };
+            let pk = WeightRows { packed: Some(PackedRows { data: &packed, dot }), ..plain };
+            for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
+                let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.71).sin() * 3.0).collect();
+                let mut xb = vec![0u8; n_tok * arb];
+                for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
+                    crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
+                }
+                let (mut a, mut b) = (vec![0.0; n_tok * rows], vec![1.0; n_tok * rows]);
+                rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
+                rt.install(|| matmul(pk, &xb, arb, n_tok, &mut b));
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                    assert_eq!(x.to_bits(), y.to_bits(), "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}", i / rows, i % rows);
                 }
             }
         }

@@ -114,6 +114,11 @@ pub(crate) trait Dot512 {
     /// `acc` plus, per i32 lane, the sum of the 4 byte products `u8(u) * i8(s)` (same saturation
     /// caveat as `Dot256::dpbusd` for the BW form).
     unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i;
+    /// `dpbusd(acc, u, s)` with `s` the i32 at `p` broadcast to every lane.
+    #[inline(always)]
+    unsafe fn dpbusd_bcast(acc: __m512i, u: __m512i, p: *const u8) -> __m512i {
+        Self::dpbusd(acc, u, _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32)))
+    }
 }
 
 /// AVX-512 BW: `madd` + `add`.
@@ -141,6 +146,27 @@ impl Dot512 for Vnni512 {
     unsafe fn dpbusd(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
         _mm512_dpbusd_epi32(acc, u, s)
     }
+    #[inline(always)]
+    unsafe fn dpbusd_bcast(acc: __m512i, u: __m512i, p: *const u8) -> __m512i {
+        vpdpbusd_bcast512(acc, u, p)
+    }
+}
+
+/// One `vpdpbusd` with an embedded `{1to16}` memory broadcast of the i32 at `p`. Written as `asm!`
+/// because LLVM hoisted the broadcasts of a whole block ahead of their use and spilled them to the
+/// stack (a 64-byte store and reload per instruction: the packed kernel ran 2x slower). `#[inline]`
+/// (not `always`, which `target_feature` forbids) still inlines into callers with these features.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn vpdpbusd_bcast512(mut acc: __m512i, u: __m512i, p: *const u8) -> __m512i {
+    std::arch::asm!(
+        "vpdpbusd {acc}, {u}, dword ptr [{p}]{{1to16}}",
+        acc = inout(zmm_reg) acc,
+        u = in(zmm_reg) u,
+        p = in(reg) p,
+        options(pure, readonly, nostack, preserves_flags)
+    );
+    acc
 }
 
 /// The little-endian f16 at `p`, as f32 (F16C).

@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16_at, f32_at, load256, Dot512};
+use super::isa::{f16_at, f32_at, hsum256_i32, load256, Dot512};
 use super::kquant256::{q4k_scales_mins, Q4K_BYTES, Q6K_BYTES, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 
 /// 64 unaligned bytes at `p`.
@@ -29,7 +29,7 @@ const AND_OR: i32 = 0xEA;
 #[inline(always)]
 pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
     let m4 = _mm512_set1_epi8(0x0F);
-    let mut acc = [_mm512_setzero_ps(); B];
+    let mut acc = [0.0f32; B];
     // Chunk c of 64 elements is sub-blocks 2c (i32 lanes 0..8) and 2c+1 (lanes 8..16).
     let idx = [
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -61,13 +61,14 @@ pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a:
         for k in 0..B {
             let y = a.add(k * stride + i * Q8K_BYTES);
             let dy = f32_at(y);
-            let msum = _mm512_zextsi256_si512(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins));
-            acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(d * dy), _mm512_cvtepi32_ps(isum[k]), acc[k]);
-            acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(-dmin * dy), _mm512_cvtepi32_ps(msum), acc[k]);
+            let msum = hsum256_i32(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins));
+            // The block-exact order of `packed::q4_k_exact_dot` (shared with the packed kernels).
+            acc[k] = (_mm512_reduce_add_epi32(isum[k]) as f32).mul_add(d * dy, acc[k]);
+            acc[k] = (msum as f32).mul_add(-(dmin * dy), acc[k]);
         }
     }
     for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = _mm512_reduce_add_ps(*acc);
+        *out.add(k) = *acc;
     }
 }
 

@@ -9,8 +9,11 @@ mod float;
 mod isa;
 mod kquant256;
 mod kquant512;
+mod packed256;
+mod packed512;
 mod quantize;
 
+use super::packed::{PACKED_BLOCK, PACK_ROWS};
 use super::set::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
 
@@ -137,13 +140,59 @@ macro_rules! score_entry {
     };
 }
 
+/// Validates one packed-group call and returns the number of super-blocks: `n` whole 256-element
+/// blocks, `w` exactly one group, `out` whole 16-row outputs, every vector inside `acts`.
+fn check_packed(n: usize, w_len: usize, acts_len: usize, stride: usize, out_len: usize) -> usize {
+    assert!(n.is_multiple_of(256) && out_len.is_multiple_of(PACK_ROWS), "packed call: row length {n}, outputs {out_len}");
+    let nb = n / 256;
+    assert!(nb.checked_mul(PACKED_BLOCK) == Some(w_len), "packed group size");
+    let count = out_len / PACK_ROWS;
+    if count > 0 {
+        let need = stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * kquant256::Q8K_BYTES));
+        assert!(need.is_some_and(|b| b <= acts_len), "activation buffer too short");
+    }
+    nb
+}
+
+/// Defines the safe `Q4_K×16` entry `packed_q4_k` (a `PackedDotFn`) over kernel `$k::q4_k_x16::<$d, B>`
+/// compiled with `$feat`, each decoded weight block applied to up to `$maxb` vectors per pass.
+macro_rules! packed_entry {
+    ($feat:literal, $k:ident, $d:ty, $maxb:literal) => {
+        /// Dot products of one packed row group with activation vectors (see `PackedDotFn`).
+        pub(crate) fn packed_q4_k(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
+            /// The kernel for `B` vectors, compiled for this tier.
+            #[target_feature(enable = $feat)]
+            unsafe fn run<const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+                $k::q4_k_x16::<$d, B>(nb, w, a, stride, out)
+            }
+            let nb = check_packed(n, w.len(), acts.len(), stride, out.len());
+            for (c, o) in out.chunks_mut(PACK_ROWS * $maxb).enumerate() {
+                // SAFETY: lengths checked above; reachable only through a KernelSet of a tier whose
+                // features (`$feat`) the CPU was detected to have.
+                unsafe {
+                    let a = acts.as_ptr().add(c * $maxb * stride);
+                    let (w, o, len) = (w.as_ptr(), o.as_mut_ptr(), o.len() / PACK_ROWS);
+                    match len {
+                        1 => run::<1>(nb, w, a, stride, o),
+                        2 => run::<2>(nb, w, a, stride, o),
+                        3 if $maxb >= 3 => run::<3>(nb, w, a, stride, o),
+                        4 if $maxb >= 4 => run::<4>(nb, w, a, stride, o),
+                        _ => unreachable!("chunks of at most {} vectors", $maxb),
+                    }
+                }
+            }
+        }
+    };
+}
+
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
-/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`;
-/// exports `SET`.
+/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`,
+/// the packed Q4_K kernel from module `$pk` (`$pmax` vectors per pass); exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $pk:ident, $pmax:literal) => {
         mod $m {
             use super::*;
+            packed_entry!($feat, $pk, $dk, $pmax);
             entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
             entry!(q5_0, $feat, 32, 22, 34, $b32::sym, [blocks32::Q5_0, $($d32),+]);
             entry!(q8_0, $feat, 32, 34, 34, $b32::sym, [blocks32::Q8_0, $($d32),+]);
@@ -179,14 +228,14 @@ macro_rules! tier {
                 score_f16,
                 wsum_f32,
                 wsum_f16,
-                packed_q4_k: None,
+                packed_q4_k: Some(packed_q4_k),
             };
         }
     };
 }
 
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256);
+tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, packed256, 2);
+tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, packed256, 2);
 tier!(
     avx512,
     Tier::Avx512,
@@ -197,7 +246,9 @@ tier!(
     isa::Bw512,
     dot512,
     wsum512,
-    score512
+    score512,
+    packed512,
+    4
 );
 tier!(
     avx512_vnni,
@@ -209,7 +260,9 @@ tier!(
     isa::Vnni512,
     dot512,
     wsum512,
-    score512
+    score512,
+    packed512,
+    4
 );
 
 pub(crate) use avx2::SET as AVX2;

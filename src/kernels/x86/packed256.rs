@@ -1,0 +1,122 @@
+//! 256-bit `Q4_K×16` kernel (AVX2 and AVX-VNNI tiers): a packed group (`kernels::packed`) as two
+//! halves of eight rows, each row in one i32 lane, against Q8_K activations.
+//!
+//! The arithmetic of `packed512`, on the 32 bytes of each 64-byte unit that belong to the half:
+//! one `dpbusd` (or its `maddubs`+`madd` form) per nibble half and activation vector, with the four
+//! matching activation bytes broadcast; each weight block is decoded once for up to two vectors
+//! (more would spill the sixteen registers).
+//! Sub-block sums are exact i32 (at most 32·15·127), weighted by their 6-bit scales with `mullo`;
+//! the mins go through the activation's 16-element sums with `dpwssd`. Per super-block and lane the
+//! float work is exactly `q4_k_exact_dot`'s: two FMAs with `d·d_a` and `-(dmin·d_a)`.
+
+use std::arch::x86_64::*;
+
+use super::isa::{f32_at, load256, Dot256};
+use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use crate::kernels::packed::PACKED_BLOCK;
+
+/// The i32 at `p` broadcast to all eight lanes.
+#[inline(always)]
+unsafe fn bcast(p: *const u8) -> __m256i {
+    _mm256_set1_epi32(std::ptr::read_unaligned(p as *const i32))
+}
+
+/// `vpshufb` control taking byte `j` (0..4) of every u32 lane to its low byte, other bytes zero;
+/// with `pair`, also to its third byte (the lane becomes the i16 pair `(b, b)`).
+#[inline(always)]
+unsafe fn byte_ctrl(j: usize, pair: bool) -> __m256i {
+    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
+    for k in 0..4 {
+        c[4 * k] = (4 * k + j) as i8;
+        if pair {
+            c[4 * k + 2] = (4 * k + j) as i8;
+        }
+    }
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(c.as_ptr() as *const __m128i))
+}
+
+/// Packed Q4_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group.
+///
+/// Safety: `w` holds `nb` packed blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats; CPU has
+/// AVX2/FMA/F16C and the features of `D`.
+#[inline(always)]
+pub(crate) unsafe fn q4_k_x16<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+    for h in 0..2 {
+        half::<D, B>(nb, w, h, a, stride, out.add(8 * h));
+    }
+}
+
+/// Rows `8h..8h+8` of the packed group at `w` (bytes `32h..32h+32` of every 64-byte unit, f16 scales
+/// `16h` bytes into their 32-byte arrays): `out[16t + i]` for row `8h+i`.
+///
+/// Safety: as `q4_k_x16`.
+#[inline(always)]
+unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: *const u8, stride: usize, out: *mut f32) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let (k3f, k0f, k03) = (_mm256_set1_epi32(0x3f3f_3f3f), _mm256_set1_epi32(0x0f0f_0f0f), _mm256_set1_epi32(0x0303_0303));
+    let mut acc = [_mm256_setzero_ps(); B]; // [B] × [8 rows] f32
+    for b in 0..nb {
+        let x = w.add(b * PACKED_BLOCK + 32 * h); // this half of every 64-byte unit
+        let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
+        // Lane i: row 8h+i's 12 scale bytes as three u32s, decoded as in `q4k_scales_mins`.
+        let (u0, u1, u2) = (load256(x.add(64)), load256(x.add(128)), load256(x.add(192)));
+        let sc_lo = _mm256_and_si256(u0, k3f); // bytes: sc[0..4]
+        let sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k0f), _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u0), k03)));
+        let mut isum = [_mm256_setzero_si256(); B];
+        for c in 0..4 {
+            // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), one i32 per row.
+            let src = if c < 2 { sc_lo } else { sc_hi };
+            let s_lo = _mm256_shuffle_epi8(src, byte_ctrl((2 * c) % 4, false));
+            let s_hi = _mm256_shuffle_epi8(src, byte_ctrl((2 * c + 1) % 4, false));
+            // `ch` independent accumulator chains per vector and nibble half (the integer sums are
+            // exact, so splitting them changes nothing): one chain of 8 dependent dot instructions
+            // (~5 cycles each) per 64 elements would bound a 1-vector pass by latency, not throughput.
+            let ch = if B == 1 { 4 } else if B == 2 { 2 } else { 1 };
+            let mut lo_acc = [[_mm256_setzero_si256(); 4]; B];
+            let mut hi_acc = [[_mm256_setzero_si256(); 4]; B];
+            for (g, k) in (0..8).map(|g| (g, g % 4)) {
+                // Code bytes 32c+4g..+4 of every row: elements 64c+4g.. (low) and 64c+32+4g.. (high).
+                let wv = load256(x.add(256 + 64 * (8 * c + g)));
+                let lo = _mm256_and_si256(wv, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(wv), m4);
+                for t in 0..B {
+                    let q = y(t).add(Q8K_QS + 64 * c + 4 * g);
+                    lo_acc[t][k % ch] = D::dpbusd(lo_acc[t][k % ch], lo, bcast(q));
+                    hi_acc[t][k % ch] = D::dpbusd(hi_acc[t][k % ch], hi, bcast(q.add(32)));
+                }
+            }
+            for t in 0..B {
+                let (mut l, mut h) = (lo_acc[t][0], hi_acc[t][0]);
+                for k in 1..ch {
+                    l = _mm256_add_epi32(l, lo_acc[t][k]);
+                    h = _mm256_add_epi32(h, hi_acc[t][k]);
+                }
+                let s = _mm256_add_epi32(_mm256_mullo_epi32(l, s_lo), _mm256_mullo_epi32(h, s_hi));
+                isum[t] = _mm256_add_epi32(isum[t], s);
+            }
+        }
+        // Mins: Σ_j m[j] · (bsums[2j] + bsums[2j+1]), the pair (m, m) against the two i16 sums.
+        let mn_lo = _mm256_and_si256(u1, k3f);
+        let mn_hi = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi32::<4>(u2), k0f),
+            _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u1), k03)),
+        );
+        let mut msum = [_mm256_setzero_si256(); B];
+        for j in 0..8 {
+            let mp = _mm256_shuffle_epi8(if j < 4 { mn_lo } else { mn_hi }, byte_ctrl(j % 4, true));
+            for (t, m) in msum.iter_mut().enumerate() {
+                *m = D::dpwssd(*m, mp, bcast(y(t).add(Q8K_BSUMS + 4 * j)));
+            }
+        }
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h) as *const __m128i)); // [8] d
+        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h).add(32) as *const __m128i)); // [8] dmin
+        for t in 0..B {
+            let dy = f32_at(y(t));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, _mm256_set1_ps(-dy)), acc[t]);
+        }
+    }
+    for (t, acc) in acc.iter().enumerate() {
+        _mm256_storeu_ps(out.add(16 * t), *acc);
+    }
+}

@@ -1,0 +1,201 @@
+//! The `Q4_K×16` packed layout and kernels (`turboinfer::kernels::packed`), and the block-exact Q4_K
+//! arithmetic they share with every SIMD tier's unpacked Q4_K kernel.
+//!
+//! Budget: none. Every SIMD tier's Q4_K dot product and every packed kernel must equal
+//! `q4_k_exact_dot` bit for bit (the integer sums are exact and the float operations are the same
+//! two FMAs per super-block in the same order), for every vector count and position in a batch.
+//! `q4_k_exact_dot` itself must stay within the reordering budget of ggml's reference (checked here
+//! the same way `kernels_parity` checks the tiers).
+
+mod common;
+#[path = "quant_support/mod.rs"]
+mod quant_support;
+
+use quant_support::{activations, random_row, Rng};
+use turboinfer::gguf::GgufFile;
+use turboinfer::kernels::packed::{pack_q4_k, packable, q4_k_exact_dot, unpack_block, PACKED_BLOCK, PACK_ROWS};
+use turboinfer::kernels::{KernelSet, Tier};
+use turboinfer::quant::{self, GgmlType};
+
+/// Bytes of a Q4_K super-block / a Q8_K activation block.
+const Q4K: usize = 144;
+const Q8K: usize = 292;
+
+/// SIMD tiers this CPU runs (printing the ones skipped).
+fn simd_tiers() -> Vec<&'static KernelSet> {
+    let mut v = Vec::new();
+    for t in Tier::ALL.into_iter().filter(|t| *t != Tier::Scalar) {
+        match KernelSet::for_tier(t) {
+            Ok(k) => v.push(k),
+            Err(e) => eprintln!("skipping tier {t}: {e}"),
+        }
+    }
+    v
+}
+
+/// Q8_K activations of `count` random vectors of `n` elements, `stride` bytes apart (gap bytes 0xA5).
+fn act_vectors(rng: &mut Rng, n: usize, count: usize, stride: usize) -> Vec<u8> {
+    let ab = n / 256 * Q8K;
+    let mut acts = vec![0xA5u8; stride * count.max(1)];
+    for v in 0..count {
+        quant::quantize_row(GgmlType::Q8_K, &activations(rng, n), &mut acts[v * stride..v * stride + ab]).unwrap();
+    }
+    acts
+}
+
+/// Checks every packed kernel on one matrix (`rows` x `n`, GGUF bytes `w`) against the block-exact
+/// reference, for 1..=9 vectors; returns how many (tier, rows, vectors) cases ran.
+fn check_matrix(rng: &mut Rng, w: &[u8], rows: usize, n: usize, what: &str) -> usize {
+    let rb = n / 256 * Q4K;
+    let mut packed = vec![0u8; w.len()];
+    pack_q4_k(rows, n, w, &mut packed);
+    let mut cases = 0;
+    for count in [1usize, 2, 3, 4, 5, 8, 9] {
+        let stride = n / 256 * Q8K + 64 * (count % 3); // also strides with a gap
+        let acts = act_vectors(rng, n, count, stride);
+        let want: Vec<f32> = (0..count)
+            .flat_map(|v| (0..rows).map(move |r| (v, r)))
+            .map(|(v, r)| q4_k_exact_dot(n, &w[r * rb..(r + 1) * rb], &acts[v * stride..]))
+            .collect(); // [count, rows]
+        for k in simd_tiers() {
+            let dot = k.packed_q4_k().expect("every SIMD tier has a packed Q4_K kernel");
+            let mut out = vec![f32::NAN; count * PACK_ROWS];
+            for g in 0..rows / PACK_ROWS {
+                dot(n, &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb], &acts, stride, &mut out);
+                for v in 0..count {
+                    for r in 0..PACK_ROWS {
+                        let (got, exp) = (out[v * PACK_ROWS + r], want[v * rows + g * PACK_ROWS + r]);
+                        assert_eq!(
+                            got.to_bits(),
+                            exp.to_bits(),
+                            "{what}: tier {} n={n} vectors={count}: row {} vector {v}: {got} vs block-exact {exp}",
+                            k.tier(),
+                            g * PACK_ROWS + r
+                        );
+                    }
+                }
+            }
+            cases += 1;
+        }
+    }
+    cases
+}
+
+#[test]
+fn packing_is_a_lossless_permutation() {
+    let mut rng = Rng::new(11);
+    let (rows, n) = (32, 768);
+    let w: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, GgmlType::Q4_K, n)).collect();
+    let mut p = vec![0u8; w.len()];
+    pack_q4_k(rows, n, &w, &mut p);
+    let rb = n / 256 * Q4K;
+    for g in 0..rows / PACK_ROWS {
+        let group = &p[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb];
+        for r in 0..PACK_ROWS {
+            for b in 0..n / 256 {
+                let row = &w[(g * PACK_ROWS + r) * rb..];
+                assert_eq!(unpack_block(group, b, r)[..], row[b * Q4K..(b + 1) * Q4K], "group {g} row {r} block {b}");
+            }
+        }
+    }
+    let mut sorted_w = w.clone();
+    let mut sorted_p = p.clone();
+    sorted_w.sort_unstable();
+    sorted_p.sort_unstable();
+    assert_eq!(sorted_w, sorted_p, "packing only moves bytes");
+    assert_eq!(PACKED_BLOCK, PACK_ROWS * Q4K);
+    assert!(packable(GgmlType::Q4_K, 32, 768) && !packable(GgmlType::Q4_K, 24, 768) && !packable(GgmlType::Q6_K, 32, 768));
+}
+
+#[test]
+fn every_simd_tier_q4_k_is_block_exact() {
+    let mut rng = Rng::new(0xb10c);
+    let eps = f32::EPSILON as f64;
+    let mut worst = 0f64;
+    for n in [256usize, 768, 1536, 4864, 8960] {
+        for trial in 0..8 {
+            let mut w = random_row(&mut rng, GgmlType::Q4_K, n);
+            if trial == 7 {
+                // Saturation corners: all-0xFF codes (15 in both nibbles) and full-scale activations.
+                for b in w.chunks_exact_mut(Q4K) {
+                    b[16..].fill(0xFF);
+                }
+            }
+            let act = act_vectors(&mut rng, n, 1, n / 256 * Q8K);
+            let exact = q4_k_exact_dot(n, &w, &act);
+            for k in simd_tiers() {
+                let got = (k.vec_dot(GgmlType::Q4_K).unwrap())(n, &w, &act);
+                assert_eq!(got.to_bits(), exact.to_bits(), "tier {} n={n} trial {trial}: {got} vs block-exact {exact}", k.tier());
+            }
+            // The block-exact order against ggml's reference: within the reordering budget.
+            let (reference, mag) = quant_support::reference_dot(GgmlType::Q4_K, n, &w, &act);
+            let budget = 2.0 * (n / 256 + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
+            let err = (exact as f64 - reference).abs();
+            assert!(err <= budget, "n={n}: block-exact {exact} vs reference {reference}: err {err:e} > {budget:e}");
+            worst = worst.max(err / (eps * mag).max(f64::MIN_POSITIVE));
+        }
+    }
+    eprintln!("block-exact Q4_K vs f64 reference: worst err = {worst:.2} eps·Σ|wa|");
+}
+
+#[test]
+fn packed_kernels_are_block_exact_on_random_matrices() {
+    let mut rng = Rng::new(0x9acc);
+    let mut cases = 0;
+    for (rows, n) in [(16usize, 256usize), (32, 768), (48, 1536), (16, 8960)] {
+        let w: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, GgmlType::Q4_K, n)).collect();
+        cases += check_matrix(&mut rng, &w, rows, n, "random");
+    }
+    eprintln!("packed kernels: {cases} (tier, matrix, vector count) cases bitwise block-exact");
+}
+
+#[test]
+fn packed_kernels_are_block_exact_on_real_model_rows() {
+    let mut rng = Rng::new(77);
+    for model in ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        let Some(path) = common::model_path(model) else {
+            continue;
+        };
+        let g = GgufFile::open(&path).unwrap();
+        let mut done = 0;
+        for info in g.tensors() {
+            let (n, rows) = (info.row_len(), info.n_rows());
+            if info.dims.len() != 2 || !packable(info.ty, rows, n) || done == 3 {
+                continue;
+            }
+            // The first 32 rows and a group from the middle.
+            let rb = info.row_bytes();
+            let data = g.data_of(info);
+            let mid = rows / 2 / PACK_ROWS * PACK_ROWS;
+            let mut w = data[..2 * PACK_ROWS * rb].to_vec();
+            w.extend_from_slice(&data[mid * rb..(mid + PACK_ROWS) * rb]);
+            let cases = check_matrix(&mut rng, &w, 3 * PACK_ROWS, n, &format!("{model} {}", info.name));
+            eprintln!("{model} {} ({rows}x{n}): {cases} cases bitwise block-exact", info.name);
+            done += 1;
+        }
+        assert_eq!(done, 3, "{model} has packable Q4_K matrices");
+    }
+}
+
+#[test]
+fn packed_kernels_refuse_bad_shapes() {
+    let Some(k) = simd_tiers().into_iter().next() else {
+        eprintln!("skipping: no SIMD tier on this CPU");
+        return;
+    };
+    let dot = k.packed_q4_k().unwrap();
+    let w = vec![0u8; PACKED_BLOCK];
+    let acts = vec![0u8; Q8K];
+    for (what, n, wl, al, ol) in [
+        ("short weights", 256, PACKED_BLOCK - 1, Q8K, 16),
+        ("short activations", 256, PACKED_BLOCK, Q8K - 1, 16),
+        ("partial output", 256, PACKED_BLOCK, Q8K, 15),
+        ("partial block", 255, PACKED_BLOCK, Q8K, 16),
+    ] {
+        let r = std::panic::catch_unwind(|| {
+            let mut out = vec![0f32; ol];
+            dot(n, &w[..wl], &acts[..al], Q8K, &mut out);
+        });
+        assert!(r.is_err(), "{what} must be refused, not read out of bounds");
+    }
+}
