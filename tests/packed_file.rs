@@ -24,14 +24,26 @@ fn tmp_dir(tag: &str) -> PathBuf {
     d
 }
 
-/// The opened test model and a pack of it written into a fresh directory for `tag`.
-fn model_and_pack(tag: &str) -> Option<(Arc<GgufFile>, PathBuf)> {
+/// Removes a test's temporary directory when dropped (also when the test fails).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    /// Deletes the directory and everything in it.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The opened test model and a pack of it written into a fresh directory for `tag` (deleted
+/// with the returned guard).
+fn model_and_pack(tag: &str) -> Option<(Arc<GgufFile>, PathBuf, Cleanup)> {
     let path = common::model_path(MODEL)?;
     let gguf = Arc::new(GgufFile::open(&path).unwrap());
-    let out = tmp_dir(tag).join("model.gguf.q4kx16");
+    let dir = tmp_dir(tag);
+    let out = dir.join("model.gguf.q4kx16");
     let s = packed::write(&gguf, &out).unwrap();
     assert_eq!(s.bytes, std::fs::metadata(&out).unwrap().len());
-    Some((gguf, out))
+    Some((gguf, out, Cleanup(dir)))
 }
 
 /// Rewrites the header checksum (bytes 56..64) after a test edited the header.
@@ -59,13 +71,15 @@ fn open_edited(src: &Path, gguf: &GgufFile, name: &str, edit: impl FnOnce(&mut V
     edit(&mut b);
     let p = src.with_file_name(name);
     std::fs::write(&p, &b).unwrap();
-    PackedFile::open(&p, gguf)
+    let r = PackedFile::open(&p, gguf);
+    let _ = std::fs::remove_file(&p); // a mapping outlives the name
+    r
 }
 
 /// Writing then opening gives one entry per packable matrix, 64-byte aligned, as long as the tensor.
 #[test]
 fn write_and_open() {
-    let Some((gguf, out)) = model_and_pack("open") else { return };
+    let Some((gguf, out, _cleanup)) = model_and_pack("open") else { return };
     let p = PackedFile::open(&out, &gguf).unwrap();
     let want: Vec<&str> = gguf.tensors().iter().filter(|t| packed::worth_packing(&gguf, t)).map(|t| t.name.as_str()).collect();
     let got: Vec<&str> = p.entries().iter().map(|e| e.name.as_str()).collect();
@@ -91,7 +105,7 @@ fn write_and_open() {
 /// Every packed tensor unpacks (`kernels::packed::unpack_block`) to exactly the GGUF's bytes.
 #[test]
 fn pack_unpack_round_trips_real_tensors() {
-    let Some((gguf, out)) = model_and_pack("roundtrip") else { return };
+    let Some((gguf, out, _cleanup)) = model_and_pack("roundtrip") else { return };
     let p = PackedFile::open(&out, &gguf).unwrap();
     for e in p.entries() {
         let t = gguf.tensor(&e.name).unwrap();
@@ -112,7 +126,7 @@ fn pack_unpack_round_trips_real_tensors() {
 /// Every bad file is a clear error naming the problem, never a panic.
 #[test]
 fn bad_files_are_refused() {
-    let Some((gguf, out)) = model_and_pack("bad") else { return };
+    let Some((gguf, out, _cleanup)) = model_and_pack("bad") else { return };
     let n = PackedFile::open(&out, &gguf).unwrap().entries().len();
     let msg = |r: Result<PackedFile, PackedError>| r.map(|_| ()).unwrap_err();
 
@@ -226,7 +240,7 @@ fn bad_files_are_refused() {
 /// A pack of one model opened against, or attached to, another model is stale.
 #[test]
 fn pack_of_another_model_is_stale() {
-    let Some((gguf, out)) = model_and_pack("stale") else { return };
+    let Some((gguf, out, _cleanup)) = model_and_pack("stale") else { return };
     let Some(other_path) = common::model_path("smollm2-135m") else { return };
     let other = Arc::new(GgufFile::open(&other_path).unwrap());
     let e = PackedFile::open(&out, &other).map(|_| ()).unwrap_err();
@@ -245,6 +259,7 @@ fn pack_of_another_model_is_stale() {
 fn load_policy() {
     let Some(path) = common::model_path(MODEL) else { return };
     let dir = tmp_dir("policy");
+    let _cleanup = Cleanup(dir.clone());
     let link = dir.join("m.gguf");
     #[cfg(unix)]
     std::os::unix::fs::symlink(&path, &link).unwrap();
@@ -280,7 +295,7 @@ fn load_policy() {
 /// A model with the pack attached gives logits bitwise equal to the unpacked model's.
 #[test]
 fn packed_logits_equal_unpacked() {
-    let Some((gguf, out)) = model_and_pack("logits") else { return };
+    let Some((gguf, out, _cleanup)) = model_and_pack("logits") else { return };
     let kset = turboinfer::kernels::kernels();
     match kset.packed_q4_k() {
         Some(_) => println!("kernel path: packed Q4_Kx16 kernel of tier {}", kset.tier().name()),
@@ -307,4 +322,33 @@ fn packed_logits_equal_unpacked() {
     assert!(la.iter().zip(&lb).all(|(x, y)| x.to_bits() == y.to_bits()), "decode step differs");
     packed_model.detach_packed();
     assert_eq!(packed_model.packed_matrices(), 0);
+}
+
+/// `turboinfer pack`: writes the pack, skips a valid one, replaces a bad one, and has nothing to
+/// do for a model without Q4_K matrices.
+#[test]
+fn cli_pack_is_idempotent() {
+    let Some(path) = common::model_path(MODEL) else { return };
+    let out = tmp_dir("cli").join("p.q4kx16");
+    let _cleanup = Cleanup(out.parent().unwrap().to_path_buf());
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_turboinfer")).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let (m, o) = (path.to_str().unwrap(), out.to_str().unwrap());
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("tensors") && s.contains(" bytes") && s.contains(" s\n"), "{s}");
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("skipped"), "{s}");
+    std::fs::write(&out, b"not a pack").unwrap();
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("replacing unusable pack") && s.contains("tensors"), "{s}");
+    let gguf = GgufFile::open(&path).unwrap();
+    PackedFile::open(&out, &gguf).unwrap();
+    if let Some(small) = common::model_path("smollm2-135m") {
+        let s = run(&["pack", small.to_str().unwrap(), "-o", o]);
+        assert!(s.contains("nothing to pack"), "{s}");
+    }
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
 }
