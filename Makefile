@@ -1,6 +1,7 @@
 # TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
 #   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
 #   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
+#   make pack-models [PACK_MODELS="a b"]   packed Q4_K weights (<model>.q4kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
@@ -9,6 +10,10 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 PG_CONFIG    ?= /usr/lib/postgresql/15/bin/pg_config
 MODEL        ?= qwen2.5-coder-1.5b
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
+# Where turboinfer-fetch-model installs models (and `pack-models` writes the packed weights).
+MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
+# Models `pack-models` packs (those without Q4_K matrices are skipped by `turboinfer pack`).
+PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
 REGRESS      := version cpu_features nl2sql_api nl2sql_validate nl2sql_visibility nl2sql_cache_file nl2sql_timeout nl2sql_quality nl2sql_speculation nl2sql_sparse nl2sql_cancel
@@ -19,22 +24,34 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help setup fetch-model build install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
         demo test test-fetch test-cluster test-engine installcheck psql \
         scorecard scorecard-llamacpp test-scorecard
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "other targets: setup fetch-model [MODEL=name] build install cluster-start cluster-stop"
+	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine psql"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
 	@$(TIMED) setup scripts/setup.sh
 
-## Install a model (default $(MODEL)) into /var/lib/turboinfer/models.
+## Install a model (default $(MODEL)) into /var/lib/turboinfer/models, then its packed weights.
 fetch-model:
 	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
+	@$(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL)
+
+## Packed Q4_K weights (<model>.gguf.q4kx16, README "Packed Q4_K weights") for each installed
+## model of $(PACK_MODELS): builds the CLI first; `turboinfer pack` skips a valid pack and models
+## without Q4_K matrices, so this is idempotent.
+pack-models:
+	@$(TIMED) "build CLI (for packing)" cargo build --release --bin turboinfer
+	@for m in $(PACK_MODELS); do \
+	  if [[ -f "$(MODELS_DIR)/$$m.gguf" ]]; then \
+	    $(TIMED) "pack $$m" cargo run --release --quiet --bin turboinfer -- pack "$(MODELS_DIR)/$$m.gguf"; \
+	  else echo "==> pack $$m: not installed in $(MODELS_DIR), skipped"; fi; \
+	done
 
 ## Compile the engine + CLI (no PostgreSQL) and the extension library (pg15).
 build:
@@ -95,6 +112,7 @@ psql:
 test:
 	@$(MAKE) --no-print-directory setup
 	@for m in $(TEST_MODELS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
+	@$(MAKE) --no-print-directory pack-models PACK_MODELS="$(TEST_MODELS)"
 	@$(MAKE) --no-print-directory test-fetch
 	@$(MAKE) --no-print-directory test-scorecard
 	@$(MAKE) --no-print-directory test-engine

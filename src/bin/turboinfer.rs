@@ -6,6 +6,7 @@
 //!                 [--kv-type f16|f32] [--attn-precision ggml|exact]
 //!                 [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
 //! turboinfer info -m MODEL.gguf
+//! turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
 //! ```
 
 use std::collections::BTreeMap;
@@ -24,7 +25,9 @@ const USAGE: &str = "usage:
                   [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
                   [--kv-type f16|f32] [--attn-precision ggml|exact]
                   [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
-  turboinfer info -m MODEL.gguf";
+  turboinfer info -m MODEL.gguf
+  turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
+                  (writes the packed Q4_K weights file, default MODEL.gguf.q4kx16; skips a valid one)";
 
 /// Default KV-cache size in positions (clamped to the model's training context).
 const DEFAULT_CTX: usize = 4096;
@@ -36,6 +39,8 @@ const DEFAULT_N: usize = 128;
 enum Command {
     Run(RunArgs),
     Info { model: String },
+    /// `pack`: the model, the output path (default `<model>.q4kx16`), rewrite even if valid.
+    Pack { model: String, out: Option<String>, force: bool },
     Help,
 }
 
@@ -65,6 +70,9 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     let Some(cmd) = args.first() else { return Err("missing command".into()) };
     if cmd == "-h" || cmd == "--help" || cmd == "help" {
         return Ok(Command::Help);
+    }
+    if cmd == "pack" {
+        return parse_pack(&args[1..]);
     }
     let mut model = None;
     let mut prompt = None;
@@ -130,10 +138,57 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     }
 }
 
+/// Parses the arguments of `pack`.
+fn parse_pack(args: &[String]) -> Result<Command, String> {
+    let (mut model, mut out, mut force) = (None, None, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "-m" | "--model" => model = Some(it.next().cloned().ok_or("option -m needs a value")?),
+            "-o" | "--output" => out = Some(it.next().cloned().ok_or("option -o needs a value")?),
+            "--force" => force = true,
+            _ if a.starts_with('-') => return Err(format!("unknown option {a:?} for pack")),
+            _ if model.is_none() => model = Some(a.clone()),
+            _ => return Err(format!("unexpected argument {a:?} for pack")),
+        }
+    }
+    Ok(Command::Pack { model: model.ok_or("missing MODEL for pack")?, out, force })
+}
+
+/// `turboinfer pack`: writes the packed weights file unless a valid one exists (idempotent).
+fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
+    use turboinfer::model::packed;
+    let file = GgufFile::open(model).map_err(|e| e.to_string())?;
+    let out = out.map(std::path::PathBuf::from).unwrap_or_else(|| packed::sidecar_path(file.path()));
+    if !file.tensors().iter().any(|t| packed::worth_packing(&file, t)) {
+        println!("{model}: no packable Q4_K matrix, nothing to pack");
+        return Ok(());
+    }
+    if !force {
+        match packed::PackedFile::open(&out, &file) {
+            Ok(p) => {
+                println!("{}: valid pack already present ({} tensors, {} bytes), skipped", out.display(), p.entries().len(), p.len());
+                return Ok(());
+            }
+            Err(packed::PackedError::Missing { .. }) => {}
+            Err(e) => println!("replacing unusable pack: {e}"),
+        }
+    }
+    let t = std::time::Instant::now();
+    let s = packed::write(&file, &out).map_err(|e| e.to_string())?;
+    let secs = t.elapsed().as_secs_f64();
+    println!("{}: {} tensors, {} bytes ({:.1} MiB) in {secs:.2} s", s.path.display(), s.tensors, s.bytes, s.bytes as f64 / (1 << 20) as f64);
+    Ok(())
+}
+
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
     let mut model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?.with_options(a.opts);
+    if let turboinfer::model::PackStatus::Ignored { .. } = model.attach_default_pack() {
+        eprintln!("turboinfer: warning: packed weights {}", model.pack_status());
+    }
     if a.sparsity > 0.0 {
         let sc = a.sparse_sidecar.as_ref().map(std::path::PathBuf::from).unwrap_or_else(|| turboinfer::sparse::sidecar::default_path(a.model.as_ref()));
         let cfg = turboinfer::sparse::SparseConfig { selector: a.selector, ..Default::default() };
@@ -190,7 +245,8 @@ fn json_of(g: &Generation) -> serde_json::Value {
 /// `turboinfer info`.
 fn cmd_info(path: &str) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(path).map_err(|e| e.to_string())?);
-    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {path}: {e}"))?;
+    let mut model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {path}: {e}"))?;
+    model.attach_default_pack();
     let c = model.config();
     let mut types: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
     let mut n_params = 0u64;
@@ -217,6 +273,7 @@ fn cmd_info(path: &str) -> Result<(), String> {
     println!("context length:  {}", c.context_length);
     println!("tied embeddings: {}", c.tied_embeddings);
     println!("qkv bias:        {}, qk norm: {}", c.qkv_bias, c.qk_norm);
+    println!("packed:          {}", model.pack_status());
     println!("tensors:         {}", file.tensors().len());
     for (ty, (n, bytes)) in types {
         println!("  {ty:<6} {n:>4} tensors, {bytes:>12} bytes");
@@ -249,6 +306,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Info { model } => cmd_info(model),
+        Command::Pack { model, out, force } => cmd_pack(model, out.as_deref(), *force),
         Command::Run(r) => cmd_run(r),
     };
     match res {
@@ -296,6 +354,11 @@ mod tests {
         assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--bogus"])).unwrap_err().contains("unknown option"));
         assert!(parse_args(&args(&["info", "-m", "x", "-p", "y"])).is_err());
         assert!(parse_args(&args(&["frobnicate", "-m", "x"])).is_err());
+        assert_eq!(parse_args(&args(&["pack", "m.gguf"])).unwrap(), Command::Pack { model: "m.gguf".into(), out: None, force: false });
+        assert_eq!(parse_args(&args(&["pack", "-m", "m.gguf", "-o", "o", "--force"])).unwrap(), Command::Pack { model: "m.gguf".into(), out: Some("o".into()), force: true });
+        assert!(parse_args(&args(&["pack"])).unwrap_err().contains("MODEL"));
+        assert!(parse_args(&args(&["pack", "a", "b"])).unwrap_err().contains("unexpected"));
+        assert!(parse_args(&args(&["pack", "a", "--bogus"])).unwrap_err().contains("unknown option"));
     }
 
     #[test]

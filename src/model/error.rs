@@ -34,4 +34,7 @@ pub enum ModelError {
     /// The sparse FFN failed (bad sidecar data or a kernel error on the sparse path).
     #[error(transparent)]
     Sparse(#[from] crate::sparse::SparseError),
+    /// The packed weights file is unusable for this model.
+    #[error(transparent)]
+    Packed(#[from] super::PackedError),
 }

@@ -1,5 +1,6 @@
 //! The model object and its forward pass (llama / qwen2 / qwen3 decoder blocks).
 
+use super::packed::{self, PackStatus, PackedError, PackedFile};
 use super::weights::{Matrix, Weights};
 use super::{Config, KvCache, ModelError, ModelOptions};
 use crate::gguf::GgufFile;
@@ -27,6 +28,10 @@ pub struct Model {
     opts: ModelOptions,
     /// Sparse FFN executor or calibration recorder, if attached.
     ffn_hook: Option<Arc<FfnHook>>,
+    /// The packed weights file the matrices' packed ranges point into, if attached.
+    packed: Option<Arc<PackedFile>>,
+    /// Whether packed weights are in use, or why not.
+    pack_status: PackStatus,
 }
 
 impl std::fmt::Debug for Model {
@@ -37,16 +42,19 @@ impl std::fmt::Debug for Model {
 }
 
 impl Model {
-    /// Opens and validates the GGUF file at `path`.
+    /// Opens and validates the GGUF file at `path`, and attaches its packed weights file
+    /// (`<path>.q4kx16`) when there is a valid one (see [`Model::attach_default_pack`]).
     pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
-        Model::from_gguf(Arc::new(GgufFile::open(path)?))
+        let mut m = Model::from_gguf(Arc::new(GgufFile::open(path)?))?;
+        m.attach_default_pack();
+        Ok(m)
     }
 
     /// Builds a model over an already opened file (shared, e.g. with the tokenizer).
     pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
         let cfg = Config::from_gguf(&file)?;
         let w = Weights::load(&file, &cfg)?;
-        Ok(Model { file, cfg, w, opts: ModelOptions::default(), ffn_hook: None })
+        Ok(Model { file, cfg, w, opts: ModelOptions::default(), ffn_hook: None, packed: None, pack_status: PackStatus::None })
     }
 
     /// The hyper-parameters.
@@ -92,6 +100,86 @@ impl Model {
         self.ffn_hook.as_ref()
     }
 
+    /// Points every packable matrix at its packed copy in `pack`, which must have been made from
+    /// this model's file. All or nothing: on error the model stays as it was. Returns the number
+    /// of matrices now packed (the LM head counts once even when tied to the embeddings).
+    pub fn attach_packed(&mut self, pack: Arc<PackedFile>) -> Result<usize, ModelError> {
+        let stale = |reason: String| PackedError::Stale { path: pack.path().to_path_buf(), reason };
+        if !pack.matches(&self.file) {
+            return Err(stale(format!("it was not made from {}", self.file.path().display())).into());
+        }
+        let mut ranges = Vec::new();
+        for m in self.w.matmul_matrices() {
+            let Some(e) = pack.entry(&m.name) else {
+                ranges.push(None);
+                continue;
+            };
+            let bad = |reason: String| PackedError::BadEntry { path: pack.path().to_path_buf(), name: m.name.clone(), reason };
+            if !crate::kernels::packed::packable(m.ty, m.rows, m.cols) {
+                return Err(bad(format!("matrix {} [{}x{}] is not packable", m.ty, m.rows, m.cols)).into());
+            }
+            // Bounds were validated at open; the length must still be this matrix's.
+            if e.len != m.byte_len() as u64 || e.offset.checked_add(e.len).is_none_or(|end| end > pack.len()) {
+                return Err(bad(format!("{} bytes at {}, the matrix has {}", e.len, e.offset, m.byte_len())).into());
+            }
+            ranges.push(Some(e.offset as usize..(e.offset + e.len) as usize));
+        }
+        let mut n = 0;
+        for (m, r) in self.w.matmul_matrices_mut().into_iter().zip(ranges) {
+            n += r.is_some() as usize;
+            m.set_packed(r);
+        }
+        let bytes = self.w.matmul_matrices().iter().filter_map(|m| m.packed_range()).map(|r| r.len() as u64).sum();
+        self.pack_status = PackStatus::Attached { path: pack.path().to_path_buf(), matrices: n, bytes };
+        self.packed = Some(pack);
+        Ok(n)
+    }
+
+    /// Detaches the packed weights file (the model runs unpacked, with the same results).
+    pub fn detach_packed(&mut self) {
+        for m in self.w.matmul_matrices_mut() {
+            m.set_packed(None);
+        }
+        self.packed = None;
+        self.pack_status = PackStatus::None;
+    }
+
+    /// The load policy for packed weights: opens `<model file>.q4kx16` if it exists and attaches
+    /// it. Absent: runs unpacked silently. Present but unusable (truncated, corrupt, stale, other
+    /// version, unreadable): runs unpacked and records why in [`Model::pack_status`]. Never fails.
+    pub fn attach_default_pack(&mut self) -> &PackStatus {
+        let path = packed::sidecar_path(self.file.path());
+        self.detach_packed();
+        let res = PackedFile::open(&path, &self.file).map_err(ModelError::from).and_then(|p| self.attach_packed(Arc::new(p)));
+        match res {
+            Ok(_) => {}
+            Err(ModelError::Packed(PackedError::Missing { .. })) => {}
+            Err(e) => self.pack_status = PackStatus::Ignored { path, reason: e.to_string() },
+        }
+        &self.pack_status
+    }
+
+    /// The attached packed weights file, if any.
+    pub fn packed(&self) -> Option<&Arc<PackedFile>> {
+        self.packed.as_ref()
+    }
+
+    /// Whether packed weights are in use, or why not (`Display`: `q4kx16 (N matrices)` | `none` |
+    /// `ignored: <reason>`).
+    pub fn pack_status(&self) -> &PackStatus {
+        &self.pack_status
+    }
+
+    /// Number of matrices with a packed copy attached (0 when unpacked).
+    pub fn packed_matrices(&self) -> usize {
+        self.w.matmul_matrices().iter().filter(|m| m.packed_range().is_some()).count()
+    }
+
+    /// Bytes of the attached packed matrices.
+    pub fn packed_bytes(&self) -> u64 {
+        self.w.matmul_matrices().iter().filter_map(|m| m.packed_range()).map(|r| r.len() as u64).sum()
+    }
+
     /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context), of the
     /// element type in `options().kv_dtype`.
     pub fn new_cache(&self, n_ctx: usize) -> KvCache {
@@ -114,7 +202,7 @@ impl Model {
         rt.install(|| {
             let hn = self.hidden(cache, tokens, which)?;
             let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * vocab]; // [n_out, vocab]
-            mul(&self.file, &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
+            mul(&self.file, self.packed.as_deref(), &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
             Ok(logits)
         })
     }
@@ -148,6 +236,7 @@ impl Model {
     fn hidden(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
+        let pk = self.packed.as_deref();
         let n = tokens.len();
         let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
         let pos0 = cache.len();
@@ -173,9 +262,9 @@ impl Model {
             // Attention block.
             norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
             let mut acts = SharedActs::new(&h, dim);
-            mul(f, &lw.wq, &mut acts, &mut q)?;
-            mul(f, &lw.wk, &mut acts, &mut k)?;
-            mul(f, &lw.wv, &mut acts, &mut v)?;
+            mul(f, pk, &lw.wq, &mut acts, &mut q)?;
+            mul(f, pk, &lw.wk, &mut acts, &mut k)?;
+            mul(f, pk, &lw.wv, &mut acts, &mut v)?;
             add_bias(&mut q, lw.bq.as_deref());
             add_bias(&mut k, lw.bk.as_deref());
             add_bias(&mut v, lw.bv.as_deref());
@@ -192,7 +281,7 @@ impl Model {
             cache.store(l, &k, &v);
             let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
             ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
-            mul(f, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
+            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
             add_in_place(&mut x, &proj);
 
             // Feed-forward block (SwiGLU).
@@ -203,13 +292,13 @@ impl Model {
             };
             if !done_sparse {
                 let mut acts = SharedActs::new(&h, dim);
-                mul(f, &lw.w_gate, &mut acts, &mut gate)?;
-                mul(f, &lw.w_up, &mut acts, &mut up)?;
+                mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
+                mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
                 ops::swiglu(&mut gate, &up);
                 if let Some(hook) = &self.ffn_hook {
                     hook.observe(l, &h, &gate);
                 }
-                mul(f, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+                mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
             }
             add_in_place(&mut x, &proj);
         }
@@ -233,11 +322,12 @@ fn norm_rows(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
     }
 }
 
-/// `out = acts · mᵀ` (`[n_tok, m.rows]`), quantizing the activations to `m`'s format once.
-fn mul(file: &GgufFile, m: &Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) -> Result<(), ModelError> {
+/// `out = acts · mᵀ` (`[n_tok, m.rows]`), quantizing the activations to `m`'s format once; uses
+/// `m`'s packed copy in `pack` when it has one and the kernel tier has a packed kernel.
+fn mul(file: &GgufFile, pack: Option<&PackedFile>, m: &Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) -> Result<(), ModelError> {
     let n_tok = acts.n_tok();
     let (a, rb) = acts.get(m.act_ty)?;
-    ops::matmul(m.rows(file), a, rb, n_tok, out);
+    ops::matmul(m.rows_with(file, pack), a, rb, n_tok, out);
     Ok(())
 }
 

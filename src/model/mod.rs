@@ -5,6 +5,7 @@ mod error;
 mod forward;
 mod kv_cache;
 mod options;
+pub mod packed;
 mod weights;
 
 pub use config::{Arch, Config};
@@ -12,4 +13,5 @@ pub use error::ModelError;
 pub use forward::{Logits, Model};
 pub use kv_cache::{KvCache, KvDtype};
 pub use options::ModelOptions;
+pub use packed::{PackStatus, PackedError, PackedFile};
 pub use weights::{LayerWeights, Matrix, Weights};

@@ -3,7 +3,8 @@
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::{self, TypeKernels};
-use crate::ops::WeightRows;
+use super::PackedFile;
+use crate::ops::{PackedRows, WeightRows};
 use crate::quant::{self, GgmlType};
 use std::ops::Range;
 
@@ -23,6 +24,9 @@ pub struct Matrix {
     range: Range<usize>,
     /// The dispatched (SIMD tier) kernels for `ty`.
     kernels: TypeKernels,
+    /// Byte range of the same matrix in the `Q4_K×16` layout inside the model's packed weights
+    /// file (`Model::attach_packed`), if attached.
+    packed: Option<Range<usize>>,
 }
 
 impl std::fmt::Debug for Matrix {
@@ -36,6 +40,33 @@ impl Matrix {
     /// The rows as a kernel argument, borrowing from `file` (the file this matrix was loaded from).
     pub fn rows<'a>(&self, file: &'a GgufFile) -> WeightRows<'a> {
         WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, kernels: self.kernels, packed: None }
+    }
+
+    /// The rows as a kernel argument, with the packed layout too when this matrix has a range in
+    /// `pack` (the file attached to the model) and the kernel tier has a packed kernel.
+    pub fn rows_with<'a>(&self, file: &'a GgufFile, pack: Option<&'a PackedFile>) -> WeightRows<'a> {
+        let mut w = self.rows(file);
+        if let (Some(r), Some(p)) = (&self.packed, pack) {
+            if let Some(dot) = kernels::kernels().packed_q4_k() {
+                w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], dot });
+            }
+        }
+        w
+    }
+
+    /// The byte range of this matrix in the attached packed file, if any.
+    pub fn packed_range(&self) -> Option<Range<usize>> {
+        self.packed.clone()
+    }
+
+    /// Sets (or clears) the packed range (checked by `Model::attach_packed`).
+    pub(super) fn set_packed(&mut self, r: Option<Range<usize>>) {
+        self.packed = r;
+    }
+
+    /// Byte length of the matrix (the same packed or not).
+    pub fn byte_len(&self) -> usize {
+        self.range.len()
     }
 
     /// Row `r`'s raw bytes (`r < rows`, checked by the caller).
@@ -100,7 +131,7 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         return Err(ModelError::ShapeMismatch { name: name.into(), expected: vec![cols as u64, rows as u64], found: t.dims.clone() });
     }
     let start = t.offset as usize;
-    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, kernels })
+    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, kernels, packed: None })
 }
 
 /// Loads a 1-D tensor `name` of `n` elements converted to f32 (norm weights, biases).
@@ -120,7 +151,33 @@ fn opt_vector(file: &GgufFile, name: &str, n: usize) -> Result<Option<Vec<f32>>,
     vector(file, name, n).map(Some)
 }
 
+impl LayerWeights {
+    /// The seven matrices of the block, mutably (attaching packed ranges).
+    pub(super) fn matrices_mut(&mut self) -> [&mut Matrix; 7] {
+        [&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo, &mut self.w_gate, &mut self.w_up, &mut self.w_down]
+    }
+
+    /// The seven matrices of the block.
+    pub fn matrices(&self) -> [&Matrix; 7] {
+        [&self.wq, &self.wk, &self.wv, &self.wo, &self.w_gate, &self.w_up, &self.w_down]
+    }
+}
+
 impl Weights {
+    /// Every matrix the forward pass multiplies with (layers, then the LM head), mutably.
+    pub(super) fn matmul_matrices_mut(&mut self) -> Vec<&mut Matrix> {
+        let mut v: Vec<&mut Matrix> = self.layers.iter_mut().flat_map(|l| l.matrices_mut()).collect();
+        v.push(&mut self.output);
+        v
+    }
+
+    /// Every matrix the forward pass multiplies with (layers, then the LM head).
+    pub fn matmul_matrices(&self) -> Vec<&Matrix> {
+        let mut v: Vec<&Matrix> = self.layers.iter().flat_map(|l| l.matrices()).collect();
+        v.push(&self.output);
+        v
+    }
+
     /// Finds and validates every tensor the config calls for.
     pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
         let (dim, qd, kvd, ffn, hd) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim, cfg.head_dim);

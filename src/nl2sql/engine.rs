@@ -371,11 +371,14 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Opens the GGUF file at `path` once (one shared mapping for weights and vocabulary).
+    /// Opens the GGUF file at `path` once (one shared mapping for weights and vocabulary) and
+    /// attaches its packed weights file when there is a valid one (`Model::attach_default_pack`;
+    /// a bad one is reported in `model().pack_status()`, never an error).
     pub fn load(path: &Path, identity: &str) -> Result<Engine, Nl2SqlError> {
         let file = Arc::new(GgufFile::open(path).map_err(crate::model::ModelError::from)?);
         let tok = Tokenizer::from_gguf(&file)?;
-        let model = Model::from_gguf(file)?;
+        let mut model = Model::from_gguf(file)?;
+        model.attach_default_pack();
         Engine::new(model, tok, identity)
     }
 

@@ -89,6 +89,11 @@ impl Backend {
             let t = Instant::now();
             let engine = Engine::load(&path, &id.identity(&path)).map_err(|e| LoadError::Engine(path.clone(), e))?;
             let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+            if let crate::model::PackStatus::Ignored { .. } = engine.model().pack_status() {
+                // The model runs unpacked (same results, slower); the reason also shows in
+                // nl2sql_explain(), turboinfer_info() and turboinfer_bench().
+                pgrx::log!("turboinfer: packed weights {}", engine.model().pack_status());
+            }
             self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), load_ms, sparse: None });
         }
         Ok((self.loaded.as_mut().expect("set above"), !fresh))

@@ -156,6 +156,8 @@ struct Answer {
     schema_ms: f64,
     model_path: String,
     sparse: SparseUse,
+    /// The model's packed weights status (`q4kx16 (N matrices)` | `none` | `ignored: <reason>`).
+    packed: String,
 }
 
 /// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting.
@@ -183,14 +185,14 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
         let r = generate(engine, rt, cache, &schema, question, &opts);
         log_cache_events(cache);
         let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
-        (r, path.display().to_string(), used)
+        (r, path.display().to_string(), used, packed_status(engine.model()))
     });
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
-        (Ok(outcome), model_path, active) => {
-            Answer { outcome, load_ms, reloaded, schema_ms, model_path, sparse: SparseUse { source, active } }
+        (Ok(outcome), model_path, active, packed) => {
+            Answer { outcome, load_ms, reloaded, schema_ms, model_path, sparse: SparseUse { source, active }, packed }
         }
-        (Err(e), _, _) => raise_engine(e),
+        (Err(e), ..) => raise_engine(e),
     }
 }
 
@@ -248,6 +250,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "accepted_tokens": t.spec.accepted_tokens,
         })).collect::<Vec<_>>(),
         "sparsity": sparse_json(&a.sparse),
+        "packed": a.packed,
         "timings_ms": {
             "load": a.load_ms,
             "schema": a.schema_ms,
@@ -341,6 +344,9 @@ fn turboinfer_info() -> JsonB {
                     "mapped_bytes": file.len(),
                     "load_ms": l.load_ms,
                     "kernel_tier": kernel_tier(),
+                    "packed": packed_status(l.engine.model()),
+                    "packed_matrices": l.engine.model().packed_matrices(),
+                    "packed_bytes": l.engine.model().packed_bytes(),
                     "threads": threads,
                     "cache": {
                         "hits": stats.hits,
@@ -435,6 +441,17 @@ fn turboinfer_cache_clear() -> i64 {
     gucs::kv_file_dir().map_or(0, |d| d.clear().files as i64)
 }
 
+/// The model's packed weights status (`q4kx16 (N matrices)` | `none` | `ignored: <reason>`), the
+/// pack's directory left out for roles that are not superusers (as for sparse sidecars).
+fn packed_status(model: &crate::model::Model) -> String {
+    let status = model.pack_status();
+    let s = status.to_string();
+    match status {
+        crate::model::PackStatus::Ignored { path, .. } => s.replace(&path.display().to_string(), &sparse::shown_path(path)),
+        _ => s,
+    }
+}
+
 /// The widest SIMD feature set this CPU offers (what the kernels can dispatch to).
 fn kernel_tier() -> String {
     let f = crate::cpu::cpu_features().list();
@@ -473,7 +490,7 @@ fn bench_schema() -> SchemaInfo {
 
 /// `turboinfer_bench()`: measured figures on this server with the configured model: load time,
 /// prefill and decode speed, cold (prefix computed) and warm (prefix reused) nl2sql latency on a
-/// built-in two-table schema, and the backend's resident memory.
+/// built-in two-table schema, the backend's resident memory, and whether packed weights were used.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(value, f64), name!(unit, String))> {
     let question = "How many users are there?";
@@ -495,8 +512,10 @@ fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(va
         let warm = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts).unwrap_or_else(|e| raise_engine(e));
         let warm_ms = ms(t2);
         let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
+        let model = loaded.engine.model();
         vec![
             ("threads".to_string(), threads, "threads".to_string()),
+            ("packed_matrices".into(), model.packed_matrices() as f64, format!("matrices (packed: {})", packed_status(model))),
             ("model_load".into(), load_ms, if reloaded { "ms (cold load)" } else { "ms (already loaded)" }.into()),
             ("prefill".into(), rate(cold.prefill_tokens, cold.timings.prefill_ms), "tokens/s".into()),
             ("decode".into(), rate(cold.generated_tokens, cold.timings.decode_ms), "tokens/s".into()),

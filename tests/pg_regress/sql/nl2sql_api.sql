@@ -58,6 +58,8 @@ SELECT i->>'loaded' AS loaded, i->>'arch' AS arch, (i->>'n_layers')::int AS n_la
        i->'tensor_types' ? 'q4_1' OR i->'tensor_types' ? 'Q4_1' AS has_q4_1,
        (i->>'mapped_bytes')::bigint AS mapped_bytes, i->>'model_path' AS path
 FROM turboinfer_info() i;
+-- Packed Q4_K weights: SmolLM2 has no Q4_K matrix, so there is no pack and it runs unpacked.
+SELECT i->>'packed' AS packed, (i->>'packed_matrices')::int AS packed_matrices FROM turboinfer_info() i;
 
 -- The SQLSTATE of each error.
 CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$

@@ -1,0 +1,354 @@
+//! The packed Q4_K weights file (`model::packed`, `<model>.q4kx16`) on the real Q4_K model
+//! (qwen2.5-coder-0.5b): write and open, every way a file can be bad (each a clear
+//! `PackedError`, never a panic), the load policy next to the model, the pack → unpack round
+//! trip of a real tensor, and logits of a packed model bitwise equal to the unpacked model's.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use turboinfer::gguf::GgufFile;
+use turboinfer::kernels::packed::{unpack_block, PACK_ROWS};
+use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
+use turboinfer::model::{Logits, Model, ModelError, PackStatus};
+use turboinfer::runtime::Runtime;
+
+/// The Q4_K test model.
+const MODEL: &str = "qwen2.5-coder-0.5b";
+
+/// A fresh, empty temporary directory for test `tag`.
+fn tmp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("turboinfer-packed-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Removes a test's temporary directory when dropped (also when the test fails).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    /// Deletes the directory and everything in it.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The opened test model and a pack of it written into a fresh directory for `tag` (deleted
+/// with the returned guard).
+fn model_and_pack(tag: &str) -> Option<(Arc<GgufFile>, PathBuf, Cleanup)> {
+    let path = common::model_path(MODEL)?;
+    let gguf = Arc::new(GgufFile::open(&path).unwrap());
+    let dir = tmp_dir(tag);
+    let out = dir.join("model.gguf.q4kx16");
+    let s = packed::write(&gguf, &out).unwrap();
+    assert_eq!(s.bytes, std::fs::metadata(&out).unwrap().len());
+    Some((gguf, out, Cleanup(dir)))
+}
+
+/// Rewrites the header checksum (bytes 56..64) after a test edited the header.
+fn fix_header(b: &mut [u8]) {
+    let h = fnv1a64(&b[..56]);
+    b[56..64].copy_from_slice(&h.to_le_bytes());
+}
+
+/// Rewrites the table checksum (the table ends where the first entry's data starts, minus
+/// padding: recomputed over the entries as listed) and then the header checksum.
+fn fix_table(b: &mut [u8], n: usize) {
+    let mut at = 64;
+    for _ in 0..n {
+        let nl = u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+        at += 2 + nl + 32;
+    }
+    let h = fnv1a64(&b[64..at]);
+    b[48..56].copy_from_slice(&h.to_le_bytes());
+    fix_header(b);
+}
+
+/// Applies `edit` to a copy of the pack at `src` and opens the copy against `gguf`.
+fn open_edited(src: &Path, gguf: &GgufFile, name: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Result<PackedFile, PackedError> {
+    let mut b = std::fs::read(src).unwrap();
+    edit(&mut b);
+    let p = src.with_file_name(name);
+    std::fs::write(&p, &b).unwrap();
+    let r = PackedFile::open(&p, gguf);
+    let _ = std::fs::remove_file(&p); // a mapping outlives the name
+    r
+}
+
+/// Writing then opening gives one entry per packable matrix, 64-byte aligned, as long as the tensor.
+#[test]
+fn write_and_open() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("open") else { return };
+    let p = PackedFile::open(&out, &gguf).unwrap();
+    let want: Vec<&str> = gguf.tensors().iter().filter(|t| packed::worth_packing(&gguf, t)).map(|t| t.name.as_str()).collect();
+    let got: Vec<&str> = p.entries().iter().map(|e| e.name.as_str()).collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    for e in p.entries() {
+        let t = gguf.tensor(&e.name).unwrap();
+        assert_eq!((e.offset % 64, e.len), (0, t.info.size), "{}", e.name);
+        assert_eq!(p.data_of(e).len(), t.data.len());
+    }
+    assert!(p.matches(&gguf));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o644);
+    }
+    // No temporary file is left behind.
+    let names: Vec<_> = std::fs::read_dir(out.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    println!("packed {} tensors, {} bytes", p.entries().len(), p.len());
+}
+
+/// Every packed tensor unpacks (`kernels::packed::unpack_block`) to exactly the GGUF's bytes.
+#[test]
+fn pack_unpack_round_trips_real_tensors() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("roundtrip") else { return };
+    let p = PackedFile::open(&out, &gguf).unwrap();
+    for e in p.entries() {
+        let t = gguf.tensor(&e.name).unwrap();
+        let (rb, nb) = (t.info.row_bytes(), t.info.row_len() / 256);
+        let packed = p.data_of(e);
+        assert_ne!(packed, t.data, "{}: packing must permute the bytes", e.name);
+        for (g, group) in packed.chunks_exact(PACK_ROWS * rb).enumerate() {
+            for r in 0..PACK_ROWS {
+                let row = &t.data[(g * PACK_ROWS + r) * rb..][..rb];
+                for b in 0..nb {
+                    assert_eq!(&unpack_block(group, b, r)[..], &row[b * 144..(b + 1) * 144], "{} group {g} row {r} block {b}", e.name);
+                }
+            }
+        }
+    }
+}
+
+/// Every bad file is a clear error naming the problem, never a panic.
+#[test]
+fn bad_files_are_refused() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("bad") else { return };
+    let n = PackedFile::open(&out, &gguf).unwrap().entries().len();
+    let msg = |r: Result<PackedFile, PackedError>| r.map(|_| ()).unwrap_err();
+
+    let e = msg(PackedFile::open(out.with_file_name("absent.q4kx16"), &gguf));
+    assert!(matches!(e, PackedError::Missing { .. }), "{e}");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+
+    let e = msg(open_edited(&out, &gguf, "magic", |b| b[0] = b'X'));
+    assert!(matches!(e, PackedError::BadMagic { .. }), "{e}");
+
+    let e = msg(open_edited(&out, &gguf, "short-header", |b| b.truncate(40)));
+    assert!(matches!(e, PackedError::Truncated { .. }), "{e}");
+    let e = msg(open_edited(&out, &gguf, "empty", |b| b.clear()));
+    assert!(matches!(e, PackedError::Truncated { .. }), "{e}");
+    let e = msg(open_edited(&out, &gguf, "truncated", |b| b.truncate(b.len() / 2)));
+    assert!(matches!(e, PackedError::Truncated { .. }), "{e}");
+    assert!(e.to_string().contains("truncated"), "{e}");
+    let e = msg(open_edited(&out, &gguf, "longer", |b| b.extend_from_slice(&[0; 64])));
+    assert!(matches!(e, PackedError::Corrupt { .. }), "{e}");
+
+    let e = msg(open_edited(&out, &gguf, "header-byte", |b| b[20] ^= 1));
+    assert!(matches!(e, PackedError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("header checksum"), "{e}");
+
+    let e = msg(open_edited(&out, &gguf, "version", |b| {
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        fix_header(b);
+    }));
+    assert!(matches!(e, PackedError::WrongVersion { found: 2, .. }), "{e}");
+    // A future format with another header layout: the version is still what is reported.
+    let e = msg(open_edited(&out, &gguf, "version-raw", |b| b[8..12].copy_from_slice(&7u32.to_le_bytes())));
+    assert!(matches!(e, PackedError::WrongVersion { found: 7, .. }), "{e}");
+
+    // The source changed: another header hash, or another length.
+    let e = msg(open_edited(&out, &gguf, "hash", |b| {
+        b[32] ^= 1;
+        fix_header(b);
+    }));
+    assert!(matches!(e, PackedError::Stale { .. }), "{e}");
+    assert!(e.to_string().contains("stale"), "{e}");
+    let e = msg(open_edited(&out, &gguf, "srclen", |b| {
+        b[16] ^= 1;
+        fix_header(b);
+    }));
+    assert!(matches!(e, PackedError::Stale { .. }), "{e}");
+
+    // Entry table damage: the checksum catches it; a consistent but wrong table is checked entry by entry.
+    let off_at = |b: &[u8]| 64 + 2 + u16::from_le_bytes([b[64], b[65]]) as usize;
+    let e = msg(open_edited(&out, &gguf, "table-byte", |b| {
+        let at = off_at(b);
+        b[at] ^= 0x40;
+    }));
+    assert!(matches!(e, PackedError::Corrupt { .. }) && e.to_string().contains("table"), "{e}");
+    let e = msg(open_edited(&out, &gguf, "oob", |b| {
+        let at = off_at(b);
+        b[at..at + 8].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+        fix_table(b, n);
+    }));
+    assert!(matches!(e, PackedError::OutOfBounds { .. }), "{e}");
+    let e = msg(open_edited(&out, &gguf, "oob2", |b| {
+        let at = off_at(b);
+        let len = b.len() as u64;
+        b[at..at + 8].copy_from_slice(&(len - 64).to_le_bytes());
+        fix_table(b, n);
+    }));
+    assert!(matches!(e, PackedError::OutOfBounds { .. }), "{e}");
+    let e = msg(open_edited(&out, &gguf, "misaligned", |b| {
+        let at = off_at(b);
+        let o = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        b[at..at + 8].copy_from_slice(&(o + 8).to_le_bytes());
+        fix_table(b, n);
+    }));
+    assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("aligned"), "{e}");
+    let e = msg(open_edited(&out, &gguf, "length", |b| {
+        let at = off_at(b) + 8;
+        let l = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        b[at..at + 8].copy_from_slice(&(l - 144).to_le_bytes());
+        fix_table(b, n);
+    }));
+    assert!(matches!(e, PackedError::BadEntry { .. }), "{e}");
+    let e = msg(open_edited(&out, &gguf, "name", |b| {
+        b[66] = b'X';
+        fix_table(b, n);
+    }));
+    assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("no such tensor"), "{e}");
+    // A tensor of the model that is not a packable Q4_K matrix (a norm vector, a Q5_0/Q6_K
+    // matrix) under the first entry's name, with the same name length so the layout stays.
+    let nl = std::fs::read(&out).unwrap()[64] as usize;
+    if let Some(t) = gguf.tensors().iter().find(|t| packed::packable_shape(t).is_none() && t.name.len() == nl) {
+        let e = msg(open_edited(&out, &gguf, "unpackable", |b| {
+            b[66..66 + nl].copy_from_slice(t.name.as_bytes());
+            fix_table(b, n);
+        }));
+        assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("packable"), "{e}");
+        println!("{e}");
+    }
+
+    // Damaged packed data.
+    let e = msg(open_edited(&out, &gguf, "data", |b| {
+        let at = off_at(b);
+        let o = u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+        b[o + 100] ^= 0xff;
+    }));
+    assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("damaged"), "{e}");
+
+    // Not a file at all.
+    let e = msg(PackedFile::open(out.parent().unwrap(), &gguf));
+    assert!(matches!(e, PackedError::Io { .. }), "{e}");
+}
+
+/// A pack of one model opened against, or attached to, another model is stale.
+#[test]
+fn pack_of_another_model_is_stale() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("stale") else { return };
+    let Some(other_path) = common::model_path("smollm2-135m") else { return };
+    let other = Arc::new(GgufFile::open(&other_path).unwrap());
+    let e = PackedFile::open(&out, &other).map(|_| ()).unwrap_err();
+    assert!(matches!(e, PackedError::Stale { .. }), "{e}");
+    println!("{e}");
+    let pack = Arc::new(PackedFile::open(&out, &gguf).unwrap());
+    let mut m = Model::from_gguf(other).unwrap();
+    let e = m.attach_packed(pack).unwrap_err();
+    assert!(matches!(e, ModelError::Packed(PackedError::Stale { .. })), "{e}");
+    assert_eq!((m.packed_matrices(), m.pack_status()), (0, &PackStatus::None));
+}
+
+/// `Model::load` next to a pack: valid → attached; bad → ignored with the reason (and the model
+/// still runs); absent → none.
+#[test]
+fn load_policy() {
+    let Some(path) = common::model_path(MODEL) else { return };
+    let dir = tmp_dir("policy");
+    let _cleanup = Cleanup(dir.clone());
+    let link = dir.join("m.gguf");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    #[cfg(not(unix))]
+    return;
+    let m = Model::load(&link).unwrap();
+    assert_eq!(m.pack_status(), &PackStatus::None);
+    assert_eq!(m.pack_status().to_string(), "none");
+
+    let side = packed::sidecar_path(&link);
+    packed::write(m.file(), &side).unwrap();
+    let m = Model::load(&link).unwrap();
+    let n = m.packed_matrices();
+    assert!(n > 0 && m.packed_bytes() > 0);
+    assert!(matches!(m.pack_status(), PackStatus::Attached { matrices, .. } if *matrices == n));
+    assert!(m.pack_status().to_string().starts_with(&format!("q4kx16 ({n} matrices)")), "{}", m.pack_status());
+    println!("attached: {}", m.pack_status());
+
+    let mut b = std::fs::read(&side).unwrap();
+    b.truncate(b.len() - 1000);
+    std::fs::write(&side, &b).unwrap();
+    let m = Model::load(&link).unwrap();
+    assert_eq!(m.packed_matrices(), 0);
+    let s = m.pack_status().to_string();
+    assert!(s.starts_with("ignored: ") && s.contains("truncated"), "{s}");
+    println!("{s}");
+    let rt = Runtime::new(1).unwrap();
+    let mut c = m.new_cache(8);
+    m.forward(&rt, &mut c, &[1, 2], Logits::Last).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A model with the pack attached gives logits bitwise equal to the unpacked model's.
+#[test]
+fn packed_logits_equal_unpacked() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("logits") else { return };
+    let kset = turboinfer::kernels::kernels();
+    match kset.packed_q4_k() {
+        Some(_) => println!("kernel path: packed Q4_Kx16 kernel of tier {}", kset.tier().name()),
+        None => println!("kernel path: tier {} has no packed kernel, both runs use the unpacked kernels", kset.tier().name()),
+    }
+    let plain = Model::from_gguf(gguf.clone()).unwrap();
+    let mut packed_model = Model::from_gguf(gguf.clone()).unwrap();
+    let n = packed_model.attach_packed(Arc::new(PackedFile::open(&out, &gguf).unwrap())).unwrap();
+    assert!(n > 0);
+    assert_eq!(plain.packed_matrices(), 0);
+    let rt = Runtime::new(2).unwrap();
+    let prompt = [31u32, 414, 2093, 17, 90];
+    let mut a = plain.new_cache(32);
+    let mut b = packed_model.new_cache(32);
+    let la = plain.forward(&rt, &mut a, &prompt, Logits::All).unwrap();
+    let lb = packed_model.forward(&rt, &mut b, &prompt, Logits::All).unwrap();
+    assert_eq!(la.len(), lb.len());
+    for (i, (x, y)) in la.iter().zip(&lb).enumerate() {
+        assert_eq!(x.to_bits(), y.to_bits(), "logit {i}: {x} vs {y}");
+    }
+    // One decode step (the single-vector path).
+    let la = plain.forward(&rt, &mut a, &[42], Logits::Last).unwrap();
+    let lb = packed_model.forward(&rt, &mut b, &[42], Logits::Last).unwrap();
+    assert!(la.iter().zip(&lb).all(|(x, y)| x.to_bits() == y.to_bits()), "decode step differs");
+    packed_model.detach_packed();
+    assert_eq!(packed_model.packed_matrices(), 0);
+}
+
+/// `turboinfer pack`: writes the pack, skips a valid one, replaces a bad one, and has nothing to
+/// do for a model without Q4_K matrices.
+#[test]
+fn cli_pack_is_idempotent() {
+    let Some(path) = common::model_path(MODEL) else { return };
+    let out = tmp_dir("cli").join("p.q4kx16");
+    let _cleanup = Cleanup(out.parent().unwrap().to_path_buf());
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_turboinfer")).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let (m, o) = (path.to_str().unwrap(), out.to_str().unwrap());
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("tensors") && s.contains(" bytes") && s.contains(" s\n"), "{s}");
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("skipped"), "{s}");
+    std::fs::write(&out, b"not a pack").unwrap();
+    let s = run(&["pack", m, "-o", o]);
+    assert!(s.contains("replacing unusable pack") && s.contains("tensors"), "{s}");
+    let gguf = GgufFile::open(&path).unwrap();
+    PackedFile::open(&out, &gguf).unwrap();
+    if let Some(small) = common::model_path("smollm2-135m") {
+        let s = run(&["pack", small.to_str().unwrap(), "-o", o]);
+        assert!(s.contains("nothing to pack"), "{s}");
+    }
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
