@@ -11,23 +11,32 @@ REPS=${REPS:-3} PP=${PP:-64} TG=${TG:-64} THREADS=${THREADS:-2} DEPTH=${DEPTH:-0
 names=("$@"); [[ ${#names[@]} -gt 0 ]] || names=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 bin=$(benches/llamacpp.sh build)
 cargo bench -q --bench e2e --no-run >/dev/null 2>&1
+cargo bench -q --bench kernels --no-run >/dev/null 2>&1
 out=$(mktemp -d)
+# Read bandwidth before and after the runs (2 threads), to put decode's weight stream next to it.
+bandwidth() { cargo bench -q --bench kernels -- --bandwidth-only | sed -n 's/.*2 thread(s): \([0-9.]*\) GB\/s/\1/p'; }
+bandwidth >"$out/bw"
 for n in "${names[@]}"; do
   m="$MODELS_DIR/$n.gguf"; [[ -f $m ]] || { echo "skipping $n: $m not found" >&2; continue; }
   # Alternate the two engines so drift in machine load hits both alike.
   cargo bench -q --bench e2e -- --reps "$REPS" --pp "$PP" --tg "$TG" --depth "$DEPTH" -t "$THREADS" "$m" >"$out/$n.ours"
   "$bin/llama-bench" -m "$m" -t "$THREADS" -r "$REPS" -p "$PP" -n "$TG" -d "$DEPTH" -o json >"$out/$n.llama" 2>/dev/null
 done
+bandwidth >>"$out/bw"
 python3 - "$out" "$PP" "$TG" "$DEPTH" "${names[@]}" <<'PY'
 import json, sys, os, re
 out, pp, tg, depth, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 at = f" @ d{depth}" if depth else ""
+bws = [float(x) for x in open(f"{out}/bw").read().split()]
+bw = sum(bws) / len(bws)
 print(f"| model | test | TurboInfer tok/s | llama.cpp tok/s | ratio |")
 print("|---|---|---|---|---|")
 for n in names:
     if not os.path.exists(f"{out}/{n}.ours"): continue
-    ours = {}
+    ours, mb = {}, None
     for line in open(f"{out}/{n}.ours"):
+        w = re.match(r"\|[^|]*\|\s*decode weight GB/s[^|]*\|[^|]*\|\s*([\d.]+) MB per token", line)
+        if w: mb = float(w.group(1))
         m = re.match(r"\|\s*\S+\s*\|\s*(pp\d+|tg\d+)(?: @ d\d+)?\s*\|\s*([\d.]+)", line)
         if m: ours[m.group(1)] = float(m.group(2))
     llama = {}
@@ -38,5 +47,11 @@ for n in names:
     for k in (f"pp{pp}", f"tg{tg}"):
         if k in ours and k in llama:
             print(f"| {n} | {k}{at} | {ours[k]:.1f} | {llama[k]:.1f} | {ours[k]/llama[k]:.2f} |")
+    if mb is not None and f"tg{tg}" in ours and f"tg{tg}" in llama:
+        g = lambda r: r * mb / 1e3
+        print(f"| {n} | decode weight GB/s{at} | {g(ours[f'tg{tg}']):.1f} ({100*g(ours[f'tg{tg}'])/bw:.0f}% of {bw:.1f}) "
+              f"| {g(llama[f'tg{tg}']):.1f} ({100*g(llama[f'tg{tg}'])/bw:.0f}%) | |")
+print(f"\nread bandwidth, 2 threads, before / after the runs: {' / '.join(f'{b:.1f}' for b in bws)} GB/s (mean {bw:.1f}); "
+      "decode weight GB/s = tg tok/s x the weight bytes a decode step reads (same GGUF matrices for both engines)")
 PY
 rm -rf "$out"

@@ -96,5 +96,12 @@ fn main() {
         let at = if a.depth > 0 { format!(" @ d{}", a.depth) } else { String::new() };
         println!("| {name} | pp{}{at} | {:.1} | {} |", a.pp, median(pp.clone()), fmt(&pp));
         println!("| {name} | tg{}{at} | {:.1} | {} |", a.tg, median(tg.clone()), fmt(&tg));
+        // Weight bytes one decode step streams (every layer matrix and the LM head; the embedding
+        // matrix is only read row by row unless it is the tied LM head), and their rate at the median.
+        let w = model.weights();
+        let per_tok: usize = w.output.byte_len()
+            + w.layers.iter().map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down].iter().map(|m| m.byte_len()).sum::<usize>()).sum::<usize>();
+        let gbs = per_tok as f64 * median(tg.clone()) / 1e9;
+        println!("| {name} | decode weight GB/s{at} | {gbs:.1} | {:.1} MB per token, {} |", per_tok as f64 / 1e6, model.pack_status());
     }
 }

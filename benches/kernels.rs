@@ -11,7 +11,7 @@
 //! Rows labelled `x16` are Q4_K matrices in the `Q4_K×16` packed layout (`kernels::packed`), same bytes.
 //!
 //! Options: `--quick` (fewer samples, best tier only), `--tiers a,b`, `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
-//! `--no-bandwidth`.
+//! `--no-bandwidth`, `--bandwidth-only`.
 
 use std::time::{Duration, Instant};
 
@@ -30,12 +30,14 @@ struct Opts {
     types: Option<Vec<String>>,
     shapes: Option<String>,
     bandwidth: bool,
+    /// Measure the read bandwidth and stop (`benches/compare.sh` brackets its runs with it).
+    only_bandwidth: bool,
 }
 
 /// Parses the options after `--`.
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut o = Opts { samples: 7, tiers: Vec::new(), types: None, shapes: None, bandwidth: true };
+    let mut o = Opts { samples: 7, tiers: Vec::new(), types: None, shapes: None, bandwidth: true, only_bandwidth: false };
     let mut quick = false;
     let mut i = 0;
     while i < args.len() {
@@ -43,6 +45,7 @@ fn opts() -> Opts {
         match args[i].as_str() {
             "--quick" => quick = true,
             "--no-bandwidth" => o.bandwidth = false,
+            "--bandwidth-only" => o.only_bandwidth = true,
             "--tiers" => {
                 o.tiers = next(i)
                     .split(',')
@@ -235,8 +238,11 @@ fn main() {
     let f = turboinfer::cpu::cpu_features();
     println!("CPU features: {:?}", f.list().iter().filter(|x| x.1).map(|x| x.0).collect::<Vec<_>>());
     println!("samples per figure: {} (median reported)", o.samples);
-    if o.bandwidth {
+    if o.bandwidth || o.only_bandwidth {
         bandwidth(o.samples);
+    }
+    if o.only_bandwidth {
+        return;
     }
     let pool2 = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     // (model, n = row length (input), rows (output), weight types the model uses there + others that fit)

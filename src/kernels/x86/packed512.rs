@@ -15,7 +15,7 @@ use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::kernels::packed::PACKED_BLOCK;
 
 /// Software prefetch distance: two packed blocks (4.6 KB) ahead.
-const PREFETCH: usize = 2 * PACKED_BLOCK;
+const PREFETCH: usize = 4 * PACKED_BLOCK;
 
 /// 64 unaligned bytes at `p`.
 #[inline(always)]
