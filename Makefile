@@ -1,7 +1,7 @@
 # TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
 #   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
 #   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
-#   make pack-models [PACK_MODELS="a b"]   packed Q4_K weights (<model>.q4kx16) next to installed models
+#   make pack-models [PACK_MODELS="a b"]   packed Q4_K weights (<model>.kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
@@ -42,7 +42,7 @@ fetch-model:
 	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
 	@$(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL)
 
-## Packed Q4_K weights (<model>.gguf.q4kx16, README "Packed Q4_K weights") for each installed
+## Packed Q4_K weights (<model>.gguf.kx16, README "Packed Q4_K weights") for each installed
 ## model of $(PACK_MODELS): builds the CLI first; `turboinfer pack` skips a valid pack and models
 ## without Q4_K matrices, so this is idempotent.
 pack-models:

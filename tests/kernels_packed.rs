@@ -1,11 +1,11 @@
-//! The `Q4_K×16` packed layout and kernels (`turboinfer::kernels::packed`), and the block-exact Q4_K
-//! arithmetic they share with every SIMD tier's unpacked Q4_K kernel.
+//! The `Q4_K×16` / `Q6_K×16` packed layouts and kernels (`turboinfer::kernels::packed`), and the
+//! block-exact K-quant arithmetic they share with every SIMD tier's unpacked Q4_K and Q6_K kernels.
 //!
-//! Budget: none. Every SIMD tier's Q4_K dot product and every packed kernel must equal
-//! `q4_k_exact_dot` bit for bit (the integer sums are exact and the float operations are the same
-//! two FMAs per super-block in the same order), for every vector count and position in a batch.
-//! `q4_k_exact_dot` itself must stay within the reordering budget of ggml's reference (checked here
-//! the same way `kernels_parity` checks the tiers).
+//! Budget: none. Every SIMD tier's Q4_K / Q6_K dot product and every packed kernel must equal
+//! `q4_k_exact_dot` / `q6_k_exact_dot` bit for bit (the integer sums are exact and the float
+//! operations are the same FMAs per super-block in the same order), for every vector count and
+//! position in a batch. The block-exact references themselves must stay within the reordering
+//! budget of ggml's reference (checked the same way `kernels_parity` checks the tiers).
 
 mod common;
 #[path = "quant_support/mod.rs"]
@@ -13,13 +13,26 @@ mod quant_support;
 
 use quant_support::{activations, random_row, Rng};
 use turboinfer::gguf::GgufFile;
-use turboinfer::kernels::packed::{pack_q4_k, packable, q4_k_exact_dot, unpack_block, PACKED_BLOCK, PACK_ROWS};
+use turboinfer::kernels::packed::{pack, pack_q4_k, packable, q4_k_exact_dot, q6_k_exact_dot, unpack_block, unpack_block_q6_k, PACKED_BLOCK, PACK_ROWS};
 use turboinfer::kernels::{KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
 
-/// Bytes of a Q4_K super-block / a Q8_K activation block.
+/// Bytes of a Q4_K / Q6_K super-block and of a Q8_K activation block.
 const Q4K: usize = 144;
+const Q6K: usize = 210;
 const Q8K: usize = 292;
+
+/// The packable K-quants.
+const TYPES: [GgmlType; 2] = [GgmlType::Q4_K, GgmlType::Q6_K];
+
+/// The block-exact reference dot product of `ty`.
+fn exact(ty: GgmlType) -> fn(usize, &[u8], &[u8]) -> f32 {
+    if ty == GgmlType::Q6_K {
+        q6_k_exact_dot
+    } else {
+        q4_k_exact_dot
+    }
+}
 
 /// SIMD tiers this CPU runs (printing the ones skipped).
 fn simd_tiers() -> Vec<&'static KernelSet> {
@@ -43,22 +56,22 @@ fn act_vectors(rng: &mut Rng, n: usize, count: usize, stride: usize) -> Vec<u8> 
     acts
 }
 
-/// Checks every packed kernel on one matrix (`rows` x `n`, GGUF bytes `w`) against the block-exact
-/// reference, for 1..=9 vectors; returns how many (tier, rows, vectors) cases ran.
-fn check_matrix(rng: &mut Rng, w: &[u8], rows: usize, n: usize, what: &str) -> usize {
-    let rb = n / 256 * Q4K;
+/// Checks every packed kernel on one matrix of `ty` (`rows` x `n`, GGUF bytes `w`) against the
+/// block-exact reference, for 1..=9 vectors; returns how many (tier, vector count) cases ran.
+fn check_matrix(rng: &mut Rng, ty: GgmlType, w: &[u8], rows: usize, n: usize, what: &str) -> usize {
+    let rb = quant::row_size(ty, n).unwrap();
     let mut packed = vec![0u8; w.len()];
-    pack_q4_k(rows, n, w, &mut packed);
+    pack(ty, rows, n, w, &mut packed);
     let mut cases = 0;
     for count in [1usize, 2, 3, 4, 5, 8, 9] {
         let stride = n / 256 * Q8K + 64 * (count % 3); // also strides with a gap
         let acts = act_vectors(rng, n, count, stride);
         let want: Vec<f32> = (0..count)
             .flat_map(|v| (0..rows).map(move |r| (v, r)))
-            .map(|(v, r)| q4_k_exact_dot(n, &w[r * rb..(r + 1) * rb], &acts[v * stride..]))
+            .map(|(v, r)| exact(ty)(n, &w[r * rb..(r + 1) * rb], &acts[v * stride..]))
             .collect(); // [count, rows]
         for k in simd_tiers() {
-            let dot = k.packed_q4_k().expect("every SIMD tier has a packed Q4_K kernel");
+            let dot = k.packed(ty).expect("every SIMD tier has packed K-quant kernels");
             let mut out = vec![f32::NAN; count * PACK_ROWS];
             for g in 0..rows / PACK_ROWS {
                 dot(n, &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb], &acts, stride, &mut out);
@@ -68,7 +81,7 @@ fn check_matrix(rng: &mut Rng, w: &[u8], rows: usize, n: usize, what: &str) -> u
                         assert_eq!(
                             got.to_bits(),
                             exp.to_bits(),
-                            "{what}: tier {} n={n} vectors={count}: row {} vector {v}: {got} vs block-exact {exp}",
+                            "{what}: tier {} {ty} n={n} vectors={count}: row {} vector {v}: {got} vs block-exact {exp}",
                             k.tier(),
                             g * PACK_ROWS + r
                         );
@@ -104,47 +117,71 @@ fn packing_is_a_lossless_permutation() {
     sorted_p.sort_unstable();
     assert_eq!(sorted_w, sorted_p, "packing only moves bytes");
     assert_eq!(PACKED_BLOCK, PACK_ROWS * Q4K);
-    assert!(packable(GgmlType::Q4_K, 32, 768) && !packable(GgmlType::Q4_K, 24, 768) && !packable(GgmlType::Q6_K, 32, 768));
+    assert!(packable(GgmlType::Q4_K, 32, 768) && !packable(GgmlType::Q4_K, 24, 768) && !packable(GgmlType::Q8_0, 32, 768));
+    // Q6_K: the same round trip.
+    let w6: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, GgmlType::Q6_K, n)).collect();
+    let mut p6 = vec![0u8; w6.len()];
+    pack(GgmlType::Q6_K, rows, n, &w6, &mut p6);
+    let rb6 = n / 256 * Q6K;
+    for g in 0..rows / PACK_ROWS {
+        let group = &p6[g * PACK_ROWS * rb6..(g + 1) * PACK_ROWS * rb6];
+        for r in 0..PACK_ROWS {
+            for b in 0..n / 256 {
+                let row = &w6[(g * PACK_ROWS + r) * rb6..];
+                assert_eq!(unpack_block_q6_k(group, b, r)[..], row[b * Q6K..(b + 1) * Q6K], "Q6_K group {g} row {r} block {b}");
+            }
+        }
+    }
 }
 
 #[test]
-fn every_simd_tier_q4_k_is_block_exact() {
+fn every_simd_tier_k_quant_is_block_exact() {
     let mut rng = Rng::new(0xb10c);
     let eps = f32::EPSILON as f64;
-    let mut worst = 0f64;
-    for n in [256usize, 768, 1536, 4864, 8960] {
-        for trial in 0..8 {
-            let mut w = random_row(&mut rng, GgmlType::Q4_K, n);
-            if trial == 7 {
-                // Saturation corners: all-0xFF codes (15 in both nibbles) and full-scale activations.
-                for b in w.chunks_exact_mut(Q4K) {
-                    b[16..].fill(0xFF);
+    for ty in TYPES {
+        let bb = ty.type_size();
+        let mut worst = 0f64;
+        for n in [256usize, 768, 1536, 4864, 8960] {
+            for trial in 0..8 {
+                let mut w = random_row(&mut rng, ty, n);
+                if trial == 7 {
+                    // Saturation corners: all-0xFF code bytes (the largest codes) and full-scale activations.
+                    let codes = if ty == GgmlType::Q6_K { 0..192 } else { 16..bb };
+                    for b in w.chunks_exact_mut(bb) {
+                        b[codes.clone()].fill(0xFF);
+                    }
                 }
+                let act = act_vectors(&mut rng, n, 1, n / 256 * Q8K);
+                let want = exact(ty)(n, &w, &act);
+                for k in simd_tiers() {
+                    let got = (k.vec_dot(ty).unwrap())(n, &w, &act);
+                    assert_eq!(got.to_bits(), want.to_bits(), "tier {} {ty} n={n} trial {trial}: {got} vs block-exact {want}", k.tier());
+                    let mut b3 = [0f32; 3];
+                    let acts3: Vec<u8> = (0..3).flat_map(|_| act.iter().copied()).collect();
+                    (k.vec_dot_batch(ty).unwrap())(n, &w, &acts3, act.len(), &mut b3);
+                    assert!(b3.iter().all(|v| v.to_bits() == want.to_bits()), "tier {} {ty} batch", k.tier());
+                }
+                // The block-exact order against ggml's reference: within the reordering budget.
+                let (reference, mag) = quant_support::reference_dot(ty, n, &w, &act);
+                let budget = 2.0 * (n / 256 + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
+                let err = (want as f64 - reference).abs();
+                assert!(err <= budget, "{ty} n={n}: block-exact {want} vs reference {reference}: err {err:e} > {budget:e}");
+                worst = worst.max(err / (eps * mag).max(f64::MIN_POSITIVE));
             }
-            let act = act_vectors(&mut rng, n, 1, n / 256 * Q8K);
-            let exact = q4_k_exact_dot(n, &w, &act);
-            for k in simd_tiers() {
-                let got = (k.vec_dot(GgmlType::Q4_K).unwrap())(n, &w, &act);
-                assert_eq!(got.to_bits(), exact.to_bits(), "tier {} n={n} trial {trial}: {got} vs block-exact {exact}", k.tier());
-            }
-            // The block-exact order against ggml's reference: within the reordering budget.
-            let (reference, mag) = quant_support::reference_dot(GgmlType::Q4_K, n, &w, &act);
-            let budget = 2.0 * (n / 256 + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
-            let err = (exact as f64 - reference).abs();
-            assert!(err <= budget, "n={n}: block-exact {exact} vs reference {reference}: err {err:e} > {budget:e}");
-            worst = worst.max(err / (eps * mag).max(f64::MIN_POSITIVE));
         }
+        eprintln!("block-exact {ty} vs f64 reference: worst err = {worst:.2} eps·Σ|wa|");
     }
-    eprintln!("block-exact Q4_K vs f64 reference: worst err = {worst:.2} eps·Σ|wa|");
 }
 
 #[test]
 fn packed_kernels_are_block_exact_on_random_matrices() {
     let mut rng = Rng::new(0x9acc);
     let mut cases = 0;
-    for (rows, n) in [(16usize, 256usize), (32, 768), (48, 1536), (16, 8960)] {
-        let w: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, GgmlType::Q4_K, n)).collect();
-        cases += check_matrix(&mut rng, &w, rows, n, "random");
+    for ty in TYPES {
+        for (rows, n) in [(16usize, 256usize), (32, 768), (48, 1536), (16, 8960)] {
+            let w: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, ty, n)).collect();
+            cases += check_matrix(&mut rng, ty, &w, rows, n, "random");
+        }
     }
     eprintln!("packed kernels: {cases} (tier, matrix, vector count) cases bitwise block-exact");
 }
@@ -157,10 +194,11 @@ fn packed_kernels_are_block_exact_on_real_model_rows() {
             continue;
         };
         let g = GgufFile::open(&path).unwrap();
-        let mut done = 0;
+        let mut done = [0usize; 2];
         for info in g.tensors() {
             let (n, rows) = (info.row_len(), info.n_rows());
-            if info.dims.len() != 2 || !packable(info.ty, rows, n) || done == 3 {
+            let i = TYPES.iter().position(|t| *t == info.ty).unwrap_or(0);
+            if info.dims.len() != 2 || !packable(info.ty, rows, n) || done[i] == 3 {
                 continue;
             }
             // The first 32 rows and a group from the middle.
@@ -169,11 +207,11 @@ fn packed_kernels_are_block_exact_on_real_model_rows() {
             let mid = rows / 2 / PACK_ROWS * PACK_ROWS;
             let mut w = data[..2 * PACK_ROWS * rb].to_vec();
             w.extend_from_slice(&data[mid * rb..(mid + PACK_ROWS) * rb]);
-            let cases = check_matrix(&mut rng, &w, 3 * PACK_ROWS, n, &format!("{model} {}", info.name));
-            eprintln!("{model} {} ({rows}x{n}): {cases} cases bitwise block-exact", info.name);
-            done += 1;
+            let cases = check_matrix(&mut rng, info.ty, &w, 3 * PACK_ROWS, n, &format!("{model} {}", info.name));
+            eprintln!("{model} {} ({}, {rows}x{n}): {cases} cases bitwise block-exact", info.name, info.ty);
+            done[i] += 1;
         }
-        assert_eq!(done, 3, "{model} has packable Q4_K matrices");
+        assert_eq!(done, [3, 3], "{model} has packable Q4_K and Q6_K matrices");
     }
 }
 
@@ -183,7 +221,7 @@ fn packed_kernels_refuse_bad_shapes() {
         eprintln!("skipping: no SIMD tier on this CPU");
         return;
     };
-    let dot = k.packed_q4_k().unwrap();
+    let dot = k.packed(GgmlType::Q4_K).unwrap();
     let w = vec![0u8; PACKED_BLOCK];
     let acts = vec![0u8; Q8K];
     for (what, n, wl, al, ol) in [

@@ -1,4 +1,4 @@
-//! The packed Q4_K weights file (`model::packed`, `<model>.q4kx16`) on the real Q4_K model
+//! The packed Q4_K weights file (`model::packed`, `<model>.kx16`) on the real Q4_K model
 //! (qwen2.5-coder-0.5b): write and open, every way a file can be bad (each a clear
 //! `PackedError`, never a panic), the load policy next to the model, the pack → unpack round
 //! trip of a real tensor, and logits of a packed model bitwise equal to the unpacked model's.
@@ -8,7 +8,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
-use turboinfer::kernels::packed::{unpack_block, PACK_ROWS};
+use turboinfer::kernels::packed::{unpack_block, unpack_block_q6_k, PACK_ROWS};
+use turboinfer::quant::GgmlType;
 use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
 use turboinfer::model::{Logits, Model, ModelError, PackStatus};
 use turboinfer::runtime::Runtime;
@@ -40,7 +41,7 @@ fn model_and_pack(tag: &str) -> Option<(Arc<GgufFile>, PathBuf, Cleanup)> {
     let path = common::model_path(MODEL)?;
     let gguf = Arc::new(GgufFile::open(&path).unwrap());
     let dir = tmp_dir(tag);
-    let out = dir.join("model.gguf.q4kx16");
+    let out = dir.join("model.gguf.kx16");
     let s = packed::write(&gguf, &out).unwrap();
     assert_eq!(s.bytes, std::fs::metadata(&out).unwrap().len());
     Some((gguf, out, Cleanup(dir)))
@@ -116,7 +117,11 @@ fn pack_unpack_round_trips_real_tensors() {
             for r in 0..PACK_ROWS {
                 let row = &t.data[(g * PACK_ROWS + r) * rb..][..rb];
                 for b in 0..nb {
-                    assert_eq!(&unpack_block(group, b, r)[..], &row[b * 144..(b + 1) * 144], "{} group {g} row {r} block {b}", e.name);
+                    let (got, bb) = match t.info.ty {
+                        GgmlType::Q6_K => (unpack_block_q6_k(group, b, r).to_vec(), 210),
+                        _ => (unpack_block(group, b, r).to_vec(), 144),
+                    };
+                    assert_eq!(&got[..], &row[b * bb..(b + 1) * bb], "{} group {g} row {r} block {b}", e.name);
                 }
             }
         }
@@ -128,9 +133,13 @@ fn pack_unpack_round_trips_real_tensors() {
 fn bad_files_are_refused() {
     let Some((gguf, out, _cleanup)) = model_and_pack("bad") else { return };
     let n = PackedFile::open(&out, &gguf).unwrap().entries().len();
-    let msg = |r: Result<PackedFile, PackedError>| r.map(|_| ()).unwrap_err();
+    /// The error of a refused open (the caller's line on failure).
+    #[track_caller]
+    fn msg(r: Result<PackedFile, PackedError>) -> PackedError {
+        r.map(|_| ()).unwrap_err()
+    }
 
-    let e = msg(PackedFile::open(out.with_file_name("absent.q4kx16"), &gguf));
+    let e = msg(PackedFile::open(out.with_file_name("absent.kx16"), &gguf));
     assert!(matches!(e, PackedError::Missing { .. }), "{e}");
     assert!(e.to_string().contains("does not exist"), "{e}");
 
@@ -152,10 +161,10 @@ fn bad_files_are_refused() {
     assert!(e.to_string().contains("header checksum"), "{e}");
 
     let e = msg(open_edited(&out, &gguf, "version", |b| {
-        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        b[8..12].copy_from_slice(&1u32.to_le_bytes()); // version 1: Q4_K matrices only
         fix_header(b);
     }));
-    assert!(matches!(e, PackedError::WrongVersion { found: 2, .. }), "{e}");
+    assert!(matches!(e, PackedError::WrongVersion { found: 1, .. }), "{e}");
     // A future format with another header layout: the version is still what is reported.
     let e = msg(open_edited(&out, &gguf, "version-raw", |b| b[8..12].copy_from_slice(&7u32.to_le_bytes())));
     assert!(matches!(e, PackedError::WrongVersion { found: 7, .. }), "{e}");
@@ -275,7 +284,7 @@ fn load_policy() {
     let n = m.packed_matrices();
     assert!(n > 0 && m.packed_bytes() > 0);
     assert!(matches!(m.pack_status(), PackStatus::Attached { matrices, .. } if *matrices == n));
-    assert!(m.pack_status().to_string().starts_with(&format!("q4kx16 ({n} matrices)")), "{}", m.pack_status());
+    assert!(m.pack_status().to_string().starts_with(&format!("kx16 ({n} matrices)")), "{}", m.pack_status());
     println!("attached: {}", m.pack_status());
 
     let mut b = std::fs::read(&side).unwrap();
@@ -329,7 +338,7 @@ fn packed_logits_equal_unpacked() {
 #[test]
 fn cli_pack_is_idempotent() {
     let Some(path) = common::model_path(MODEL) else { return };
-    let out = tmp_dir("cli").join("p.q4kx16");
+    let out = tmp_dir("cli").join("p.kx16");
     let _cleanup = Cleanup(out.parent().unwrap().to_path_buf());
     let run = |args: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_turboinfer")).args(args).output().unwrap();

@@ -27,7 +27,7 @@ const USAGE: &str = "usage:
                   [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
   turboinfer info -m MODEL.gguf
   turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
-                  (writes the packed Q4_K weights file, default MODEL.gguf.q4kx16; skips a valid one)";
+                  (writes the packed K-quant weights file, default MODEL.gguf.kx16; skips a valid one)";
 
 /// Default KV-cache size in positions (clamped to the model's training context).
 const DEFAULT_CTX: usize = 4096;
@@ -39,7 +39,7 @@ const DEFAULT_N: usize = 128;
 enum Command {
     Run(RunArgs),
     Info { model: String },
-    /// `pack`: the model, the output path (default `<model>.q4kx16`), rewrite even if valid.
+    /// `pack`: the model, the output path (default `<model>.kx16`), rewrite even if valid.
     Pack { model: String, out: Option<String>, force: bool },
     Help,
 }
@@ -162,7 +162,7 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
     let file = GgufFile::open(model).map_err(|e| e.to_string())?;
     let out = out.map(std::path::PathBuf::from).unwrap_or_else(|| packed::sidecar_path(file.path()));
     if !file.tensors().iter().any(|t| packed::worth_packing(&file, t)) {
-        println!("{model}: no packable Q4_K matrix, nothing to pack");
+        println!("{model}: no packable Q4_K or Q6_K matrix, nothing to pack");
         return Ok(());
     }
     if !force {

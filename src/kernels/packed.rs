@@ -1,4 +1,4 @@
-//! The `Q4_K×16` packed layout: Q4_K weight rows interleaved sixteen at a time, so that one 64-byte
+//! The `Q4_K×16` / `Q6_K×16` packed layouts: Q4_K weight rows interleaved sixteen at a time, so that one 64-byte
 //! vector holds the same four code bytes of sixteen rows and a dot product runs "rows in lanes"
 //! (`vpdpbusd` of sixteen rows against one broadcast group of four activation bytes).
 //!
@@ -13,6 +13,13 @@
 //! [192..256)   scales bytes 8..12
 //! [256..2304)  qs: for q in 0..32, bytes 4q..4q+4 of row r's 128 code bytes at 256 + 64q + 4r
 //! ```
+//! Q6_K matrices (`Q6_K×16`) are packed the same way, `16 * 210` bytes per packed block:
+//! ```text
+//! [0..32)      d        f16  × 16   row r at 2r
+//! [32..288)    scales: for u in 0..4, scales 4u..4u+4 (i8) of row r at 32 + 64u + 4r
+//! [288..2336)  ql: for q in 0..32, bytes 4q..4q+4 of row r's 128 low-bit bytes at 288 + 64q + 4r
+//! [2336..3360) qh: for q in 0..16, bytes 4q..4q+4 of row r's 64 high-bit bytes at 2336 + 64q + 4r
+//! ```
 //! The layout is a pure permutation of the GGUF bytes (same size, no rounding), so a packed matrix
 //! holds exactly the same weights; a group occupies the same byte range as its rows do unpacked.
 
@@ -22,8 +29,16 @@ use crate::quant::{bytes, q4k_scale_min, GgmlType, QK_K};
 pub const PACK_ROWS: usize = 16;
 /// Bytes of one Q4_K super-block.
 const Q4K: usize = 144;
-/// Bytes of a packed block (sixteen super-blocks).
+/// Bytes of one Q6_K super-block.
+const Q6K: usize = 210;
+/// Bytes of a packed Q4_K block (sixteen super-blocks).
 pub const PACKED_BLOCK: usize = PACK_ROWS * Q4K;
+/// Bytes of a packed Q6_K block.
+pub const PACKED_BLOCK_Q6K: usize = PACK_ROWS * Q6K;
+/// Offsets of the scales, `ql` and `qh` arrays in a packed Q6_K block.
+pub(crate) const Q6X_SCALES: usize = 32;
+pub(crate) const Q6X_QL: usize = 288;
+pub(crate) const Q6X_QH: usize = 2336;
 
 /// Dot products of one packed row group with activation vectors: `out[v*16 + r] = dot(row r, vector v)`
 /// for `v < out.len() / 16`, vectors `stride` bytes apart in `acts` (Q8_K rows of `n` elements),
@@ -31,9 +46,62 @@ pub const PACKED_BLOCK: usize = PACK_ROWS * Q4K;
 /// unpacked row, whatever the tier, the vector count or the position of the vector in the batch.
 pub type PackedDotFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
-/// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed.
+/// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed (Q4_K or Q6_K).
 pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    ty == GgmlType::Q4_K && rows > 0 && rows.is_multiple_of(PACK_ROWS) && cols > 0 && cols.is_multiple_of(QK_K)
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) && rows > 0 && rows.is_multiple_of(PACK_ROWS) && cols > 0 && cols.is_multiple_of(QK_K)
+}
+
+/// Packs a matrix of `ty` (Q4_K or Q6_K; see `pack_q4_k`, `pack_q6_k`).
+pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
+    match ty {
+        GgmlType::Q6_K => pack_q6_k(rows, cols, src, dst),
+        _ => pack_q4_k(rows, cols, src, dst),
+    }
+}
+
+/// Copies `len`-byte unit `u` of each of the sixteen `rows` (GGUF blocks at `row(r)`, the unit at
+/// byte `from + len*u`) to `dst[at + 64u + 4r]`: the "four bytes of every row" interleave.
+fn interleave(dst: &mut [u8], at: usize, units: usize, from: usize, row: impl Fn(usize) -> usize, src: &[u8]) {
+    for r in 0..PACK_ROWS {
+        for u in 0..units {
+            let o = at + 64 * u + 4 * r;
+            let i = row(r) + from + 4 * u;
+            dst[o..o + 4].copy_from_slice(&src[i..i + 4]);
+        }
+    }
+}
+
+/// Packs `rows` Q6_K rows of `cols` elements (`src`, GGUF order) into `dst` (same length).
+/// Panics unless `packable(Q6_K, rows, cols)` and both slices hold exactly the matrix.
+pub fn pack_q6_k(rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
+    assert!(packable(GgmlType::Q6_K, rows, cols), "not a packable Q6_K matrix: {rows}x{cols}");
+    let nb = cols / QK_K;
+    let rb = nb * Q6K;
+    assert!(src.len() == rows * rb && dst.len() == src.len(), "packed matrix size mismatch");
+    for (gs, gd) in src.chunks_exact(PACK_ROWS * rb).zip(dst.chunks_exact_mut(PACK_ROWS * rb)) {
+        for (b, pd) in gd.chunks_exact_mut(PACKED_BLOCK_Q6K).enumerate() {
+            let row = |r: usize| r * rb + b * Q6K;
+            for r in 0..PACK_ROWS {
+                pd[2 * r..2 * r + 2].copy_from_slice(&gs[row(r) + 208..row(r) + 210]);
+            }
+            interleave(pd, Q6X_SCALES, 4, 192, row, gs);
+            interleave(pd, Q6X_QL, 32, 0, row, gs);
+            interleave(pd, Q6X_QH, 16, 128, row, gs);
+        }
+    }
+}
+
+/// Row `r` (< 16) of super-block `b` of a packed Q6_K group, back in GGUF order (tests, reference).
+pub fn unpack_block_q6_k(group: &[u8], b: usize, r: usize) -> [u8; Q6K] {
+    let pd = &group[b * PACKED_BLOCK_Q6K..(b + 1) * PACKED_BLOCK_Q6K];
+    let mut x = [0u8; Q6K];
+    x[208..210].copy_from_slice(&pd[2 * r..2 * r + 2]);
+    for (at, units, to) in [(Q6X_SCALES, 4, 192), (Q6X_QL, 32, 0), (Q6X_QH, 16, 128)] {
+        for u in 0..units {
+            x[to + 4 * u..to + 4 * u + 4].copy_from_slice(&pd[at + 64 * u + 4 * r..at + 64 * u + 4 * r + 4]);
+        }
+    }
+    x
 }
 
 /// Packs `rows` Q4_K rows of `cols` elements (`src`, GGUF order) into `dst` (same length).
@@ -103,6 +171,34 @@ pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let dy = bytes::f32_at(y);
         acc = (isum as f32).mul_add(bytes::f16_at(&x[0..2]) * dy, acc);
         acc = (msum as f32).mul_add(-(bytes::f16_at(&x[2..4]) * dy), acc);
+    }
+    acc
+}
+
+/// The block-exact Q6_K × Q8_K dot product, the arithmetic every SIMD tier and every packed Q6_K
+/// kernel reproduces bit for bit: per super-block the exact integer
+/// `total = Σ_g sc[g] · Σ_{i in g} code_i · q8_i − 32 · Σ_g sc[g] · bsums[g]` (codes unsigned 0..63,
+/// 16-element groups g), then one fused multiply-add `acc = fma(total, d·d_a, acc)`.
+/// The scalar tier keeps ggml's own lane order instead.
+pub fn q6_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
+    let nb = n / QK_K;
+    assert!(n.is_multiple_of(QK_K) && w.len() >= nb * Q6K && act.len() >= nb * AB, "q6_k_exact_dot: short rows");
+    let mut acc = 0.0f32;
+    for (x, y) in w.chunks_exact(Q6K).zip(act.chunks_exact(AB)).take(nb) {
+        let mut total = 0i32;
+        for e in 0..QK_K {
+            let (h, k, l) = (e / 128, e % 128 / 32, e % 32); // half, quarter (bit pair), position
+            let lo = x[64 * h + 32 * (k % 2) + l];
+            let lo = if k < 2 { lo & 0x0F } else { lo >> 4 };
+            let code = lo | ((x[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+            total += x[192 + e / 16] as i8 as i32 * code as i32 * y[QS + e] as i8 as i32;
+        }
+        for g in 0..16 {
+            // 32: the code midpoint, removed through the activation's 16-element sums.
+            total -= 32 * x[192 + g] as i8 as i32 * bytes::i16_at(&y[BSUMS + 2 * g..]) as i32;
+        }
+        acc = (total as f32).mul_add(bytes::f16_at(&x[208..210]) * bytes::f32_at(y), acc);
     }
     acc
 }

@@ -103,4 +103,5 @@ pub(crate) static SET: KernelSet = KernelSet {
     wsum_f32,
     wsum_f16,
     packed_q4_k: None,
+    packed_q6_k: None,
 };

@@ -73,6 +73,8 @@ pub struct KernelSet {
     pub(crate) wsum_f16: WeightedSumFn,
     /// Dot products of `Q4_K×16` packed row groups (`kernels::packed`), if this tier has them.
     pub(crate) packed_q4_k: Option<PackedDotFn>,
+    /// Dot products of `Q6_K×16` packed row groups, if this tier has them.
+    pub(crate) packed_q6_k: Option<PackedDotFn>,
 }
 
 impl KernelSet {
@@ -158,6 +160,15 @@ impl KernelSet {
     /// (then matrices are dotted unpacked, with the same results).
     pub fn packed_q4_k(&self) -> Option<PackedDotFn> {
         self.packed_q4_k
+    }
+
+    /// The kernel for packed matrices of `ty` (Q4_K or Q6_K, `kernels::packed`), or `None`.
+    pub fn packed(&self, ty: GgmlType) -> Option<PackedDotFn> {
+        match ty {
+            GgmlType::Q4_K => self.packed_q4_k,
+            GgmlType::Q6_K => self.packed_q6_k,
+            _ => None,
+        }
     }
 
     /// The activation quantizer producing format `ty` (Q8_0, Q8_1, Q8_K or F32), bit-identical to

@@ -43,7 +43,7 @@ impl std::fmt::Debug for Model {
 
 impl Model {
     /// Opens and validates the GGUF file at `path`, and attaches its packed weights file
-    /// (`<path>.q4kx16`) when there is a valid one (see [`Model::attach_default_pack`]).
+    /// (`<path>.kx16`) when there is a valid one (see [`Model::attach_default_pack`]).
     pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
         let mut m = Model::from_gguf(Arc::new(GgufFile::open(path)?))?;
         m.attach_default_pack();
@@ -144,7 +144,7 @@ impl Model {
         self.pack_status = PackStatus::None;
     }
 
-    /// The load policy for packed weights: opens `<model file>.q4kx16` if it exists and attaches
+    /// The load policy for packed weights: opens `<model file>.kx16` if it exists and attaches
     /// it. Absent: runs unpacked silently. Present but unusable (truncated, corrupt, stale, other
     /// version, unreadable): runs unpacked and records why in [`Model::pack_status`]. Never fails.
     pub fn attach_default_pack(&mut self) -> &PackStatus {
@@ -164,7 +164,7 @@ impl Model {
         self.packed.as_ref()
     }
 
-    /// Whether packed weights are in use, or why not (`Display`: `q4kx16 (N matrices)` | `none` |
+    /// Whether packed weights are in use, or why not (`Display`: `kx16 (N matrices)` | `none` |
     /// `ignored: <reason>`).
     pub fn pack_status(&self) -> &PackStatus {
         &self.pack_status

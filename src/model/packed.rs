@@ -1,10 +1,10 @@
-//! Packed Q4_K weights file (`<model>.q4kx16`): every packable Q4_K matrix of a GGUF model (but an
-//! untied token embedding, which is never multiplied) in the
-//! `Q4_K×16` layout of `kernels::packed`, written once next to the model and shared read-only by
+//! Packed K-quant weights file (`<model>.kx16`): every packable Q4_K and Q6_K matrix of a GGUF model
+//! (but an untied token embedding, which is never multiplied) in the
+//! `Q4_K×16` / `Q6_K×16` layouts of `kernels::packed`, written once next to the model and shared read-only by
 //! every process that maps it (the CLI, every PostgreSQL backend), like the model itself. Never a
 //! private per-process copy (project rule, issue #4).
 //!
-//! Format (little-endian; version 1):
+//! Format (little-endian; version 2; version 1 held Q4_K matrices only):
 //! ```text
 //! offset  size  field
 //! 0       8     magic "TIQ4KX16"
@@ -29,7 +29,7 @@
 //! [`PackedError`], never a panic or a read outside the mapping.
 
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::packed::{pack_q4_k, packable, PACK_ROWS};
+use crate::kernels::packed::{pack, packable, PACK_ROWS};
 use memmap2::Mmap;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -37,12 +37,12 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// File magic (TurboInfer Q4_K×16).
+/// File magic (TurboInfer K-quants ×16; kept from version 1).
 pub const MAGIC: [u8; 8] = *b"TIQ4KX16";
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The file name suffix appended to the model's file name.
-pub const SUFFIX: &str = "q4kx16";
+pub const SUFFIX: &str = "kx16";
 /// Bytes of the fixed header.
 const HEADER: usize = 64;
 /// Alignment of every packed tensor: one cache line / one 512-bit vector, so a kernel's 64-byte
@@ -80,7 +80,7 @@ pub enum PackedError {
     OutOfBounds { path: PathBuf, name: String, offset: u64, len: u64, file_len: u64 },
     #[error("packed weights file {path}: entry {name:?}: {reason}")]
     BadEntry { path: PathBuf, name: String, reason: String },
-    #[error("model {path} has no packable Q4_K matrix (nothing to pack)")]
+    #[error("model {path} has no packable Q4_K or Q6_K matrix (nothing to pack)")]
     NothingToPack { path: PathBuf },
     #[error("cannot write packed weights file {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
@@ -126,7 +126,7 @@ impl SourceId {
     }
 }
 
-/// The conventional pack path of a model: `<model file>.q4kx16`.
+/// The conventional pack path of a model: `<model file>.kx16`.
 pub fn sidecar_path(model: &Path) -> PathBuf {
     let mut s = model.as_os_str().to_owned();
     s.push(".");
@@ -134,7 +134,7 @@ pub fn sidecar_path(model: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// `(rows, cols)` of a tensor the pack holds: a 2-D Q4_K tensor `packable` in `kernels::packed`.
+/// `(rows, cols)` of a tensor the pack holds: a 2-D Q4_K or Q6_K tensor `packable` in `kernels::packed`.
 pub fn packable_shape(t: &TensorInfo) -> Option<(usize, usize)> {
     if t.dims.len() != 2 {
         return None;
@@ -254,7 +254,7 @@ pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
             let (mut head, mut tail) = (Vec::with_capacity(SAMPLE), Vec::with_capacity(2 * SAMPLE));
             for s in src.chunks(per_chunk) {
                 buf.resize(s.len(), 0);
-                pack_q4_k(s.len() / group * PACK_ROWS, *cols, s, &mut buf);
+                pack(t.ty, s.len() / group * PACK_ROWS, *cols, s, &mut buf);
                 w.write_all(&buf).map_err(terr)?;
                 let need = SAMPLE - head.len();
                 head.extend_from_slice(&buf[..need.min(buf.len())]);
@@ -477,7 +477,7 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
             return Err(bad("listed twice".into()));
         }
         let t = gguf.tensor(&e.name).ok_or_else(|| bad(format!("the model {} has no such tensor", gguf.path().display())))?;
-        let (_rows, _cols) = packable_shape(t.info).ok_or_else(|| bad(format!("tensor type {} shape {:?} is not a packable Q4_K matrix", t.info.ty, t.info.dims)))?;
+        let (_rows, _cols) = packable_shape(t.info).ok_or_else(|| bad(format!("tensor type {} shape {:?} is not a packable Q4_K/Q6_K matrix", t.info.ty, t.info.dims)))?;
         let end = e.offset.checked_add(e.len);
         if end.is_none_or(|end| end > file_len) {
             return Err(PackedError::OutOfBounds { path: p(), name: e.name.clone(), offset: e.offset, len: e.len, file_len });
@@ -516,12 +516,12 @@ pub enum PackStatus {
 }
 
 impl std::fmt::Display for PackStatus {
-    /// `q4kx16 (N matrices)` | `none` | `ignored: <reason>`.
+    /// `kx16 (N matrices)` | `none` | `ignored: <reason>`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PackStatus::None => write!(f, "none"),
             PackStatus::Attached { matrices, .. } => {
-                write!(f, "q4kx16 ({matrices} matrices)")?;
+                write!(f, "kx16 ({matrices} matrices)")?;
                 if crate::kernels::try_kernels().ok().and_then(|k| k.packed_q4_k()).is_none() {
                     write!(f, ", unused: no packed kernel on this kernel tier")?;
                 }
@@ -547,7 +547,7 @@ mod tests {
     /// The sidecar path appends the suffix to the whole file name.
     #[test]
     fn sidecar_path_appends_suffix() {
-        assert_eq!(sidecar_path(Path::new("/m/qwen.gguf")), PathBuf::from("/m/qwen.gguf.q4kx16"));
+        assert_eq!(sidecar_path(Path::new("/m/qwen.gguf")), PathBuf::from("/m/qwen.gguf.kx16"));
     }
 
     /// Alignment rounds up and refuses overflow.

@@ -24,7 +24,7 @@ pub struct Matrix {
     range: Range<usize>,
     /// The dispatched (SIMD tier) kernels for `ty`.
     kernels: TypeKernels,
-    /// Byte range of the same matrix in the `Q4_K×16` layout inside the model's packed weights
+    /// Byte range of the same matrix in the `Q4_K×16` / `Q6_K×16` layout inside the model's packed weights
     /// file (`Model::attach_packed`), if attached.
     packed: Option<Range<usize>>,
 }
@@ -47,7 +47,7 @@ impl Matrix {
     pub fn rows_with<'a>(&self, file: &'a GgufFile, pack: Option<&'a PackedFile>) -> WeightRows<'a> {
         let mut w = self.rows(file);
         if let (Some(r), Some(p)) = (&self.packed, pack) {
-            if let Some(dot) = kernels::kernels().packed_q4_k() {
+            if let Some(dot) = kernels::kernels().packed(self.ty) {
                 w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], dot });
             }
         }

@@ -156,7 +156,7 @@ struct Answer {
     schema_ms: f64,
     model_path: String,
     sparse: SparseUse,
-    /// The model's packed weights status (`q4kx16 (N matrices)` | `none` | `ignored: <reason>`).
+    /// The model's packed weights status (`kx16 (N matrices)` | `none` | `ignored: <reason>`).
     packed: String,
 }
 
@@ -441,7 +441,7 @@ fn turboinfer_cache_clear() -> i64 {
     gucs::kv_file_dir().map_or(0, |d| d.clear().files as i64)
 }
 
-/// The model's packed weights status (`q4kx16 (N matrices)` | `none` | `ignored: <reason>`), the
+/// The model's packed weights status (`kx16 (N matrices)` | `none` | `ignored: <reason>`), the
 /// pack's directory left out for roles that are not superusers (as for sparse sidecars).
 fn packed_status(model: &crate::model::Model) -> String {
     let status = model.pack_status();

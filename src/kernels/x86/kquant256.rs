@@ -4,13 +4,13 @@
 //! by `maddubs` (u8×i8 pairs summed to i16: at most 2·63·127, no saturation), then weighted by the
 //! sub-block scales with an i16×i16→i32 pair dot (`madd` or `vpdpwssd`). The whole super-block sum is
 //! exact in i32; one convert and FMA by `d_w*d_a` per super-block. Offsets (Q4_K mins, Q6_K's -32) are
-//! applied through the activation's 16-element sums `bsums`, also exactly. Q4_K reduces each block's
-//! sums to one i32 and accumulates in scalar order (`packed::q4_k_exact_dot`), so it equals the
-//! packed kernels bit for bit.
+//! applied through the activation's 16-element sums `bsums`, also exactly. Each block's sums are
+//! reduced to one i32 and accumulated in scalar order (`packed::q4_k_exact_dot`, `q6_k_exact_dot`),
+//! so these kernels equal the packed ones bit for bit.
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16_at, f32_at, hsum256, hsum256_i32, load256, u32_at, Dot256};
+use super::isa::{f16_at, f32_at, hsum256_i32, load256, u32_at, Dot256};
 
 /// Bytes of a Q8_K activation super-block.
 pub(crate) const Q8K_BYTES: usize = 292;
@@ -91,7 +91,7 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a:
 pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
     let m4 = _mm256_set1_epi8(0x0F);
     let m30 = _mm256_set1_epi8(0x30);
-    let mut acc = [_mm256_setzero_ps(); B];
+    let mut acc = [0.0f32; B];
     for i in 0..nb {
         let x = w.add(i * Q6K_BYTES);
         let d = f16_at(x.add(208));
@@ -130,11 +130,12 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a:
             let y = a.add(k * stride + i * Q8K_BYTES);
             let off = _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16);
             // 32 (= 1 << 5): the code midpoint removed from every element.
-            let s = _mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5));
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * f32_at(y)), _mm256_cvtepi32_ps(s), acc[k]);
+            let s = hsum256_i32(_mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5)));
+            // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels).
+            acc[k] = (s as f32).mul_add(d * f32_at(y), acc[k]);
         }
     }
     for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = hsum256(*acc);
+        *out.add(k) = *acc;
     }
 }

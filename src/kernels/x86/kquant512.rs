@@ -79,7 +79,7 @@ pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a:
 pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
     let m4 = _mm512_set1_epi8(0x0F);
     let m30 = _mm512_set1_epi8(0x30);
-    let mut acc = [_mm512_setzero_ps(); B];
+    let mut acc = [0.0f32; B];
     // For 64 consecutive elements starting at group g0: i32 lanes 4j..4j+4 take scale g0+j.
     let idx = [
         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
@@ -119,11 +119,12 @@ pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a:
             let y = a.add(k * stride + i * Q8K_BYTES);
             let off = _mm512_zextsi256_si512(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16));
             // 32 (= 1 << 5): the code midpoint removed from every element.
-            let s = _mm512_sub_epi32(isum[k], _mm512_slli_epi32::<5>(off));
-            acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(y)), _mm512_cvtepi32_ps(s), acc[k]);
+            let s = _mm512_reduce_add_epi32(_mm512_sub_epi32(isum[k], _mm512_slli_epi32::<5>(off)));
+            // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels).
+            acc[k] = (s as f32).mul_add(d * f32_at(y), acc[k]);
         }
     }
     for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = _mm512_reduce_add_ps(*acc);
+        *out.add(k) = *acc;
     }
 }

@@ -13,7 +13,7 @@ mod packed256;
 mod packed512;
 mod quantize;
 
-use super::packed::{PACKED_BLOCK, PACK_ROWS};
+use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
 use super::set::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
 
@@ -141,11 +141,12 @@ macro_rules! score_entry {
 }
 
 /// Validates one packed-group call and returns the number of super-blocks: `n` whole 256-element
-/// blocks, `w` exactly one group, `out` whole 16-row outputs, every vector inside `acts`.
-fn check_packed(n: usize, w_len: usize, acts_len: usize, stride: usize, out_len: usize) -> usize {
+/// blocks, `w` exactly one group of `block`-byte packed blocks, `out` whole 16-row outputs, every
+/// vector inside `acts`.
+fn check_packed(n: usize, block: usize, w_len: usize, acts_len: usize, stride: usize, out_len: usize) -> usize {
     assert!(n.is_multiple_of(256) && out_len.is_multiple_of(PACK_ROWS), "packed call: row length {n}, outputs {out_len}");
     let nb = n / 256;
-    assert!(nb.checked_mul(PACKED_BLOCK) == Some(w_len), "packed group size");
+    assert!(nb.checked_mul(block) == Some(w_len), "packed group size");
     let count = out_len / PACK_ROWS;
     if count > 0 {
         let need = stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * kquant256::Q8K_BYTES));
@@ -154,18 +155,19 @@ fn check_packed(n: usize, w_len: usize, acts_len: usize, stride: usize, out_len:
     nb
 }
 
-/// Defines the safe `Q4_K×16` entry `packed_q4_k` (a `PackedDotFn`) over kernel `$k::q4_k_x16::<$d, B>`
-/// compiled with `$feat`, each decoded weight block applied to up to `$maxb` vectors per pass.
+/// Defines the safe packed entry `$name` (a `PackedDotFn`) over kernel `$k::$kf::<$d, B>` for packed
+/// blocks of `$block` bytes, compiled with `$feat`, each decoded weight block applied to up to
+/// `$maxb` vectors per pass.
 macro_rules! packed_entry {
-    ($feat:literal, $k:ident, $d:ty, $maxb:literal) => {
+    ($name:ident, $kf:ident, $block:expr, $feat:literal, $k:ident, $d:ty, $maxb:literal) => {
         /// Dot products of one packed row group with activation vectors (see `PackedDotFn`).
-        pub(crate) fn packed_q4_k(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
+        pub(crate) fn $name(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
             /// The kernel for `B` vectors, compiled for this tier.
             #[target_feature(enable = $feat)]
             unsafe fn run<const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
-                $k::q4_k_x16::<$d, B>(nb, w, a, stride, out)
+                $k::$kf::<$d, B>(nb, w, a, stride, out)
             }
-            let nb = check_packed(n, w.len(), acts.len(), stride, out.len());
+            let nb = check_packed(n, $block, w.len(), acts.len(), stride, out.len());
             for (c, o) in out.chunks_mut(PACK_ROWS * $maxb).enumerate() {
                 // SAFETY: lengths checked above; reachable only through a KernelSet of a tier whose
                 // features (`$feat`) the CPU was detected to have.
@@ -187,12 +189,13 @@ macro_rules! packed_entry {
 
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
 /// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`,
-/// the packed Q4_K kernel from module `$pk` (`$pmax` vectors per pass); exports `SET`.
+/// the packed Q4_K and Q6_K kernels from module `$pk` (`$pmax` / `$pmax6` vectors per pass); exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $pk:ident, $pmax:literal) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $pk:ident, $pmax:literal, $pmax6:literal) => {
         mod $m {
             use super::*;
-            packed_entry!($feat, $pk, $dk, $pmax);
+            packed_entry!(packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $pk, $dk, $pmax);
+            packed_entry!(packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat, $pk, $dk, $pmax6);
             entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
             entry!(q5_0, $feat, 32, 22, 34, $b32::sym, [blocks32::Q5_0, $($d32),+]);
             entry!(q8_0, $feat, 32, 34, 34, $b32::sym, [blocks32::Q8_0, $($d32),+]);
@@ -229,13 +232,14 @@ macro_rules! tier {
                 wsum_f32,
                 wsum_f16,
                 packed_q4_k: Some(packed_q4_k),
+                packed_q6_k: Some(packed_q6_k),
             };
         }
     };
 }
 
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, packed256, 2);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, packed256, 2);
+tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, packed256, 2, 1);
+tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, packed256, 2, 1);
 tier!(
     avx512,
     Tier::Avx512,
@@ -248,7 +252,8 @@ tier!(
     wsum512,
     score512,
     packed512,
-    4
+    4,
+    2
 );
 tier!(
     avx512_vnni,
@@ -262,7 +267,8 @@ tier!(
     wsum512,
     score512,
     packed512,
-    4
+    4,
+    2
 );
 
 pub(crate) use avx2::SET as AVX2;

@@ -12,10 +12,14 @@ use std::arch::x86_64::*;
 
 use super::isa::{f32_at, load256, Dot512};
 use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
-use crate::kernels::packed::PACKED_BLOCK;
+use crate::kernels::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, Q6X_QH, Q6X_QL, Q6X_SCALES};
 
-/// Software prefetch distance: two packed blocks (4.6 KB) ahead.
+/// Software prefetch distance: four packed blocks (9.2 KB) ahead.
 const PREFETCH: usize = 4 * PACKED_BLOCK;
+/// About the same distance for packed Q6_K blocks (10 KB).
+const PREFETCH_Q6K: usize = 3 * PACKED_BLOCK_Q6K;
+/// `vpternlog` truth table of `(A & B) | C`.
+const AND_OR: i32 = 0xEA;
 
 /// 64 unaligned bytes at `p`.
 #[inline(always)]
@@ -117,6 +121,97 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
             let dy = f32_at(y(t));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy)), acc[t]);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, _mm512_set1_ps(-dy)), acc[t]);
+        }
+    }
+    for (t, acc) in acc.iter().enumerate() {
+        _mm512_storeu_ps(out.add(16 * t), *acc);
+    }
+}
+
+/// `vpshufb` control moving byte `j` (0..4) of every u32 lane to its top byte (an `srai` by 24 then
+/// sign-extends it), or with `pair` bytes `j`, `j+1` to the top bytes of the lane's two i16 halves.
+#[inline(always)]
+unsafe fn top_ctrl(j: usize, pair: bool) -> __m512i {
+    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
+    for k in 0..4 {
+        if pair {
+            c[4 * k + 1] = (4 * k + j) as i8;
+            c[4 * k + 3] = (4 * k + j + 1) as i8;
+        } else {
+            c[4 * k + 3] = (4 * k + j) as i8;
+        }
+    }
+    _mm512_broadcast_i32x4(_mm_loadu_si128(c.as_ptr() as *const __m128i))
+}
+
+/// Packed Q6_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group,
+/// bitwise `packed::q6_k_exact_dot` (codes unsigned, the -32 offset through `bsums`).
+///
+/// Safety: `w` holds `nb` packed Q6_K blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats;
+/// CPU has AVX-512 F/BW/VL, AVX2/FMA/F16C and the features of `D`.
+#[inline(always)]
+pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+    let m4 = _mm512_set1_epi8(0x0F);
+    let m30 = _mm512_set1_epi8(0x30);
+    let mut acc = [_mm512_setzero_ps(); B]; // [B] × [16 rows] f32
+    for b in 0..nb {
+        let x = w.add(b * PACKED_BLOCK_Q6K);
+        let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
+        for l in 0..5 {
+            // d and the scales: the first 288 bytes (the code units are prefetched as they are read).
+            _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(PREFETCH_Q6K + 64 * l) as *const i8);
+        }
+        // Lane r: scales 4u..4u+4 of row r.
+        let sc = [load512(x.add(Q6X_SCALES)), load512(x.add(Q6X_SCALES + 64)), load512(x.add(Q6X_SCALES + 128)), load512(x.add(Q6X_SCALES + 192))];
+        let mut isum = [_mm512_setzero_si512(); B];
+        for n in 0..2 {
+            for hh in 0..2 {
+                // Positions l in 16hh..16hh+16 of half n: sub-blocks 8n + 2k + hh for quarters k = 0..4.
+                let mut qa = [[_mm512_setzero_si512(); 4]; B];
+                for gg in 0..4 {
+                    let g = 4 * hh + gg;
+                    let ua = x.add(Q6X_QL + 64 * (16 * n + g)); // ql bytes 64n+4g..: quarters 0 (low), 2 (high)
+                    let ub = x.add(Q6X_QL + 64 * (16 * n + 8 + g)); // ql bytes 64n+32+4g..: quarters 1, 3
+                    let uh = x.add(Q6X_QH + 64 * (8 * n + g)); // qh bytes 32n+4g..: bit pairs of quarters 0..4
+                    for p in [ua, ub, uh] {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_Q6K) as *const i8);
+                    }
+                    let (va, vb, vh) = (load512(ua), load512(ub), load512(uh));
+                    let q = [
+                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_slli_epi16::<4>(vh), m30, _mm512_and_si512(va, m4)),
+                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_slli_epi16::<2>(vh), m30, _mm512_and_si512(vb, m4)),
+                        _mm512_ternarylogic_epi32::<AND_OR>(vh, m30, _mm512_and_si512(_mm512_srli_epi16::<4>(va), m4)),
+                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_srli_epi16::<2>(vh), m30, _mm512_and_si512(_mm512_srli_epi16::<4>(vb), m4)),
+                    ];
+                    for t in 0..B {
+                        let yq = y(t).add(Q8K_QS + 128 * n + 4 * g);
+                        for k in 0..4 {
+                            qa[t][k] = D::dpbusd_bcast(qa[t][k], q[k], yq.add(32 * k));
+                        }
+                    }
+                }
+                for k in 0..4 {
+                    let s = 8 * n + 2 * k + hh;
+                    let sv = _mm512_srai_epi32::<24>(_mm512_shuffle_epi8(sc[s / 4], top_ctrl(s % 4, false)));
+                    for t in 0..B {
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(qa[t][k], sv));
+                    }
+                }
+            }
+        }
+        // Σ_g sc[g] · bsums[g], two groups per i16 pair.
+        let mut msum = [_mm512_setzero_si512(); B];
+        for p in 0..8 {
+            let sp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc[p / 2], top_ctrl(2 * (p % 2), true)));
+            for (t, m) in msum.iter_mut().enumerate() {
+                *m = D::dpwssd(*m, sp, bcast(y(t).add(Q8K_BSUMS + 4 * p)));
+            }
+        }
+        let d = _mm512_cvtph_ps(load256(x)); // [16] d
+        for t in 0..B {
+            // 32 (= 1 << 5): the code midpoint.
+            let total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32::<5>(msum[t]));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(f32_at(y(t)))), acc[t]);
         }
     }
     for (t, acc) in acc.iter().enumerate() {
