@@ -15,20 +15,20 @@ cargo bench -q --bench kernels --no-run >/dev/null 2>&1
 out=$(mktemp -d)
 # Read bandwidth before and after the runs (2 threads), to put decode's weight stream next to it.
 bandwidth() { cargo bench -q --bench kernels -- --bandwidth-only | sed -n 's/.*2 thread(s): \([0-9.]*\) GB\/s/\1/p'; }
-bandwidth >"$out/bw"
 for n in "${names[@]}"; do
   m="$MODELS_DIR/$n.gguf"; [[ -f $m ]] || { echo "skipping $n: $m not found" >&2; continue; }
-  # Alternate the two engines so drift in machine load hits both alike.
+  # Alternate the two engines so drift in machine load hits both alike; the read bandwidth is
+  # measured just before each (it drifts by tens of percent on these machines).
+  bandwidth >"$out/$n.bw.ours"
   cargo bench -q --bench e2e -- --reps "$REPS" --pp "$PP" --tg "$TG" --depth "$DEPTH" -t "$THREADS" "$m" >"$out/$n.ours"
+  bandwidth >"$out/$n.bw.llama"
   "$bin/llama-bench" -m "$m" -t "$THREADS" -r "$REPS" -p "$PP" -n "$TG" -d "$DEPTH" -o json >"$out/$n.llama" 2>/dev/null
 done
-bandwidth >>"$out/bw"
 python3 - "$out" "$PP" "$TG" "$DEPTH" "${names[@]}" <<'PY'
 import json, sys, os, re
 out, pp, tg, depth, names = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 at = f" @ d{depth}" if depth else ""
-bws = [float(x) for x in open(f"{out}/bw").read().split()]
-bw = sum(bws) / len(bws)
+
 print(f"| model | test | TurboInfer tok/s | llama.cpp tok/s | ratio |")
 print("|---|---|---|---|---|")
 for n in names:
@@ -49,9 +49,10 @@ for n in names:
             print(f"| {n} | {k}{at} | {ours[k]:.1f} | {llama[k]:.1f} | {ours[k]/llama[k]:.2f} |")
     if mb is not None and f"tg{tg}" in ours and f"tg{tg}" in llama:
         g = lambda r: r * mb / 1e3
-        print(f"| {n} | decode weight GB/s{at} | {g(ours[f'tg{tg}']):.1f} ({100*g(ours[f'tg{tg}'])/bw:.0f}% of {bw:.1f}) "
-              f"| {g(llama[f'tg{tg}']):.1f} ({100*g(llama[f'tg{tg}'])/bw:.0f}%) | |")
-print(f"\nread bandwidth, 2 threads, before / after the runs: {' / '.join(f'{b:.1f}' for b in bws)} GB/s (mean {bw:.1f}); "
-      "decode weight GB/s = tg tok/s x the weight bytes a decode step reads (same GGUF matrices for both engines)")
+        bo, bl = (float(open(f"{out}/{n}.bw.{e}").read()) for e in ("ours", "llama"))
+        print(f"| {n} | decode weight GB/s{at} | {g(ours[f'tg{tg}']):.1f} ({100*g(ours[f'tg{tg}'])/bo:.0f}% of {bo:.1f}) "
+              f"| {g(llama[f'tg{tg}']):.1f} ({100*g(llama[f'tg{tg}'])/bl:.0f}% of {bl:.1f}) | |")
+print("\ndecode weight GB/s = tg tok/s x the weight bytes a decode step reads (the same GGUF matrices for both "
+      "engines), next to the 2-thread read bandwidth measured just before that engine's runs")
 PY
 rm -rf "$out"

@@ -8,6 +8,9 @@
 
 use std::time::Instant;
 use turboinfer::model::{Logits, Model};
+
+#[path = "common/bandwidth.rs"]
+mod bandwidth_probe;
 use turboinfer::runtime::Runtime;
 use turboinfer::sampler::{argmax, SplitMix64};
 
@@ -65,6 +68,8 @@ fn main() {
     let a = parse_args();
     let rt = Runtime::new(a.threads).expect("thread pool");
     println!("| model | test | tok/s (median of {}) | runs |", a.reps);
+    // 512 MiB: far larger than the last-level cache, small next to the models.
+    let probe = bandwidth_probe::buffer(512 << 20);
     println!("|---|---|---|---|");
     for path in &a.models {
         let model = Model::load(path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -77,6 +82,7 @@ fn main() {
         model.forward(&rt, &mut cache, &prompt[..a.pp.min(8)], Logits::Last).expect("warm-up");
         let mut pp = Vec::new();
         let mut tg = Vec::new();
+        let mut bw = Vec::new(); // read bandwidth measured just before each decode run, GB/s
         for _ in 0..a.reps {
             refill(&model, &rt, &mut cache, &context);
             let t = Instant::now();
@@ -84,6 +90,7 @@ fn main() {
             pp.push(a.pp as f64 / t.elapsed().as_secs_f64());
 
             refill(&model, &rt, &mut cache, &context);
+            bw.push(bandwidth_probe::read_gbs(&probe, a.threads));
             let mut tok = prompt[0];
             let t = Instant::now();
             for _ in 0..a.tg {
@@ -102,6 +109,16 @@ fn main() {
         let per_tok: usize = w.output.byte_len()
             + w.layers.iter().map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down].iter().map(|m| m.byte_len()).sum::<usize>()).sum::<usize>();
         let gbs = per_tok as f64 * median(tg.clone()) / 1e9;
-        println!("| {name} | decode weight GB/s{at} | {gbs:.1} | {:.1} MB per token, {} |", per_tok as f64 / 1e6, model.pack_status());
+        // Each decode run against the bandwidth measured just before it (the machine's bandwidth
+        // drifts by tens of percent between minutes), then the median of those ratios.
+        let frac = median(tg.iter().zip(&bw).map(|(t, b)| per_tok as f64 * t / 1e9 / b).collect());
+        println!(
+            "| {name} | decode weight GB/s{at} | {gbs:.1} | {:.1} MB per token, {}; {:.0}% of the read bandwidth measured before each run (median {:.1} GB/s, {} threads) |",
+            per_tok as f64 / 1e6,
+            model.pack_status(),
+            100.0 * frac,
+            median(bw.clone()),
+            a.threads
+        );
     }
 }

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use turboinfer::kernels::{packed, KernelSet, Tier};
+
+#[path = "common/bandwidth.rs"]
+mod bandwidth_probe;
 use turboinfer::quant::{self, GgmlType};
 
 /// Weight bytes per parallel task: large enough that rayon's per-task cost (~1 µs) is small next to
@@ -128,49 +131,13 @@ fn thread_cpu() -> Duration {
     Duration::new(ts.sec as u64, ts.nsec as u32)
 }
 
-/// Sum of a byte buffer as u64 lanes, with AVX-512 loads when available (4 independent accumulators).
-fn sum_bytes(b: &[u8]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F was detected just above.
-            return unsafe { sum_avx512(b) };
-        }
-    }
-    b.chunks_exact(8).fold(0u64, |s, c| s.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())))
-}
-
-/// AVX-512 body of `sum_bytes` (the length is a multiple of 256 here; the tail is ignored).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn sum_avx512(b: &[u8]) -> u64 {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm512_setzero_si512(); 4];
-    let p = b.as_ptr();
-    let mut i = 0;
-    while i + 256 <= b.len() {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm512_add_epi64(*a, _mm512_loadu_si512(p.add(i + 64 * k) as *const _));
-        }
-        i += 256;
-    }
-    let s = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
-    _mm512_reduce_add_epi64(s) as u64
-}
-
-/// Read bandwidth over a 1 GiB buffer with 1 and 2 threads, GB/s.
+/// Read bandwidth over a 1 GiB buffer with 1 and 2 threads, GB/s (medians).
 fn bandwidth(samples: usize) {
-    let buf: Vec<u8> = (0..1usize << 30).map(|i| (i * 31) as u8).collect();
+    let buf = bandwidth_probe::buffer(1 << 30);
     for threads in [1usize, 2] {
-        let t = median_time(samples.min(5), || {
-            let per = buf.len() / threads;
-            let total: u64 = std::thread::scope(|s| {
-                let hs: Vec<_> = buf.chunks(per).map(|c| s.spawn(move || sum_bytes(c))).collect();
-                hs.into_iter().map(|h| h.join().unwrap()).fold(0, u64::wrapping_add)
-            });
-            std::hint::black_box(total);
-        });
-        println!("read bandwidth, 1 GiB, {threads} thread(s): {:.1} GB/s", buf.len() as f64 / t.as_secs_f64() / 1e9);
+        let mut v: Vec<f64> = (0..samples.min(5)).map(|_| bandwidth_probe::read_gbs(&buf, threads)).collect();
+        v.sort_by(f64::total_cmp);
+        println!("read bandwidth, 1 GiB, {threads} thread(s): {:.1} GB/s", v[v.len() / 2]);
     }
 }
 
