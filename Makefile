@@ -1,7 +1,7 @@
 # TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
 #   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
 #   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
-#   make pack-models [PACK_MODELS="a b"]   packed Q4_K weights (<model>.kx16) next to installed models
+#   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
@@ -12,7 +12,7 @@ MODEL        ?= qwen2.5-coder-1.5b
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
 # Where turboinfer-fetch-model installs models (and `pack-models` writes the packed weights).
 MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
-# Models `pack-models` packs (those without Q4_K matrices are skipped by `turboinfer pack`).
+# Models `pack-models` packs (those without Q4_K or Q6_K matrices are skipped by `turboinfer pack`).
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
@@ -42,9 +42,9 @@ fetch-model:
 	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
 	@$(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL)
 
-## Packed Q4_K weights (<model>.gguf.kx16, README "Packed Q4_K weights") for each installed
+## Packed Q4_K/Q6_K weights (<model>.gguf.kx16, README "Packed Q4_K and Q6_K weights") for each installed
 ## model of $(PACK_MODELS): builds the CLI first; `turboinfer pack` skips a valid pack and models
-## without Q4_K matrices, so this is idempotent.
+## without Q4_K or Q6_K matrices, so this is idempotent.
 pack-models:
 	@$(TIMED) "build CLI (for packing)" cargo build --release --bin turboinfer
 	@for m in $(PACK_MODELS); do \

@@ -1,4 +1,4 @@
-//! The packed Q4_K weights file (`model::packed`, `<model>.kx16`) on the real Q4_K model
+//! The packed Q4_K/Q6_K weights file (`model::packed`, `<model>.kx16`) on the real Q4_K/Q6_K model
 //! (qwen2.5-coder-0.5b): write and open, every way a file can be bad (each a clear
 //! `PackedError`, never a panic), the load policy next to the model, the pack → unpack round
 //! trip of a real tensor, and logits of a packed model bitwise equal to the unpacked model's.
@@ -14,7 +14,7 @@ use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
 use turboinfer::model::{Logits, Model, ModelError, PackStatus};
 use turboinfer::runtime::Runtime;
 
-/// The Q4_K test model.
+/// The Q4_K/Q6_K test model.
 const MODEL: &str = "qwen2.5-coder-0.5b";
 
 /// A fresh, empty temporary directory for test `tag`.
@@ -221,7 +221,7 @@ fn bad_files_are_refused() {
         fix_table(b, n);
     }));
     assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("no such tensor"), "{e}");
-    // A tensor of the model that is not a packable Q4_K matrix (a norm vector, a Q5_0/Q6_K
+    // A tensor of the model that is not a packable matrix (a norm vector, a Q5_0/Q8_0
     // matrix) under the first entry's name, with the same name length so the layout stays.
     let nl = std::fs::read(&out).unwrap()[64] as usize;
     if let Some(t) = gguf.tensors().iter().find(|t| packed::packable_shape(t).is_none() && t.name.len() == nl) {
@@ -307,7 +307,7 @@ fn packed_logits_equal_unpacked() {
     let Some((gguf, out, _cleanup)) = model_and_pack("logits") else { return };
     let kset = turboinfer::kernels::kernels();
     match kset.packed_q4_k() {
-        Some(_) => println!("kernel path: packed Q4_Kx16 kernel of tier {}", kset.tier().name()),
+        Some(_) => println!("kernel path: packed Q4_K/Q6_K x16 kernels of tier {}", kset.tier().name()),
         None => println!("kernel path: tier {} has no packed kernel, both runs use the unpacked kernels", kset.tier().name()),
     }
     let plain = Model::from_gguf(gguf.clone()).unwrap();
@@ -334,7 +334,7 @@ fn packed_logits_equal_unpacked() {
 }
 
 /// `turboinfer pack`: writes the pack, skips a valid one, replaces a bad one, and has nothing to
-/// do for a model without Q4_K matrices.
+/// do for a model without Q4_K or Q6_K matrices.
 #[test]
 fn cli_pack_is_idempotent() {
     let Some(path) = common::model_path(MODEL) else { return };
