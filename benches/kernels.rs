@@ -8,7 +8,7 @@
 //!    the 1-thread figures also as weight bytes / thread CPU time (robust to a busy machine);
 //! 3. the cost of the batch kernel for 1, 2, 4 and 8 activation vectors relative to 1.
 //!
-//! Rows labelled `x16` are Q4_K matrices in the `Q4_K×16` packed layout (`kernels::packed`), same bytes.
+//! Rows labelled `x16` are the Q4_K / Q6_K matrix above them in the packed layout (`kernels::packed`), same bytes.
 //!
 //! Options: `--quick` (fewer samples, best tier only), `--tiers a,b`, `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
 //! `--no-bandwidth`, `--bandwidth-only`.
@@ -304,7 +304,7 @@ fn main() {
 }
 
 /// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of
-/// the `Q4_K×16` packed form of `w` with `act`, if `ty` is Q4_K and the tier has the packed kernel.
+/// the packed (`Q4_K×16` / `Q6_K×16`) form of `w` with `act`, if the tier has a packed kernel for `ty`.
 #[allow(clippy::too_many_arguments)]
 fn packed_times(
     o: &Opts,
@@ -317,9 +317,9 @@ fn packed_times(
     reps: usize,
     pool2: &rayon::ThreadPool,
 ) -> Option<(Duration, Duration, Duration)> {
-    let dot = k.packed_q4_k().filter(|_| packed::packable(ty, rows, n))?;
+    let dot = k.packed(ty).filter(|_| packed::packable(ty, rows, n))?;
     let mut p = vec![0u8; w.len()];
-    packed::pack_q4_k(rows, n, w, &mut p);
+    packed::pack(ty, rows, n, w, &mut p);
     let gb = w.len() / rows * packed::PACK_ROWS;
     let mut out = vec![0f32; rows];
     let mut one = || {
@@ -387,9 +387,9 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                 times[2] / times[0],
                 times[3] / times[0]
             );
-            if let Some(dot) = k.packed_q4_k().filter(|_| ty == Q4_K) {
+            if let Some(dot) = k.packed(ty) {
                 let mut p = vec![0u8; w.len()];
-                packed::pack_q4_k(rows, n, &w, &mut p);
+                packed::pack(ty, rows, n, &w, &mut p);
                 let gb = rb * packed::PACK_ROWS;
                 let mut out = vec![0f32; 8 * packed::PACK_ROWS];
                 let times: Vec<f64> = [1usize, 2, 4, 8]
