@@ -71,7 +71,11 @@ fn check_matrix(rng: &mut Rng, ty: GgmlType, w: &[u8], rows: usize, n: usize, wh
             .map(|(v, r)| exact(ty)(n, &w[r * rb..(r + 1) * rb], &acts[v * stride..]))
             .collect(); // [count, rows]
         for k in simd_tiers() {
-            let dot = k.packed(ty).expect("every SIMD tier has packed K-quant kernels");
+            let Some(dot) = k.packed(ty) else {
+                // The 256-bit tiers keep some types unpacked (slower packed there; see x86/mod.rs).
+                assert!(matches!(k.tier(), Tier::Avx2 | Tier::AvxVnni), "tier {} must have a packed {ty} kernel", k.tier());
+                continue;
+            };
             let mut out = vec![f32::NAN; count * PACK_ROWS];
             for g in 0..rows / PACK_ROWS {
                 dot(n, &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb], &acts, stride, &mut out);
@@ -207,11 +211,10 @@ fn packed_kernels_are_block_exact_on_real_model_rows() {
 
 #[test]
 fn packed_kernels_refuse_bad_shapes() {
-    let Some(k) = simd_tiers().into_iter().next() else {
-        eprintln!("skipping: no SIMD tier on this CPU");
+    let Some(dot) = simd_tiers().into_iter().find_map(|k| k.packed(GgmlType::Q4_K)) else {
+        eprintln!("skipping: no packed kernel on this CPU");
         return;
     };
-    let dot = k.packed(GgmlType::Q4_K).unwrap();
     let w = vec![0u8; PACKED_BLOCK];
     let acts = vec![0u8; Q8K];
     for (what, n, wl, al, ol) in [

@@ -219,3 +219,39 @@ pub(crate) unsafe fn hsum256_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
     _mm_cvtsi128_si32(s)
 }
+
+/// `vpshufb` controls of the packed kernels for one 128-bit lane (four u32 lanes), built at compile
+/// time so a kernel loads one from memory even when `j` is not a constant: `[kind][j]`, byte `j`
+/// (0..4) of every u32 moved to its low byte (kind 0), to its low byte and third byte (kind 1, the
+/// i16 pair `(b, b)`), to its top byte (kind 2, for a sign-extending `srai` by 24), or bytes `j`,
+/// `j+1` to the top bytes of its two i16 halves (kind 3, for `srai` by 8); other bytes zeroed.
+pub(crate) const LANE_CTRL: [[[i8; 16]; 4]; 4] = lane_ctrl();
+
+/// Builds `LANE_CTRL` (-128: a set top bit makes `vpshufb` write zero).
+const fn lane_ctrl() -> [[[i8; 16]; 4]; 4] {
+    let mut t = [[[-128i8; 16]; 4]; 4];
+    let mut j = 0;
+    while j < 4 {
+        let mut k = 0;
+        while k < 4 {
+            let b = (4 * k + j) as i8;
+            t[0][j][4 * k] = b;
+            t[1][j][4 * k] = b;
+            t[1][j][4 * k + 2] = b;
+            t[2][j][4 * k + 3] = b;
+            if j < 3 {
+                t[3][j][4 * k + 1] = b;
+                t[3][j][4 * k + 3] = b + 1;
+            }
+            k += 1;
+        }
+        j += 1;
+    }
+    t
+}
+
+/// The `LANE_CTRL[kind][j]` control as a 128-bit vector.
+#[inline(always)]
+pub(crate) unsafe fn lane_ctrl128(kind: usize, j: usize) -> __m128i {
+    _mm_loadu_si128(LANE_CTRL[kind][j].as_ptr() as *const __m128i)
+}

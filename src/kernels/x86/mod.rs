@@ -187,15 +187,34 @@ macro_rules! packed_entry {
     };
 }
 
+/// Defines the packed entry `$name` for a tier whose `packed` argument is `($pk, $max)` (kernel module,
+/// vectors per pass); nothing for `none`.
+macro_rules! packed_fn {
+    (none, $($x:tt)*) => {};
+    (($pk:ident, $max:literal), $name:ident, $kf:ident, $block:expr, $feat:literal, $d:ty) => {
+        packed_entry!($name, $kf, $block, $feat, $pk, $d, $max);
+    };
+}
+
+/// The table value of a packed entry: `Some($name)`, or `None` for a tier without it.
+macro_rules! packed_ptr {
+    (none, $name:ident) => {
+        None
+    };
+    (($pk:ident, $max:literal), $name:ident) => {
+        Some($name)
+    };
+}
+
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
 /// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`,
-/// the packed Q4_K and Q6_K kernels from module `$pk` (`$pmax` / `$pmax6` vectors per pass); exports `SET`.
+/// the packed Q4_K / Q6_K kernels `$p4` / `$p6` (`(module, vectors per pass)` or `none`); exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $pk:ident, $pmax:literal, $pmax6:literal) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $p4:tt, $p6:tt) => {
         mod $m {
             use super::*;
-            packed_entry!(packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $pk, $dk, $pmax);
-            packed_entry!(packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat, $pk, $dk, $pmax6);
+            packed_fn!($p4, packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $dk);
+            packed_fn!($p6, packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat, $dk);
             entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
             entry!(q5_0, $feat, 32, 22, 34, $b32::sym, [blocks32::Q5_0, $($d32),+]);
             entry!(q8_0, $feat, 32, 34, 34, $b32::sym, [blocks32::Q8_0, $($d32),+]);
@@ -231,15 +250,21 @@ macro_rules! tier {
                 score_f16,
                 wsum_f32,
                 wsum_f16,
-                packed_q4_k: Some(packed_q4_k),
-                packed_q6_k: Some(packed_q6_k),
+                packed_q4_k: packed_ptr!($p4, packed_q4_k),
+                packed_q6_k: packed_ptr!($p6, packed_q6_k),
             };
         }
     };
 }
 
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, packed256, 2, 1);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, packed256, 2, 1);
+// Packed kernels only where they beat the unpacked ones (`cargo bench --bench kernels`, 1536x8960,
+// thread CPU time, B=1 / B=8 vectors): rows in lanes pay off with a one-instruction `vpdpbusd` or
+// 512-bit vectors. AVX-VNNI Q4_K: 0.31 / 1.12 ms packed vs 0.49 / 1.74 unpacked. Without VNNI at
+// 256 bits the emulated dot (`maddubs`+`madd`+`add` per four codes of eight rows) loses in batches
+// (AVX2 Q4_K B=8: 2.7 vs 1.8 ms), and packed Q6_K's code decode costs more than it saves on both
+// 256-bit tiers (B=1: 1.6-2.0 vs 0.5 ms), so those stay unpacked (same results, block-exact).
+tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, none, none);
+tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, (packed256, 2), none);
 tier!(
     avx512,
     Tier::Avx512,
@@ -251,9 +276,8 @@ tier!(
     dot512,
     wsum512,
     score512,
-    packed512,
-    4,
-    2
+    (packed512, 4),
+    (packed512, 2)
 );
 tier!(
     avx512_vnni,
@@ -266,9 +290,8 @@ tier!(
     dot512,
     wsum512,
     score512,
-    packed512,
-    4,
-    2
+    (packed512, 4),
+    (packed512, 2)
 );
 
 pub(crate) use avx2::SET as AVX2;

@@ -1,8 +1,9 @@
-//! 256-bit `Q4_K×16` kernel (AVX2 and AVX-VNNI tiers): a packed group (`kernels::packed`) as two
-//! halves of eight rows, each row in one i32 lane, against Q8_K activations.
+//! 256-bit `Q4_K×16` kernel (the AVX-VNNI tier; `x86/mod.rs` says why not AVX2, nor Q6_K): a packed
+//! group (`kernels::packed`) as two halves of eight rows, each row in one i32 lane, against Q8_K
+//! activations.
 //!
 //! The arithmetic of `packed512`, on the 32 bytes of each 64-byte unit that belong to the half:
-//! one `dpbusd` (or its `maddubs`+`madd` form) per nibble half and activation vector, with the four
+//! one `vpdpbusd` per nibble half and activation vector, with the four
 //! matching activation bytes broadcast; each weight block is decoded once for up to two vectors
 //! (more would spill the sixteen registers).
 //! Sub-block sums are exact i32 (at most 32·15·127), weighted by their 6-bit scales with `mullo`;
@@ -11,9 +12,9 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f32_at, load256, Dot256};
+use super::isa::{f32_at, lane_ctrl128, load256, Dot256};
 use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
-use crate::kernels::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, Q6X_QH, Q6X_QL, Q6X_SCALES};
+use crate::kernels::packed::PACKED_BLOCK;
 
 /// The i32 at `p` broadcast to all eight lanes.
 #[inline(always)]
@@ -25,14 +26,7 @@ unsafe fn bcast(p: *const u8) -> __m256i {
 /// with `pair`, also to its third byte (the lane becomes the i16 pair `(b, b)`).
 #[inline(always)]
 unsafe fn byte_ctrl(j: usize, pair: bool) -> __m256i {
-    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
-    for k in 0..4 {
-        c[4 * k] = (4 * k + j) as i8;
-        if pair {
-            c[4 * k + 2] = (4 * k + j) as i8;
-        }
-    }
-    _mm256_broadcastsi128_si256(_mm_loadu_si128(c.as_ptr() as *const __m128i))
+    _mm256_broadcastsi128_si256(lane_ctrl128(pair as usize, j))
 }
 
 /// Packed Q4_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group.
@@ -114,100 +108,6 @@ unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: 
             let dy = f32_at(y(t));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, _mm256_set1_ps(-dy)), acc[t]);
-        }
-    }
-    for (t, acc) in acc.iter().enumerate() {
-        _mm256_storeu_ps(out.add(16 * t), *acc);
-    }
-}
-
-/// `vpshufb` control moving byte `j` (0..4) of every u32 lane to its top byte (an `srai` by 24 then
-/// sign-extends it), or with `pair` bytes `j`, `j+1` to the top bytes of the lane's two i16 halves.
-#[inline(always)]
-unsafe fn top_ctrl(j: usize, pair: bool) -> __m256i {
-    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
-    for k in 0..4 {
-        if pair {
-            c[4 * k + 1] = (4 * k + j) as i8;
-            c[4 * k + 3] = (4 * k + j + 1) as i8;
-        } else {
-            c[4 * k + 3] = (4 * k + j) as i8;
-        }
-    }
-    _mm256_broadcastsi128_si256(_mm_loadu_si128(c.as_ptr() as *const __m128i))
-}
-
-/// Packed Q6_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group,
-/// bitwise `packed::q6_k_exact_dot` (codes unsigned, the -32 offset through `bsums`).
-///
-/// Safety: `w` holds `nb` packed Q6_K blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats;
-/// CPU has AVX2/FMA/F16C and the features of `D`.
-#[inline(always)]
-pub(crate) unsafe fn q6_k_x16<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
-    for h in 0..2 {
-        q6_half::<D, B>(nb, w, h, a, stride, out.add(8 * h));
-    }
-}
-
-/// Rows `8h..8h+8` of the packed Q6_K group at `w` (as `half` for Q4_K): `out[16t + i]` for row `8h+i`.
-///
-/// Safety: as `q6_k_x16`.
-#[inline(always)]
-unsafe fn q6_half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: *const u8, stride: usize, out: *mut f32) {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m30 = _mm256_set1_epi8(0x30);
-    let mut acc = [_mm256_setzero_ps(); B]; // [B] × [8 rows] f32
-    for b in 0..nb {
-        let x = w.add(b * PACKED_BLOCK_Q6K + 32 * h); // this half of every 64-byte unit
-        let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
-        // Lane i: scales 4u..4u+4 of row 8h+i.
-        let sc = [load256(x.add(Q6X_SCALES)), load256(x.add(Q6X_SCALES + 64)), load256(x.add(Q6X_SCALES + 128)), load256(x.add(Q6X_SCALES + 192))];
-        let mut isum = [_mm256_setzero_si256(); B];
-        for n in 0..2 {
-            for hh in 0..2 {
-                // Positions l in 16hh..16hh+16 of half n: sub-blocks 8n + 2k + hh for quarters k = 0..4.
-                let mut qa = [[_mm256_setzero_si256(); 4]; B];
-                for gg in 0..4 {
-                    let g = 4 * hh + gg;
-                    let ua = x.add(Q6X_QL + 64 * (16 * n + g)); // ql bytes 64n+4g..: quarters 0 (low), 2 (high)
-                    let ub = x.add(Q6X_QL + 64 * (16 * n + 8 + g)); // ql bytes 64n+32+4g..: quarters 1, 3
-                    let uh = x.add(Q6X_QH + 64 * (8 * n + g)); // qh bytes 32n+4g..: bit pairs of quarters 0..4
-                    let (va, vb, vh) = (load256(ua), load256(ub), load256(uh));
-                    let q = [
-                        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16::<4>(vh), m30), _mm256_and_si256(va, m4)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16::<2>(vh), m30), _mm256_and_si256(vb, m4)),
-                        _mm256_or_si256(_mm256_and_si256(vh, m30), _mm256_and_si256(_mm256_srli_epi16::<4>(va), m4)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<2>(vh), m30), _mm256_and_si256(_mm256_srli_epi16::<4>(vb), m4)),
-                    ];
-                    for t in 0..B {
-                        let yq = y(t).add(Q8K_QS + 128 * n + 4 * g);
-                        for k in 0..4 {
-                            qa[t][k] = D::dpbusd(qa[t][k], q[k], bcast(yq.add(32 * k)));
-                        }
-                    }
-                }
-                for k in 0..4 {
-                    let s = 8 * n + 2 * k + hh;
-                    let sv = _mm256_srai_epi32::<24>(_mm256_shuffle_epi8(sc[s / 4], top_ctrl(s % 4, false)));
-                    for t in 0..B {
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(qa[t][k], sv));
-                    }
-                }
-            }
-        }
-        // Σ_g sc[g] · bsums[g], two groups per i16 pair.
-        let mut msum = [_mm256_setzero_si256(); B];
-        for p in 0..8 {
-            let sp = _mm256_srai_epi16::<8>(_mm256_shuffle_epi8(sc[p / 2], top_ctrl(2 * (p % 2), true)));
-            for (t, m) in msum.iter_mut().enumerate() {
-                *m = D::dpwssd(*m, sp, bcast(y(t).add(Q8K_BSUMS + 4 * p)));
-            }
-        }
-        let d = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h) as *const __m128i)); // [8] d
-        for t in 0..B {
-            // 32 (= 1 << 5): the code midpoint.
-            let total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32::<5>(msum[t]));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(f32_at(y(t)))), acc[t]);
         }
     }
     for (t, acc) in acc.iter().enumerate() {

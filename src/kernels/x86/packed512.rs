@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f32_at, load256, Dot512};
+use super::isa::{f32_at, lane_ctrl128, load256, Dot512};
 use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::kernels::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, Q6X_QH, Q6X_QL, Q6X_SCALES};
 
@@ -37,14 +37,7 @@ unsafe fn bcast(p: *const u8) -> __m512i {
 /// with `pair`, also to its third byte (the lane becomes the i16 pair `(b, b)`).
 #[inline(always)]
 unsafe fn byte_ctrl(j: usize, pair: bool) -> __m512i {
-    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
-    for k in 0..4 {
-        c[4 * k] = (4 * k + j) as i8;
-        if pair {
-            c[4 * k + 2] = (4 * k + j) as i8;
-        }
-    }
-    _mm512_broadcast_i32x4(_mm_loadu_si128(c.as_ptr() as *const __m128i))
+    _mm512_broadcast_i32x4(lane_ctrl128(pair as usize, j))
 }
 
 /// Packed Q4_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group.
@@ -132,16 +125,7 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
 /// sign-extends it), or with `pair` bytes `j`, `j+1` to the top bytes of the lane's two i16 halves.
 #[inline(always)]
 unsafe fn top_ctrl(j: usize, pair: bool) -> __m512i {
-    let mut c = [-128i8; 16]; // a set top bit zeroes the byte
-    for k in 0..4 {
-        if pair {
-            c[4 * k + 1] = (4 * k + j) as i8;
-            c[4 * k + 3] = (4 * k + j + 1) as i8;
-        } else {
-            c[4 * k + 3] = (4 * k + j) as i8;
-        }
-    }
-    _mm512_broadcast_i32x4(_mm_loadu_si128(c.as_ptr() as *const __m128i))
+    _mm512_broadcast_i32x4(lane_ctrl128(2 + pair as usize, j))
 }
 
 /// Packed Q6_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group,
