@@ -202,17 +202,3 @@ pub fn q6_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     }
     acc
 }
-
-/// The reference packed kernel: `q4_k_exact_dot` of every unpacked row with every vector.
-pub fn packed_reference(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
-    let nb = n / QK_K;
-    assert!(w.len() == nb * PACKED_BLOCK && out.len().is_multiple_of(PACK_ROWS), "packed_reference: shapes");
-    let ab = nb * crate::quant::q8k_layout::BLOCK;
-    for (v, o) in out.chunks_exact_mut(PACK_ROWS).enumerate() {
-        let a = &acts[v * stride..v * stride + ab];
-        for (r, y) in o.iter_mut().enumerate() {
-            let row: Vec<u8> = (0..nb).flat_map(|b| unpack_block(w, b, r)).collect();
-            *y = q4_k_exact_dot(n, &row, a);
-        }
-    }
-}
