@@ -71,6 +71,16 @@ fn interleave(dst: &mut [u8], at: usize, units: usize, from: usize, row: impl Fn
     }
 }
 
+/// The inverse of `interleave` for row `r` of one packed block `pd`: for each `(at, units, to)`,
+/// unit `u` at `pd[at + 64u + 4r]` back to `x[to + 4u]`.
+fn deinterleave(x: &mut [u8], pd: &[u8], r: usize, parts: &[(usize, usize, usize)]) {
+    for &(at, units, to) in parts {
+        for u in 0..units {
+            x[to + 4 * u..to + 4 * u + 4].copy_from_slice(&pd[at + 64 * u + 4 * r..at + 64 * u + 4 * r + 4]);
+        }
+    }
+}
+
 /// Packs `rows` Q6_K rows of `cols` elements (`src`, GGUF order) into `dst` (same length).
 /// Panics unless `packable(Q6_K, rows, cols)` and both slices hold exactly the matrix.
 pub fn pack_q6_k(rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
@@ -96,11 +106,7 @@ pub fn unpack_block_q6_k(group: &[u8], b: usize, r: usize) -> [u8; Q6K] {
     let pd = &group[b * PACKED_BLOCK_Q6K..(b + 1) * PACKED_BLOCK_Q6K];
     let mut x = [0u8; Q6K];
     x[208..210].copy_from_slice(&pd[2 * r..2 * r + 2]);
-    for (at, units, to) in [(Q6X_SCALES, 4, 192), (Q6X_QL, 32, 0), (Q6X_QH, 16, 128)] {
-        for u in 0..units {
-            x[to + 4 * u..to + 4 * u + 4].copy_from_slice(&pd[at + 64 * u + 4 * r..at + 64 * u + 4 * r + 4]);
-        }
-    }
+    deinterleave(&mut x, pd, r, &[(Q6X_SCALES, 4, 192), (Q6X_QL, 32, 0), (Q6X_QH, 16, 128)]);
     x
 }
 
@@ -113,17 +119,13 @@ pub fn pack_q4_k(rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
     assert!(src.len() == rows * rb && dst.len() == src.len(), "packed matrix size mismatch");
     for (gs, gd) in src.chunks_exact(PACK_ROWS * rb).zip(dst.chunks_exact_mut(PACK_ROWS * rb)) {
         for (b, pd) in gd.chunks_exact_mut(PACKED_BLOCK).enumerate() {
+            let row = |r: usize| r * rb + b * Q4K;
             for r in 0..PACK_ROWS {
-                let x = &gs[r * rb + b * Q4K..r * rb + (b + 1) * Q4K];
-                pd[2 * r..2 * r + 2].copy_from_slice(&x[0..2]);
-                pd[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&x[2..4]);
-                for k in 0..3 {
-                    pd[64 + 64 * k + 4 * r..64 + 64 * k + 4 * r + 4].copy_from_slice(&x[4 + 4 * k..8 + 4 * k]);
-                }
-                for q in 0..32 {
-                    pd[256 + 64 * q + 4 * r..256 + 64 * q + 4 * r + 4].copy_from_slice(&x[16 + 4 * q..20 + 4 * q]);
-                }
+                pd[2 * r..2 * r + 2].copy_from_slice(&gs[row(r)..row(r) + 2]);
+                pd[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&gs[row(r) + 2..row(r) + 4]);
             }
+            interleave(pd, 64, 3, 4, row, gs); // the 12 scale bytes
+            interleave(pd, 256, 32, 16, row, gs); // the 128 code bytes
         }
     }
 }
@@ -134,12 +136,7 @@ pub fn unpack_block(group: &[u8], b: usize, r: usize) -> [u8; Q4K] {
     let mut x = [0u8; Q4K];
     x[0..2].copy_from_slice(&pd[2 * r..2 * r + 2]);
     x[2..4].copy_from_slice(&pd[32 + 2 * r..32 + 2 * r + 2]);
-    for k in 0..3 {
-        x[4 + 4 * k..8 + 4 * k].copy_from_slice(&pd[64 + 64 * k + 4 * r..64 + 64 * k + 4 * r + 4]);
-    }
-    for q in 0..32 {
-        x[16 + 4 * q..20 + 4 * q].copy_from_slice(&pd[256 + 64 * q + 4 * r..256 + 64 * q + 4 * r + 4]);
-    }
+    deinterleave(&mut x, pd, r, &[(64, 3, 4), (256, 32, 16)]);
     x
 }
 
