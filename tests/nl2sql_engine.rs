@@ -77,7 +77,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
 
     // A different schema is a miss with another fingerprint.
     let mut other = schema.clone();
-    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, comment: None });
+    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, ..Default::default() });
     let third = e.run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
     assert!(!third.cache_hit);
     assert_ne!(third.fingerprint, cold.fingerprint);
@@ -95,10 +95,14 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     assert!(!again.cache_hit);
     assert_eq!(again.attempts[0].raw, cold.attempts[0].raw);
 
-    // A rejecting validator triggers exactly one repair round, then reports the error.
-    let mut reject = |_: &str| Err("nope".to_string());
+    // A rejecting validator triggers exactly `repair_rounds` repair rounds, then reports the error.
+    let mut reject = |_: &str| Err(turboinfer::nl2sql::Rejection::from("nope"));
     let bad = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut reject).unwrap();
-    assert_eq!(bad.attempts.len(), 2);
+    assert_eq!(bad.attempts.len(), 1 + opts.repair_rounds);
+    let one = Options { repair_rounds: 1, ..opts };
+    assert_eq!(e.run(&rt, &mut cache, &schema, "How many users are there?", &one, &mut go, &mut reject).unwrap().attempts.len(), 2);
+    let none = Options { repair_rounds: 0, ..opts };
+    assert_eq!(e.run(&rt, &mut cache, &schema, "How many users are there?", &none, &mut go, &mut reject).unwrap().attempts.len(), 1);
     // "nope", or the engine's own verdict when an answer holds no SQL at all.
     assert!(bad.attempts.iter().all(|a| a.error.is_some()), "{:?}", bad.attempts);
     assert!(bad.error.is_some());

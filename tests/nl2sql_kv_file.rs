@@ -64,7 +64,7 @@ fn file_prefix_gives_bitwise_equal_logits() {
 
     // A plan for another schema does not accept this file's tokens.
     let mut other = schema();
-    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, comment: None });
+    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, ..Default::default() });
     let plan2 = e.plan(&other, "How many users are there?", &opts).unwrap();
     let mut k2 = e.kv_file_key(&plan2);
     k2.fingerprint = key.fingerprint; // same file name, other token ids

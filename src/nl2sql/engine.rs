@@ -9,6 +9,7 @@ use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
 use super::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use super::prompt::{self, Segments};
+use super::repair::{self, Rejection};
 use super::render::Renderer;
 use super::schema::SchemaInfo;
 use super::speculate::{self, DecodeLimits, Decoded, SpecStats};
@@ -33,12 +34,18 @@ pub const MAX_QUESTION_CHARS: usize = 2000;
 /// across many tokens, small enough that a cancel request is seen between chunks.
 pub const PREFILL_CHUNK: usize = 64;
 
-/// Tokens kept free for the repair turn's instruction and the parser message (which is capped at
-/// [`MAX_ERROR_CHARS`], at most roughly one token per 3 characters of SQL-ish English).
-const REPAIR_RESERVE_TOKENS: usize = 160;
+/// Tokens kept free for the repair turn's instruction, the server's message (capped at
+/// [`MAX_ERROR_CHARS`]) and the catalog facts (capped at [`repair::MAX_FEEDBACK_CHARS`]), at most
+/// roughly one token per 3 characters of SQL-ish English.
+const REPAIR_RESERVE_TOKENS: usize = 160 + repair::MAX_FEEDBACK_CHARS / 3;
 
 /// Longest parser message fed back to the model.
 const MAX_ERROR_CHARS: usize = 300;
+
+/// Default answer budget: long enough for a CTE with a window function (150+ tokens).
+pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
+/// Default repair rounds after a rejected answer.
+pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
 
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +62,24 @@ pub struct Options {
     pub vocab_pruning: bool,
     /// Keep table and column names inside the visible schema (`constrain.rs`).
     pub schema_constraints: bool,
+    /// Most repair rounds after a rejected answer (each: the server's error and catalog facts
+    /// as a new turn, then a fresh answer).
+    pub repair_rounds: usize,
 }
 
 impl Default for Options {
-    /// 128 new tokens, 4096 positions, greedy decoding with speculation (exact: the same answer in
-    /// fewer forward passes); pruning and constraints off (see the README scorecard for why).
+    /// 256 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
+    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds;
+    /// pruning and constraints off (see the README scorecard for why).
     fn default() -> Self {
-        Options { max_new_tokens: 128, context_tokens: 4096, speculation: true, vocab_pruning: false, schema_constraints: false }
+        Options {
+            max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
+            context_tokens: 4096,
+            speculation: true,
+            vocab_pruning: false,
+            schema_constraints: false,
+            repair_rounds: DEFAULT_REPAIR_ROUNDS,
+        }
     }
 }
 
@@ -112,6 +130,10 @@ pub struct Attempt {
     pub stop: StopReason,
     /// The validator's message when it rejected `sql`.
     pub error: Option<String>,
+    /// The SQLSTATE of the rejection, when the server raised it.
+    pub sqlstate: Option<String>,
+    /// The catalog facts given to the next repair round ("" when none).
+    pub feedback: String,
     /// Forward passes, proposed and accepted draft tokens of this attempt's decode.
     pub spec: SpecStats,
 }
@@ -174,7 +196,7 @@ pub struct Outcome {
     pub prefill_tokens: usize,
     /// Tokens generated over all attempts.
     pub generated_tokens: usize,
-    /// One or two (after a repair).
+    /// The first answer and one per repair round.
     pub attempts: Vec<Attempt>,
     pub timings: PhaseTimings,
     /// The first attempt's whole prompt text ([`Plan::text`]), for running the same prompt elsewhere.
@@ -477,14 +499,14 @@ impl Engine {
         }
         let capacity = self.context_capacity(opts);
         let question_ids = prompt::question(question).encode(&self.tok)?;
-        let fixed = prompt::prefix("").encode(&self.tok)?.len();
+        let fixed = prompt::prefix_with_notes("").encode(&self.tok)?.len();
         let reserve = answer_reserve(opts.max_new_tokens, capacity);
         let renderer = Renderer::new(&schema);
         let blocks: Vec<String> = schema.tables.iter().map(|t| renderer.table(t)).collect();
         let overhead = fixed + question_ids.len() + reserve;
 
         let all: String = blocks.concat();
-        let all_prefix = prompt::prefix(&all);
+        let all_prefix = prompt::prefix_with_notes(&all);
         let all_ids = all_prefix.encode(&self.tok)?;
         let (shown, prefix, prefix_ids) = if all_ids.len() + question_ids.len() + reserve <= capacity {
             ((0..schema.tables.len()).collect::<Vec<_>>(), all_prefix, all_ids)
@@ -498,7 +520,7 @@ impl Engine {
                     return Err(Nl2SqlError::ContextTooSmall { needed: overhead + smallest, available: capacity });
                 }
                 let text: String = sel.shown.iter().map(|&i| blocks[i].as_str()).collect();
-                let prefix = prompt::prefix(&text);
+                let prefix = prompt::prefix_with_notes(&text);
                 let ids = prefix.encode(&self.tok)?;
                 let total = ids.len() + question_ids.len() + reserve;
                 if total <= capacity {
@@ -534,7 +556,7 @@ impl Engine {
         question: &str,
         opts: &Options,
         on_progress: &mut dyn FnMut(Progress) -> bool,
-        validate: &mut dyn FnMut(&str) -> Result<(), String>,
+        validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
         let t0 = Instant::now();
         let question = Engine::clean_question(question)?;
@@ -606,7 +628,8 @@ impl Engine {
         let mut spec = SpecStats::default();
         loop {
             let t2 = Instant::now();
-            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true };
+            let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
+            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true, seed };
             let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
             let n = ids.len();
             timings.decode_ms += ms_since(t2);
@@ -614,11 +637,32 @@ impl Engine {
             spec.add(stats);
             let sql = extract_sql(&raw).sql;
             let t3 = Instant::now();
-            let verdict = if sql.is_empty() { Err("the answer contains no SQL statement".to_string()) } else { validate(&sql) };
+            let verdict = if sql.is_empty() {
+                Err(Rejection::from("the answer contains no SQL statement"))
+            } else if stop == StopReason::Budget {
+                Err(Rejection::from(format!("the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)", opts.max_new_tokens)))
+            } else {
+                validate(&sql)
+            };
             timings.validate_ms += ms_since(t3);
-            let error = verdict.err().map(|e| cap_chars(&e, MAX_ERROR_CHARS));
-            attempts.push(Attempt { raw, sql: sql.clone(), generated_tokens: n, ids, stop, error: error.clone(), spec: stats });
-            let done = error.is_none() || attempts.len() == 2;
+            let rejection = verdict.err();
+            let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
+            let feedback = match &rejection {
+                Some(r) => repair::feedback(r, &sql, &shown_schema(schema, &plan.shown)),
+                None => String::new(),
+            };
+            attempts.push(Attempt {
+                raw,
+                sql: sql.clone(),
+                generated_tokens: n,
+                ids,
+                stop,
+                error: error.clone(),
+                sqlstate: rejection.and_then(|r| r.sqlstate),
+                feedback: feedback.clone(),
+                spec: stats,
+            });
+            let done = error.is_none() || attempts.len() > opts.repair_rounds;
             let repair_fits = error.is_some() && {
                 kv.truncate(n_question_end);
                 kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS).is_ok()
@@ -649,8 +693,9 @@ impl Engine {
                 });
             }
             let message = error.unwrap_or_default();
-            // Repair round: the rejected answer and the parser's message as a new turn.
-            let repair_ids = prompt::repair(&sql, &message).encode(&self.tok)?;
+            // Repair round: the rejected answer, the server's message and the catalog facts as a
+            // new turn (each round starts again right after the question).
+            let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
             kv.check_room(repair_ids.len() + 1)?;
             let t4 = Instant::now();
             context.truncate(n_question_end);
@@ -669,7 +714,7 @@ impl Engine {
         kv.clear();
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
-        let limits = DecodeLimits { max_new, stop_at_statement: false };
+        let limits = DecodeLimits { max_new, stop_at_statement: false, seed: "" };
         let speculate = speculation && self.batch_invariant();
         self.decode(rt, kv, logits, prompt, speculate.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
     }
@@ -833,7 +878,7 @@ fn answer_reserve(max_new_tokens: usize, capacity: usize) -> usize {
 }
 
 /// `s` cut to at most `max` characters.
-fn cap_chars(s: &str, max: usize) -> String {
+pub(crate) fn cap_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_string(),

@@ -13,18 +13,21 @@ pub mod ident;
 pub mod kv_file;
 pub mod prompt;
 mod render;
+pub mod repair;
 mod schema;
 pub mod speculate;
 pub mod sqltext;
 pub mod trim;
+mod values;
 pub mod vocab;
 
 pub use engine::{
     Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,
-    PREFILL_CHUNK,
+    PREFILL_CHUNK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
 };
+pub use repair::Rejection;
 pub use error::Nl2SqlError;
 pub use fingerprint::Fingerprint;
 pub use speculate::{DecodeLimits, Decoded, SpecStats};
 pub use render::{render_schema, Renderer};
-pub use schema::{Column, ForeignKey, SchemaInfo, Table, TableKind};
+pub use schema::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};

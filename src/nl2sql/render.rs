@@ -7,6 +7,7 @@
 
 use super::ident::{quote_ident, sanitize_comment};
 use super::schema::{SchemaInfo, Table, TableKind};
+use super::values;
 
 /// How to render names relative to the default schema.
 #[derive(Debug, Clone, Copy)]
@@ -37,9 +38,15 @@ impl<'a> Renderer<'a> {
             out.push_str(&format!("-- {name}: {c}\n"));
         }
         for col in &t.columns {
-            if let Some(c) = col.comment.as_deref().and_then(sanitize_comment) {
-                out.push_str(&format!("-- {name}.{}: {c}\n", quote_ident(&col.name)));
-            }
+            let comment = col.comment.as_deref().and_then(sanitize_comment);
+            let note = col.stats.as_ref().and_then(|s| values::note(&col.name, &col.data_type, s)).and_then(|n| sanitize_comment(&n));
+            let text = match (comment, note) {
+                (Some(c), Some(n)) => format!("{c}; {n}"),
+                (Some(c), None) => c,
+                (None, Some(n)) => n,
+                (None, None) => continue,
+            };
+            out.push_str(&format!("-- {name}.{}: {text}\n", quote_ident(&col.name)));
         }
         let kw = match t.kind {
             TableKind::Table => "TABLE",

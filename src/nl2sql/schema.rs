@@ -2,6 +2,8 @@
 //! and comments, as read from the catalog by the caller (the PostgreSQL glue reads it through
 //! `information_schema`, so it only contains what the current role may see).
 
+pub use super::values::ColumnStats;
+
 /// What kind of relation a [`Table`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TableKind {
@@ -12,7 +14,7 @@ pub enum TableKind {
 }
 
 /// One column of a table or view.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Column {
     pub name: String,
     /// The type as PostgreSQL formats it (`integer`, `numeric(10,2)`, `character varying(20)`).
@@ -20,6 +22,9 @@ pub struct Column {
     pub nullable: bool,
     /// The column's comment (untrusted text; sanitised when rendered).
     pub comment: Option<String>,
+    /// The planner's statistics of the column, when the role may read them (values and formats
+    /// the prompt notes, see `values.rs`).
+    pub stats: Option<ColumnStats>,
 }
 
 /// A foreign key: `columns` of this table reference `ref_columns` of `ref_schema.ref_table`.
@@ -62,7 +67,7 @@ impl Table {
 
     /// Appends a column (builder style, for callers and tests).
     pub fn column(mut self, name: &str, data_type: &str, nullable: bool) -> Table {
-        self.columns.push(Column { name: name.to_string(), data_type: data_type.to_string(), nullable, comment: None });
+        self.columns.push(Column { name: name.to_string(), data_type: data_type.to_string(), nullable, ..Column::default() });
         self
     }
 

@@ -49,7 +49,7 @@ impl SpecStats {
 pub struct Decoded {
     /// Generated token ids (the stopping token included, as it was counted).
     pub ids: Vec<u32>,
-    /// Their text (an end-of-generation token adds none).
+    /// The limits' seed followed by their text (an end-of-generation token adds none).
     pub text: String,
     pub stop: StopReason,
     pub stats: SpecStats,
@@ -62,6 +62,9 @@ pub struct DecodeLimits {
     pub max_new: usize,
     /// Stop when the first SQL statement of the text has ended ([`answer_complete`]).
     pub stop_at_statement: bool,
+    /// Text the answer already starts with in the prompt (e.g. an opening SQL fence): the
+    /// returned text begins with it, and the stop checks and the chooser see it.
+    pub seed: &'static str,
 }
 
 /// Decodes from `first` (the logits row after the prompt, `[width]`) with the KV cache `kv`
@@ -91,7 +94,7 @@ pub fn decode(
     let mut ids: Vec<u32> = Vec::new();
     let mut history: Vec<u32> = context.to_vec(); // prompt + generated, for prompt lookup
     let mut stream = tok.stream_decoder();
-    let mut text = String::new();
+    let mut text = limits.seed.to_string();
     let mut stats = SpecStats::default();
     let mut window = Window::new();
     let stop = loop {

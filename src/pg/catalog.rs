@@ -13,20 +13,26 @@
 //! `pg_catalog, pg_temp` (and every name schema-qualified), so objects in the caller's schemas
 //! cannot shadow anything these queries use.
 
-use crate::nl2sql::{Column, ForeignKey, SchemaInfo, Table, TableKind};
+use crate::nl2sql::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
 use pgrx::prelude::*;
 use pgrx::spi::SpiResult;
 use std::collections::HashMap;
 
+/// Histogram bounds kept per column: a few are enough to show a value's format.
+const STATS_BOUNDS: usize = 3;
+
 /// Schemas never shown.
 const HIDDEN_SCHEMAS: [&str; 3] = ["pg_catalog", "information_schema", "pg_toast"];
 
-/// Reads the schema: the given `schemas`, or the caller's search path when `None`.
+/// Reads the schema: the given `schemas`, or the caller's search path when `None`. When the
+/// search path shows no table the role may read, every schema the role may use is read instead,
+/// and the tables outside the search path are written schema-qualified (the renderer qualifies
+/// every table outside `default_schema`), so the returned SQL runs as is in the caller's session.
 pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
-    let (schemas, default_schema) = match schemas {
+    let (schemas, default_schema, explicit) = match schemas {
         Some(list) => {
             let first = list.first().cloned();
-            (list, first)
+            (list, first, true)
         }
         None => {
             let path: Vec<String> = Spi::get_one::<Vec<String>>("SELECT pg_catalog.current_schemas(false)::text[]")
@@ -35,16 +41,53 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
                 .unwrap_or_default();
             let path: Vec<String> = path.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp")).collect();
             let first = path.first().cloned();
-            (path, first)
+            (path, first, false)
         }
     };
     let schemas: Vec<String> = schemas.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str())).collect();
-    let mut info = with_pinned_search_path(|| query_schema(&schemas)).unwrap_or_else(|e| {
+    let mut info = with_pinned_search_path(|| {
+        let info = query_schema(&schemas)?;
+        if info.tables.is_empty() && !explicit {
+            // Nothing readable on the search path: every schema the role may use.
+            let all = readable_schemas()?;
+            return query_schema(&all);
+        }
+        Ok(info)
+    })
+    .unwrap_or_else(|e: pgrx::spi::SpiError| {
         pgrx::error!("turboinfer: reading the schema failed: {e}");
     });
     info.default_schema = default_schema;
     info.normalize();
     info
+}
+
+/// Schemas (other than the system ones) where the role has USAGE and may SELECT from at least
+/// one relation, by name.
+fn readable_schemas() -> SpiResult<Vec<String>> {
+    Spi::connect(|client| {
+        let rows = client.select(
+            "SELECT n.nspname::text FROM pg_catalog.pg_namespace n \
+             WHERE n.nspname::text OPERATOR(pg_catalog.<>) ALL ($1) \
+               AND n.nspname::text NOT LIKE 'pg\\_%' \
+               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
+               AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+                           WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid \
+                             AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f']::\"char\"[]) \
+                             AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+                                  OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT'))) \
+             ORDER BY 1",
+            None,
+            &[HIDDEN_SCHEMAS.iter().map(|s| s.to_string()).collect::<Vec<String>>().into()],
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(n) = row.get::<String>(1)? {
+                out.push(n);
+            }
+        }
+        Ok(out)
+    })
 }
 
 /// Runs `f` with `search_path = pg_catalog, pg_temp`, restoring the previous value afterwards
@@ -80,6 +123,7 @@ fn push_columns(tables: &mut [Table], by_oid: &HashMap<u32, usize>, rows: pgrx::
             nullable: row.get(3)?.unwrap_or(true),
             data_type: row.get(4)?.unwrap_or_default(),
             comment: row.get(5)?,
+            stats: None,
         });
     }
     Ok(())
@@ -98,6 +142,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
              JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                                        AND c.relname OPERATOR(pg_catalog.=) t.table_name::name \
              WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
              UNION ALL \
@@ -164,6 +209,39 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             &args,
         )?;
         push_columns(&mut tables, &by_oid, rows)?;
+        // Planner statistics of the visible columns, for value and format notes. pg_stats
+        // itself shows only columns the role may SELECT (and no table whose row security is
+        // active for it); the privilege is checked again here so that no value of a column the
+        // role cannot read ever reaches the prompt. Only text and integer columns get notes
+        // (`values.rs`), so only their statistics are read (their arrays cast to text[] safely).
+        let rows = client.select(
+            "SELECT c.oid, s.attname::text, s.n_distinct::float8, \
+                    (s.most_common_vals::text)::text[], (s.histogram_bounds::text)::text[] \
+             FROM pg_catalog.pg_stats s \
+             JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) s.schemaname \
+             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
+                                       AND c.relname OPERATOR(pg_catalog.=) s.tablename \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
+                                           AND a.attname OPERATOR(pg_catalog.=) s.attname \
+             WHERE s.schemaname::text OPERATOR(pg_catalog.=) ANY ($1) AND NOT s.inherited \
+               AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['text', 'varchar', 'bpchar', 'int2', 'int4', 'int8']::pg_catalog.regtype[]::pg_catalog.oid[]) \
+               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')",
+            None,
+            &args,
+        )?;
+        for row in rows {
+            let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
+            let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
+            let name: String = row.get(2)?.unwrap_or_default();
+            let n_distinct: f64 = row.get(3)?.unwrap_or(0.0);
+            let common: Vec<String> = row.get::<Vec<Option<String>>>(4)?.unwrap_or_default().into_iter().flatten().collect();
+            let bounds: Vec<String> = row.get::<Vec<Option<String>>>(5)?.unwrap_or_default().into_iter().flatten().take(STATS_BOUNDS).collect();
+            if let Some(col) = tables[i].columns.iter_mut().find(|c| c.name == name) {
+                // n_distinct > 0 is an absolute count; < 0 a fraction of the rows (many values).
+                let distinct = (n_distinct >= 1.0 && n_distinct <= u32::MAX as f64).then(|| n_distinct.round() as u32);
+                col.stats = Some(ColumnStats { distinct, common, bounds });
+            }
+        }
         // Primary and foreign keys of those tables (column lists in key order).
         let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
         let rows = client.select(

@@ -12,7 +12,12 @@ pub static MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::n
 /// `turboinfer.threads`: worker threads (0 = one per available CPU).
 pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `turboinfer.max_new_tokens`: most tokens generated per answer.
-pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(128);
+pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS as i32);
+/// `turboinfer.repair_rounds`: most repair rounds after a rejected answer.
+pub static REPAIR_ROUNDS: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_REPAIR_ROUNDS as i32);
+/// Most repair rounds accepted: each costs a prefill of the repair turn and a full answer; past
+/// a few rounds a small model repeats its mistakes.
+const MAX_REPAIR_ROUNDS: i32 = 5;
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
@@ -113,6 +118,16 @@ pub fn register() {
         &MAX_NEW_TOKENS,
         1,
         MAX_NEW_TOKENS_LIMIT,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.repair_rounds",
+        c"Most repair rounds nl2sql() runs after PostgreSQL rejects an answer (0 = none).",
+        c"Each round shows the model the server's error and the catalog facts it needs (real columns, closest names).",
+        &REPAIR_ROUNDS,
+        0,
+        MAX_REPAIR_ROUNDS,
         GucContext::Userset,
         GucFlags::default(),
     );

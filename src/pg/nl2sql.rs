@@ -99,11 +99,12 @@ fn raise_engine(e: Nl2SqlError) -> ! {
 /// Engine options from the settings.
 fn options() -> Options {
     Options {
-        max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(128),
+        max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
         speculation: gucs::SPECULATION.get(),
         vocab_pruning: gucs::VOCAB_PRUNING.get(),
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
+        repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get()).unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
     }
 }
 
@@ -136,7 +137,7 @@ fn generate(engine: &Engine, rt: &Runtime, cache: &mut PrefixCache, schema: &Sch
             pgrx::check_for_interrupts!();
             true
         },
-        &mut |sql| validate::check_query(sql),
+        &mut |sql| validate::validate(sql),
     )
 }
 
@@ -243,9 +244,11 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "active_vocab": o.active_vocab,
         "schema_constraints": o.schema_constraints,
         "constrained_tokens": o.constrained_tokens,
+        "repair_rounds": o.attempts.len().saturating_sub(1),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
-            "stop": t.stop.name(), "error": t.error,
+            "stop": t.stop.name(), "error": t.error, "sqlstate": t.sqlstate,
+            "feedback": if t.feedback.is_empty() { None } else { Some(&t.feedback) },
             "forward_passes": t.spec.forward_passes, "draft_tokens": t.spec.draft_tokens,
             "accepted_tokens": t.spec.accepted_tokens,
         })).collect::<Vec<_>>(),

@@ -1,15 +1,63 @@
-//! Validation of generated SQL with PostgreSQL's own parser (`raw_parser`): exactly one
-//! statement, a query (SELECT / WITH ... SELECT / VALUES / TABLE), no `INTO`, no row locking
-//! (`FOR UPDATE/SHARE`), no data-modifying statement in a `WITH`. Nothing is analysed or run.
+//! Validation of generated SQL in the caller's session, in two steps, never executing it:
+//!
+//! 1. **Shape**, with PostgreSQL's own parser (`raw_parser`): exactly one statement, a query
+//!    (SELECT / WITH ... SELECT / VALUES / TABLE), no `INTO`, no row locking (`FOR UPDATE/SHARE`),
+//!    no data-modifying statement anywhere.
+//! 2. **Meaning**, with PostgreSQL's parse analysis (`parse_analyze_fixedparams`) against the
+//!    live catalog, with the caller's privileges and search_path: every name resolves, types,
+//!    operators and functions match, grouping is right; the caller may SELECT every table and
+//!    column it reads (`ExecCheckRTPerms`); and no function it calls has side effects (volatile
+//!    functions, except a few harmless ones; advisory locks, large objects, sequences, NOTIFY,
+//!    dblink and set_config whatever their volatility). Analysis runs inside an internal
+//!    subtransaction that is always rolled back, so the locks it takes are released and nothing
+//!    it touches persists. Analysis calls no function of the statement (it does not plan, so
+//!    no constant folding runs either).
 
+use crate::nl2sql::Rejection;
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::CaughtError;
+use pgrx::pg_sys::panic::{CaughtError, ErrorReportWithLevel};
 use pgrx::PgTryBuilder;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_void, CStr, CString};
+
+/// Volatile functions that have no side effect a reader could notice (randomness and clocks).
+const HARMLESS_VOLATILE: &[&str] = &["random", "random_normal", "clock_timestamp", "timeofday", "gen_random_uuid", "uuid_generate_v4"];
+
+/// Functions refused whatever their declared volatility: locks, large objects, sequences,
+/// notifications, remote connections, sleeping and settings.
+const SIDE_EFFECT_PREFIXES: &[&str] = &["pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_notify", "pg_sleep"];
+const SIDE_EFFECT_FUNCTIONS: &[&str] = &["nextval", "setval", "currval", "lastval", "set_config", "setseed", "loread", "lowrite"];
+
+/// The full validation nl2sql() applies: [`check_query`], then [`analyze`].
+pub fn validate(sql: &str) -> Result<(), Rejection> {
+    check_query(sql)?;
+    analyze(sql)
+}
+
+/// A rejection carrying the server's SQLSTATE, message and hint.
+fn rejection(r: &ErrorReportWithLevel) -> Rejection {
+    Rejection {
+        message: r.message().to_string(),
+        sqlstate: Some(sqlstate(r.sql_error_code() as i32)),
+        hint: r.hint().map(str::to_string),
+        facts: Vec::new(),
+    }
+}
+
+/// The five-character SQLSTATE of a packed error code (`MAKE_SQLSTATE`: 6 bits per character).
+fn sqlstate(code: i32) -> String {
+    (0..5).map(|i| (((code >> (6 * i)) & 0x3f) as u8 + b'0') as char).collect()
+}
+
+/// True for errors that are not about the statement and must reach the caller: cancellation,
+/// shutdown, resources (class 57: operator intervention; 53: insufficient resources; 58: system)
+/// and internal errors.
+fn must_propagate(state: &str) -> bool {
+    state.starts_with("57") || state.starts_with("53") || state.starts_with("58") || state == "XX000"
+}
 
 /// `Ok` when `sql` is one plain query; otherwise the reason (the parser's message for syntax
 /// errors).
-pub fn check_query(sql: &str) -> Result<(), String> {
+pub fn check_query(sql: &str) -> Result<(), Rejection> {
     let Ok(c) = CString::new(sql) else {
         return Err("the statement contains a NUL character".into());
     };
@@ -20,10 +68,161 @@ pub fn check_query(sql: &str) -> Result<(), String> {
         inspect(list)
     })
     .catch_others(|e| match e {
-        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => Err(r.message().to_string()),
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => Err(rejection(&r)),
         other => other.rethrow(),
     })
     .execute()
+}
+
+/// What the analysis step found (an error to re-raise is kept until the subtransaction is gone).
+enum Analysis {
+    Accepted,
+    Rejected(Rejection),
+    Propagate(CaughtError),
+}
+
+/// Parse analysis of `sql` (already checked by [`check_query`]) in a subtransaction that is
+/// always rolled back: the server's error for a statement that does not resolve, a privilege the
+/// caller lacks, or a function with side effects.
+pub fn analyze(sql: &str) -> Result<(), Rejection> {
+    let Ok(c) = CString::new(sql) else {
+        return Err("the answer contains a NUL character".into());
+    };
+    // SAFETY: the subtransaction pattern of PL/Python's and PL/Tcl's subtransaction blocks:
+    // remember the memory context and resource owner, start an internal subtransaction, run,
+    // then roll it back (releasing its locks and memory) and restore both, on success and on
+    // error alike. The ERROR, if any, was already copied and flushed by pgrx's catch.
+    let outcome = unsafe {
+        let oldcontext = pg_sys::CurrentMemoryContext;
+        let oldowner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(oldcontext);
+        let outcome = PgTryBuilder::new(|| match analyze_in_subtransaction(&c) {
+            Ok(()) => Analysis::Accepted,
+            Err(r) => Analysis::Rejected(r),
+        })
+        .catch_others(|e| match e {
+            CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r) if !must_propagate(&sqlstate(r.sql_error_code() as i32)) => {
+                Analysis::Rejected(rejection(r))
+            }
+            other => Analysis::Propagate(other),
+        })
+        .execute();
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(oldcontext);
+        pg_sys::CurrentResourceOwner = oldowner;
+        outcome
+    };
+    match outcome {
+        Analysis::Accepted => Ok(()),
+        Analysis::Rejected(mut r) => {
+            if r.sqlstate.as_deref() == Some("42883") {
+                r.facts.extend(function_signatures(&r.message));
+            }
+            Err(r)
+        }
+        Analysis::Propagate(e) => e.rethrow(),
+    }
+}
+
+/// Analyses the statement and checks privileges and functions (inside the subtransaction).
+unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
+    let list = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+    let stmts = list_ptrs(list);
+    let [raw] = stmts.as_slice() else {
+        return Err("expected exactly one statement".into());
+    };
+    let query = pg_sys::parse_analyze_fixedparams(*raw as *mut pg_sys::RawStmt, sql.as_ptr(), std::ptr::null(), 0, std::ptr::null_mut());
+    let mut w = QueryWalk { functions: Vec::new() };
+    query_walk(query as *mut pg_sys::Node, &mut w as *mut QueryWalk as *mut c_void);
+    for oid in w.functions {
+        if let Some(reason) = side_effect(oid) {
+            return Err(Rejection { message: reason, sqlstate: Some("42501".into()), ..Rejection::default() });
+        }
+    }
+    Ok(())
+}
+
+/// Why calling function `oid` is not read-only, if it is not.
+unsafe fn side_effect(oid: pg_sys::Oid) -> Option<String> {
+    let name_ptr = pg_sys::get_func_name(oid);
+    if name_ptr.is_null() {
+        return None;
+    }
+    let name = CStr::from_ptr(name_ptr).to_string_lossy().to_string();
+    let listed = SIDE_EFFECT_FUNCTIONS.contains(&name.as_str()) || SIDE_EFFECT_PREFIXES.iter().any(|p| name.starts_with(p));
+    let volatile = pg_sys::func_volatile(oid) as u8 == b'v';
+    if listed || (volatile && !HARMLESS_VOLATILE.contains(&name.as_str())) {
+        Some(format!("function {name}() may have side effects (it is volatile or changes state); only read-only queries are allowed"))
+    } else {
+        None
+    }
+}
+
+/// What the analysed-tree walk collects.
+struct QueryWalk {
+    /// Every function the statement calls (operators, casts and aggregates included).
+    functions: Vec<pg_sys::Oid>,
+}
+
+/// Walks an analysed statement: on each (sub)query, checks the caller's privileges on its range
+/// table (raising the server's "permission denied" error); on each expression node, collects
+/// the functions it calls.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn query_walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    if (*node).type_ == pg_sys::NodeTag::T_Query {
+        let q = node as *mut pg_sys::Query;
+        pg_sys::ExecCheckRTPerms((*q).rtable, true);
+        return pg_sys::query_tree_walker(q, Some(query_walk), ctx, 0);
+    }
+    pg_sys::check_functions_in_node(node, Some(collect_function), ctx);
+    pg_sys::expression_tree_walker(node, Some(query_walk), ctx)
+}
+
+/// `check_functions_in_node` callback: records the function, never stops the walk.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn collect_function(oid: pg_sys::Oid, ctx: *mut c_void) -> bool {
+    let w = &mut *(ctx as *mut QueryWalk);
+    w.functions.push(oid);
+    false
+}
+
+/// The signatures of the functions named in an undefined-function message that the caller may
+/// execute (`name(argument types)`), at most a few: what a DBA would look up with `\df name`.
+fn function_signatures(message: &str) -> Vec<String> {
+    let Some(rest) = message.strip_prefix("function ") else { return Vec::new() };
+    let Some(paren) = rest.find('(') else { return Vec::new() };
+    let name = rest[..paren].rsplit('.').next().unwrap_or("").trim_matches('"').to_lowercase();
+    if name.is_empty() {
+        return Vec::new();
+    }
+    let found: Vec<String> = pgrx::Spi::connect(|client| {
+        let rows = client.select(
+            "SELECT p.proname::text || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')' \
+             FROM pg_catalog.pg_proc p \
+             WHERE p.proname OPERATOR(pg_catalog.=) $1::name AND p.prokind OPERATOR(pg_catalog.=) ANY (ARRAY['f', 'a', 'w']::\"char\"[]) \
+               AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE') \
+             ORDER BY 1 LIMIT 6",
+            None,
+            &[name.clone().into()],
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(s) = row.get::<String>(1)? {
+                out.push(s);
+            }
+        }
+        Ok::<_, pgrx::spi::SpiError>(out)
+    })
+    .unwrap_or_default();
+    if found.is_empty() {
+        vec![format!("No function named {name} exists.")]
+    } else {
+        vec![format!("Existing {name} functions: {}.", found.join(", "))]
+    }
 }
 
 /// The pointers of a `List` of nodes (empty for NIL).
@@ -36,17 +235,17 @@ unsafe fn list_ptrs(l: *mut pg_sys::List) -> Vec<*mut c_void> {
 }
 
 /// Checks the parse tree list.
-unsafe fn inspect(list: *mut pg_sys::List) -> Result<(), String> {
+unsafe fn inspect(list: *mut pg_sys::List) -> Result<(), Rejection> {
     let stmts = list_ptrs(list);
     match stmts.len() {
         0 => return Err("the answer contains no SQL statement".into()),
         1 => {}
-        n => return Err(format!("expected exactly one statement, found {n}")),
+        n => return Err(format!("expected exactly one statement, found {n}").into()),
     }
     let raw = stmts[0] as *mut pg_sys::RawStmt;
     let node = (*raw).stmt;
     if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_SelectStmt {
-        return Err(format!("only a query (SELECT, WITH ... SELECT, VALUES, TABLE) is allowed, not {}", statement_kind(node)));
+        return Err(format!("only a query (SELECT, WITH ... SELECT, VALUES, TABLE) is allowed, not {}", statement_kind(node)).into());
     }
     check_select(node as *mut pg_sys::SelectStmt)
 }
@@ -79,10 +278,10 @@ struct Walk {
 /// INTO and no locking clause, and no data-modifying statement may appear anywhere (e.g. in a
 /// WITH). The walk is PostgreSQL's own `raw_expression_tree_walker`, which knows every node a
 /// raw SELECT can contain.
-unsafe fn check_select(s: *mut pg_sys::SelectStmt) -> Result<(), String> {
+unsafe fn check_select(s: *mut pg_sys::SelectStmt) -> Result<(), Rejection> {
     let mut w = Walk { error: None };
     walk(s as *mut pg_sys::Node, &mut w as *mut Walk as *mut c_void);
-    w.error.map_or(Ok(()), Err)
+    w.error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Tree walker callback: records the first forbidden node and stops (returns true) there.
@@ -116,8 +315,9 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
 }
 
 /// `nl2sql_check(sql)`: NULL when `sql` passes the validation nl2sql() applies to generated
-/// statements (one read-only query), otherwise the reason. Parses only; never runs `sql`.
-#[pgrx::pg_extern(strict, stable, parallel_safe)]
+/// statements (one read-only query that resolves against the catalog, with the caller's
+/// privileges, and calls no function with side effects), otherwise the reason. Never runs `sql`.
+#[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
 fn nl2sql_check(sql: &str) -> Option<String> {
-    check_query(sql).err()
+    validate(sql).err().map(|r| r.message)
 }

@@ -1,0 +1,578 @@
+//! Catalog-aware repair feedback: when the server rejects a generated statement, what a DBA would
+//! look up next, in a few lines the model reads before it tries again.
+//!
+//! Given PostgreSQL's error (SQLSTATE, message, hint, plus facts the validator looked up in the
+//! catalog), the statement and the tables shown in the prompt, [`feedback`] adds:
+//! - undefined column (42703): the real columns of the table the alias stands for, which shown
+//!   tables do have the missing column, else the closest column names;
+//! - undefined table (42P01): the closest table names as the prompt writes them, or for a
+//!   "missing FROM-clause entry" the aliases the statement does declare;
+//! - undefined function (42883): the PostgreSQL way for functions of other dialects.
+//!
+//! Everything here is generic SQL knowledge: no rule names a table, column or value of any
+//! particular database.
+
+use super::engine::cap_chars;
+use super::ident::quote_ident;
+use super::render::Renderer;
+use super::schema::{SchemaInfo, Table};
+
+/// Most column names listed for one table (a wide table is cut, with a count of the rest).
+const MAX_LISTED_COLUMNS: usize = 40;
+/// Most "closest name" suggestions.
+const MAX_SUGGESTIONS: usize = 5;
+/// Longest feedback text, in characters (about 300 tokens): enough for a table's columns and a
+/// few suggestions, small enough to fit the repair reserve of the context.
+pub const MAX_FEEDBACK_CHARS: usize = 1200;
+
+/// Why the validator refused a statement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rejection {
+    /// The primary message (PostgreSQL's, or the validator's own reason).
+    pub message: String,
+    /// The five-character SQLSTATE, when the server raised the error.
+    pub sqlstate: Option<String>,
+    /// The server's hint, if any.
+    pub hint: Option<String>,
+    /// Facts the validator looked up in the catalog (e.g. a function's real signatures).
+    pub facts: Vec<String>,
+}
+
+impl From<String> for Rejection {
+    fn from(message: String) -> Rejection {
+        Rejection { message, ..Rejection::default() }
+    }
+}
+
+impl From<&str> for Rejection {
+    fn from(message: &str) -> Rejection {
+        Rejection::from(message.to_string())
+    }
+}
+
+/// SQLSTATEs the feedback knows how to explain.
+mod state {
+    pub const UNDEFINED_COLUMN: &str = "42703";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const UNDEFINED_FUNCTION: &str = "42883";
+}
+
+/// The catalog-aware lines for `rej` on `sql` over the `shown` tables (as `renderer` names them),
+/// joined by newlines and capped at [`MAX_FEEDBACK_CHARS`]; empty when there is nothing to add.
+pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
+    let renderer = Renderer::new(shown);
+    let froms = from_items(sql);
+    let mut lines: Vec<String> = Vec::new();
+    match rej.sqlstate.as_deref() {
+        Some(state::UNDEFINED_COLUMN) => {
+            if let Some((qualifier, column)) = undefined_column(&rej.message) {
+                column_lines(&mut lines, qualifier.as_deref(), &column, &froms, shown, &renderer);
+            }
+        }
+        Some(state::UNDEFINED_TABLE) => {
+            if let Some(q) = quoted_after(&rej.message, "missing FROM-clause entry for table ") {
+                missing_from_lines(&mut lines, &q, &froms, shown, &renderer);
+            } else if let Some(name) = quoted_after(&rej.message, "relation ") {
+                let base = name.rsplit('.').next().unwrap_or(&name).to_string();
+                let names: Vec<String> = shown.tables.iter().map(|t| renderer.table_name(&t.schema, &t.name)).collect();
+                let close = closest(&base, shown.tables.iter().map(|t| t.name.as_str()), &names);
+                if !close.is_empty() {
+                    lines.push(format!("There is no table {name}; the closest tables are: {}.", close.join(", ")));
+                }
+            }
+        }
+        Some(state::UNDEFINED_FUNCTION) => {
+            if let Some(f) = function_name(&rej.message) {
+                if let Some(advice) = dialect_advice(&f) {
+                    lines.push(format!("PostgreSQL has no {f}(): {advice}"));
+                }
+            }
+            if rej.message.starts_with("operator does not exist") {
+                lines.push(
+                    "Compare values of the same type: cast with ::type (e.g. col::text, col::date), and compare dates with ranges or date_trunc instead of LIKE."
+                        .to_string(),
+                );
+            }
+        }
+        _ => {}
+    }
+    lines.extend(rej.facts.iter().cloned());
+    cap_chars(&lines.join("\n"), MAX_FEEDBACK_CHARS)
+}
+
+/// One FROM/JOIN item of a statement: the table as written and the alias it gets (the table's
+/// own name when none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FromItem {
+    /// Lowercased (unless quoted) name parts, e.g. `["sales", "orders"]`.
+    pub table: Vec<String>,
+    /// The name the rest of the statement uses for it.
+    pub alias: String,
+}
+
+/// The table references of `sql`'s FROM and JOIN clauses (every level; sub-selects in
+/// parentheses are skipped as tables but their own FROM items are found), in order.
+pub fn from_items(sql: &str) -> Vec<FromItem> {
+    let toks = lex(sql);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let starts = matches!(&toks[i], Tok::Word(w) if w == "from" || w == "join")
+            || (matches!(&toks[i], Tok::Punct(',')) && in_from_list(&toks[..i]));
+        i += 1;
+        if !starts {
+            continue;
+        }
+        // A table name: ident ( . ident )*
+        let mut parts = Vec::new();
+        while let Some(Tok::Word(w) | Tok::Quoted(w)) = toks.get(i) {
+            if matches!(&toks[i], Tok::Word(_)) && is_clause_word(w) {
+                break;
+            }
+            parts.push(w.clone());
+            i += 1;
+            if matches!(toks.get(i), Some(Tok::Punct('.'))) {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        // Optional [AS] alias.
+        if matches!(toks.get(i), Some(Tok::Word(w)) if w == "as") {
+            i += 1;
+        }
+        let alias = match toks.get(i) {
+            Some(Tok::Quoted(a)) => {
+                i += 1;
+                a.clone()
+            }
+            Some(Tok::Word(a)) if !is_clause_word(a) => {
+                i += 1;
+                a.clone()
+            }
+            _ => parts.last().cloned().unwrap_or_default(),
+        };
+        out.push(FromItem { table: parts, alias });
+    }
+    out
+}
+
+/// True when a `,` at the end of `before` separates FROM items: the nearest clause keyword
+/// before it at the same parenthesis depth is FROM (or a JOIN's ON/USING).
+fn in_from_list(before: &[Tok]) -> bool {
+    let mut depth = 0i32;
+    for t in before.iter().rev() {
+        match t {
+            Tok::Punct(')') => depth += 1,
+            Tok::Punct('(') => {
+                if depth == 0 {
+                    return false;
+                }
+                depth -= 1;
+            }
+            Tok::Word(w) if depth == 0 && is_clause_word(w) => return w == "from" || w == "on" || w == "using" || w == "join",
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Words that end a table reference or start another clause (never an alias).
+fn is_clause_word(w: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "select", "from", "where", "group", "order", "having", "limit", "offset", "join", "inner", "left", "right", "full",
+        "cross", "outer", "natural", "on", "using", "union", "intersect", "except", "window", "lateral", "fetch", "for", "with",
+        "as", "and", "or", "not", "when", "then", "else", "end", "case", "returning", "values",
+    ];
+    WORDS.contains(&w)
+}
+
+/// A token of the light SQL lexer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    /// An unquoted word, lowercased (PostgreSQL folds it).
+    Word(String),
+    /// A double-quoted identifier, as written inside the quotes.
+    Quoted(String),
+    Punct(char),
+    /// A string or number literal, or an operator (contents irrelevant here).
+    Other,
+}
+
+/// Splits `sql` into words, quoted identifiers and punctuation; skips strings and comments.
+fn lex(sql: &str) -> Vec<Tok> {
+    let c: Vec<char> = sql.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '-' && c.get(i + 1) == Some(&'-') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && c.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i < c.len() && !(c[i] == '*' && c.get(i + 1) == Some(&'/')) {
+                i += 1;
+            }
+            i += 2;
+        } else if ch == '\'' {
+            i += 1;
+            while i < c.len() {
+                if c[i] == '\'' {
+                    if c.get(i + 1) == Some(&'\'') {
+                        i += 2;
+                        continue;
+                    }
+                    break;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push(Tok::Other);
+        } else if ch == '"' {
+            let mut s = String::new();
+            i += 1;
+            while i < c.len() {
+                if c[i] == '"' {
+                    if c.get(i + 1) == Some(&'"') {
+                        s.push('"');
+                        i += 2;
+                        continue;
+                    }
+                    break;
+                }
+                s.push(c[i]);
+                i += 1;
+            }
+            i += 1;
+            out.push(Tok::Quoted(s));
+        } else if ch.is_alphabetic() || ch == '_' {
+            let mut s = String::new();
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_' || c[i] == '$') {
+                s.push(c[i]);
+                i += 1;
+            }
+            out.push(Tok::Word(s.to_lowercase()));
+        } else if "(),.;".contains(ch) {
+            out.push(Tok::Punct(ch));
+            i += 1;
+        } else {
+            while i < c.len() && !(c[i].is_whitespace() || c[i].is_alphanumeric() || "(),.;'\"_".contains(c[i])) {
+                i += 1;
+            }
+            if i < c.len() && c[i].is_ascii_digit() {
+                while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '.') {
+                    i += 1;
+                }
+            }
+            out.push(Tok::Other);
+        }
+    }
+    out
+}
+
+/// `(qualifier, column)` of an undefined-column message: `column "x" does not exist`,
+/// `column t.x does not exist`, `column "x" of relation "t" does not exist`.
+fn undefined_column(message: &str) -> Option<(Option<String>, String)> {
+    let rest = message.strip_prefix("column ")?;
+    let end = rest.find(" does not exist")?;
+    let subject = &rest[..end];
+    if let Some((col, rel)) = subject.split_once(" of relation ") {
+        return Some((Some(unquote(rel)), unquote(col)));
+    }
+    match split_qualified(subject) {
+        (Some(q), c) => Some((Some(q), c)),
+        (None, c) => Some((None, c)),
+    }
+}
+
+/// `a.b` -> (Some(a), b); `"x"` -> (None, x). Quotes removed.
+fn split_qualified(s: &str) -> (Option<String>, String) {
+    let s = s.trim();
+    if s.starts_with('"') && s.ends_with('"') && s.len() >= 2 && !s[1..s.len() - 1].contains("\".") {
+        return (None, unquote(s));
+    }
+    match s.rsplit_once('.') {
+        Some((q, c)) => (Some(unquote(q.rsplit('.').next().unwrap_or(q))), unquote(c)),
+        None => (None, unquote(s)),
+    }
+}
+
+/// The text inside the first pair of double quotes after `prefix` in `message`.
+fn quoted_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = &message[message.find(prefix)? + prefix.len()..];
+    let rest = rest.strip_prefix('"')?;
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+/// `name` without surrounding double quotes.
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    if s.len() >= 2 && s.starts_with('"') && s.ends_with('"') {
+        s[1..s.len() - 1].replace("\"\"", "\"")
+    } else {
+        s.to_string()
+    }
+}
+
+/// The function name of `function f(args) does not exist` (schema prefix removed, lowercased).
+fn function_name(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("function ")?;
+    let name = &rest[..rest.find('(')?];
+    Some(unquote(name.rsplit('.').next().unwrap_or(name)).to_lowercase())
+}
+
+/// The table of `shown` a FROM item refers to (schema-qualified or not; case as PostgreSQL folds).
+fn resolve<'a>(item: &FromItem, shown: &'a SchemaInfo) -> Option<&'a Table> {
+    let name = item.table.last()?;
+    let schema = (item.table.len() >= 2).then(|| &item.table[item.table.len() - 2]);
+    shown
+        .tables
+        .iter()
+        .filter(|t| &t.name == name || t.name.to_lowercase() == *name)
+        .find(|t| schema.is_none_or(|s| &t.schema == s || t.schema.to_lowercase() == *s))
+}
+
+/// The table `qualifier` stands for in the statement: an alias, or a table's own name.
+fn table_for<'a>(qualifier: &str, froms: &[FromItem], shown: &'a SchemaInfo) -> Option<&'a Table> {
+    let q = qualifier.to_lowercase();
+    froms
+        .iter()
+        .find(|f| f.alias == qualifier || f.alias == q)
+        .and_then(|f| resolve(f, shown))
+        .or_else(|| shown.tables.iter().find(|t| t.name == qualifier || t.name.to_lowercase() == q))
+}
+
+/// Lines for an undefined column `column` (qualified by `qualifier` when given).
+fn column_lines(lines: &mut Vec<String>, qualifier: Option<&str>, column: &str, froms: &[FromItem], shown: &SchemaInfo, renderer: &Renderer) {
+    let target = qualifier.and_then(|q| table_for(q, froms, shown));
+    if let (Some(q), Some(t)) = (qualifier, target) {
+        let name = renderer.table_name(&t.schema, &t.name);
+        let what = if q.eq_ignore_ascii_case(&t.name) { name.clone() } else { format!("{q} is {name}; it") };
+        lines.push(format!("{what} has only these columns: {}.", column_list(t)));
+    } else if qualifier.is_none() && !froms.is_empty() {
+        // Unqualified: the columns of every table in FROM.
+        for f in froms {
+            if let Some(t) = resolve(f, shown) {
+                lines.push(format!("{} ({}) has columns: {}.", renderer.table_name(&t.schema, &t.name), f.alias, column_list(t)));
+            }
+        }
+    }
+    let col = column.to_lowercase();
+    let having: Vec<String> = shown
+        .tables
+        .iter()
+        .filter(|t| t.columns.iter().any(|c| c.name == column || c.name.to_lowercase() == col))
+        .map(|t| renderer.table_name(&t.schema, &t.name))
+        .collect();
+    if !having.is_empty() {
+        lines.push(format!("The column {} is in: {} (join that table, or use its alias).", quote_ident(column), having.join(", ")));
+        return;
+    }
+    let mut labels = Vec::new();
+    let mut names = Vec::new();
+    for t in &shown.tables {
+        for c in &t.columns {
+            names.push(c.name.as_str());
+            labels.push(format!("{}.{}", renderer.table_name(&t.schema, &t.name), quote_ident(&c.name)));
+        }
+    }
+    let close = closest(column, names.into_iter(), &labels);
+    if !close.is_empty() {
+        lines.push(format!("No table has a column {}; the closest columns are: {}.", quote_ident(column), close.join(", ")));
+    }
+}
+
+/// Lines for `missing FROM-clause entry for table "q"`.
+fn missing_from_lines(lines: &mut Vec<String>, q: &str, froms: &[FromItem], shown: &SchemaInfo, renderer: &Renderer) {
+    if let Some(t) = shown.tables.iter().find(|t| t.name == q || t.name.to_lowercase() == q.to_lowercase()) {
+        lines.push(format!("{q} is used but not in FROM: join {} (columns: {}).", renderer.table_name(&t.schema, &t.name), column_list(t)));
+    } else {
+        let declared: Vec<String> = froms.iter().map(|f| format!("{} ({})", f.alias, f.table.join("."))).collect();
+        if declared.is_empty() {
+            lines.push(format!("{q} is not declared in FROM."));
+        } else {
+            lines.push(format!("{q} is not declared in FROM; the statement declares: {}.", declared.join(", ")));
+        }
+    }
+}
+
+/// `a, b, c` of a table's column names (with types), cut at [`MAX_LISTED_COLUMNS`].
+fn column_list(t: &Table) -> String {
+    let mut s: Vec<String> = t.columns.iter().take(MAX_LISTED_COLUMNS).map(|c| format!("{} {}", quote_ident(&c.name), c.data_type)).collect();
+    if t.columns.len() > MAX_LISTED_COLUMNS {
+        s.push(format!("... {} more", t.columns.len() - MAX_LISTED_COLUMNS));
+    }
+    s.join(", ")
+}
+
+/// The `labels` of the `names` closest to `word` (at most [`MAX_SUGGESTIONS`], best first,
+/// only reasonably close ones).
+fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>, labels: &[String]) -> Vec<String> {
+    let w = word.to_lowercase();
+    let mut scored: Vec<(f64, usize)> = names.enumerate().map(|(i, n)| (similarity(&w, &n.to_lowercase()), i)).filter(|&(s, _)| s >= 0.5).collect();
+    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
+    let mut out: Vec<String> = Vec::new();
+    for (_, i) in scored {
+        if !out.contains(&labels[i]) {
+            out.push(labels[i].clone());
+        }
+        if out.len() == MAX_SUGGESTIONS {
+            break;
+        }
+    }
+    out
+}
+
+/// 0..1 similarity of two lowercase names: 1 - edit distance / longer length, raised to 0.8
+/// when one contains the other (`cust_id` vs `customer_id` style abbreviations score on edit
+/// distance; `id` vs `customer_id` on containment).
+fn similarity(a: &str, b: &str) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let d = levenshtein(a, b) as f64;
+    let longer = a.chars().count().max(b.chars().count()) as f64;
+    let s = 1.0 - d / longer;
+    if a.len() >= 3 && b.len() >= 3 && (a.contains(b) || b.contains(a)) {
+        s.max(0.8)
+    } else {
+        s
+    }
+}
+
+/// Edit distance (insertions, deletions, substitutions) between `a` and `b`.
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// How PostgreSQL does what a function of another SQL dialect does (generic dialect knowledge).
+fn dialect_advice(f: &str) -> Option<&'static str> {
+    Some(match f {
+        "datediff" | "date_diff" | "timestampdiff" => {
+            "subtract instead: date2 - date1 gives days for dates; for timestamps use EXTRACT(EPOCH FROM (t2 - t1)) / 86400, or AGE(t2, t1)."
+        }
+        "dateadd" | "date_add" | "adddate" | "date_sub" | "subdate" | "timestampadd" => "add or subtract an interval: ts + INTERVAL '7 days', CURRENT_DATE - INTERVAL '1 month'.",
+        "datepart" | "date_part" | "year" | "month" | "day" | "week" | "quarter" | "dayofweek" | "weekday" | "hour" => {
+            "use EXTRACT(YEAR FROM ts) (or MONTH, DAY, DOW, QUARTER) on a date or timestamp; for unix-epoch numbers use EXTRACT(YEAR FROM TO_TIMESTAMP(n))."
+        }
+        "getdate" | "sysdate" | "curdate" | "today" | "current_date" => "use CURRENT_DATE or NOW().",
+        "ifnull" | "isnull" | "nvl" => "use COALESCE(a, b).",
+        "iif" | "if" => "use CASE WHEN cond THEN a ELSE b END.",
+        "len" | "char_length_b" => "use LENGTH(s).",
+        "charindex" | "instr" | "locate" => "use POSITION(sub IN s) or STRPOS(s, sub).",
+        "strftime" | "date_format" | "format_date" => "use TO_CHAR(ts, 'YYYY-MM-DD') to format, DATE_TRUNC('month', ts) to round.",
+        "str_to_date" | "parse_date" => "use TO_DATE(s, 'YYYY-MM-DD') or TO_TIMESTAMP(s, 'YYYY-MM-DD HH24:MI:SS').",
+        "unix_timestamp" => "use EXTRACT(EPOCH FROM ts).",
+        "from_unixtime" | "datetime" => "use TO_TIMESTAMP(n) for unix-epoch seconds.",
+        "group_concat" | "listagg" => "use STRING_AGG(expr, ', ').",
+        "substring_index" => "use SPLIT_PART(s, delimiter, n).",
+        "julianday" => "subtract dates directly, or use EXTRACT(EPOCH FROM ts) / 86400.",
+        "to_days" => "subtract dates directly (date2 - date1 is a number of days).",
+        "extract" => "EXTRACT(field FROM x) needs a date, timestamp or interval: for unix-epoch numbers use EXTRACT(field FROM TO_TIMESTAMP(n)); for text use x::date.",
+        "date_trunc" => "DATE_TRUNC('month', x) needs a timestamp or date: cast text with x::timestamp, epoch numbers with TO_TIMESTAMP(n).",
+        "round" => "ROUND(x, n) needs numeric: write ROUND(x::numeric, n).",
+        _ => return None,
+    })
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nl2sql::schema::{Table, TableKind};
+
+    fn shop() -> SchemaInfo {
+        let customers = Table::new("public", "customers", TableKind::Table).column("id", "integer", false).column("name", "text", true);
+        let orders = Table::new("public", "orders", TableKind::Table)
+            .column("id", "integer", false)
+            .column("customer_id", "integer", true)
+            .column("total_price", "numeric", true);
+        let events = Table::new("audit", "events", TableKind::Table).column("id", "integer", false).column("happened_at", "timestamp", true);
+        let mut s = SchemaInfo::new(vec![customers, orders, events], Some("public"));
+        s.normalize();
+        s
+    }
+
+    fn rej(state: &str, message: &str) -> Rejection {
+        Rejection { message: message.into(), sqlstate: Some(state.into()), ..Rejection::default() }
+    }
+
+    #[test]
+    fn from_items_with_aliases() {
+        let f = from_items("SELECT c.name FROM customers AS c JOIN public.orders o ON o.customer_id = c.id, audit.events WHERE x IN (SELECT 1 FROM \"Orders\" z)");
+        let got: Vec<(String, String)> = f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
+        assert_eq!(
+            got,
+            [("customers".into(), "c".into()), ("public.orders".into(), "o".into()), ("audit.events".into(), "events".into()), ("Orders".into(), "z".into())]
+        );
+        // Sub-selects in FROM are not tables; keywords are not aliases.
+        let f = from_items("SELECT * FROM (SELECT id FROM orders) s JOIN customers WHERE 1 = 1 GROUP BY 1");
+        let got: Vec<(String, String)> = f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
+        assert_eq!(got, [("orders".into(), "orders".into()), ("customers".into(), "customers".into())]);
+    }
+
+    #[test]
+    fn column_on_the_wrong_alias() {
+        let sql = "SELECT c.total_price FROM customers c JOIN orders o ON o.customer_id = c.id";
+        let text = feedback(&rej("42703", "column c.total_price does not exist"), sql, &shop());
+        assert!(text.contains("c is customers; it has only these columns: id integer, name text."), "{text}");
+        assert!(text.contains("The column total_price is in: orders"), "{text}");
+    }
+
+    #[test]
+    fn unknown_column_gets_close_names() {
+        let sql = "SELECT o.cust_id FROM orders o";
+        let text = feedback(&rej("42703", "column o.cust_id does not exist"), sql, &shop());
+        assert!(text.contains("o is orders; it has only these columns"), "{text}");
+        assert!(text.contains("closest columns are: orders.customer_id"), "{text}");
+        // Unqualified, quoted form.
+        let text = feedback(&rej("42703", "column \"happend_at\" does not exist"), "SELECT happend_at FROM audit.events", &shop());
+        assert!(text.contains("audit.events (events) has columns: id integer, happened_at timestamp."), "{text}");
+        assert!(text.contains("audit.events.happened_at"), "{text}");
+    }
+
+    #[test]
+    fn tables_and_from_entries() {
+        let text = feedback(&rej("42P01", "relation \"event\" does not exist"), "SELECT * FROM event", &shop());
+        assert!(text.contains("closest tables are: audit.events"), "{text}");
+        let text = feedback(&rej("42P01", "missing FROM-clause entry for table \"orders\""), "SELECT orders.id FROM customers c", &shop());
+        assert!(text.contains("orders is used but not in FROM: join orders (columns: id integer"), "{text}");
+        let text = feedback(&rej("42P01", "missing FROM-clause entry for table \"x\""), "SELECT x.id FROM customers c", &shop());
+        assert!(text.contains("the statement declares: c (customers)"), "{text}");
+    }
+
+    #[test]
+    fn functions_of_other_dialects() {
+        let text = feedback(&rej("42883", "function datediff(unknown, date, date) does not exist"), "SELECT 1", &shop());
+        assert!(text.starts_with("PostgreSQL has no datediff(): subtract instead"), "{text}");
+        let r = Rejection { facts: vec!["extract(text, date) exists".into()], ..rej("42883", "function pg_catalog.extract(unknown, bigint) does not exist") };
+        let text = feedback(&r, "SELECT 1", &shop());
+        assert!(text.contains("TO_TIMESTAMP(n)") && text.ends_with("extract(text, date) exists"), "{text}");
+        let text = feedback(&rej("42883", "operator does not exist: date ~~ unknown"), "SELECT 1", &shop());
+        assert!(text.contains("cast with ::type"), "{text}");
+        assert_eq!(feedback(&rej("42601", "syntax error at or near \"x\""), "SELECT 1", &shop()), "");
+    }
+
+    #[test]
+    fn similarity_is_sane() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert!(similarity("cust_id", "customer_id") >= 0.5);
+        assert!(similarity("price", "customer_id") < 0.5);
+    }
+}
