@@ -35,7 +35,9 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
             (list, first, true)
         }
         None => {
-            let path: Vec<String> = Spi::get_one::<Vec<String>>("SELECT pg_catalog.current_schemas(false)::text[]")
+            // Through the read-only SPI path (`select`): `Spi::get_one` takes the read-write
+            // path, which assigns a transaction id (and fails on a hot standby).
+            let path: Vec<String> = Spi::connect(|c| c.select("SELECT pg_catalog.current_schemas(false)::text[]", Some(1), &[])?.first().get_one::<Vec<String>>())
                 .ok()
                 .flatten()
                 .unwrap_or_default();

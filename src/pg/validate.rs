@@ -134,7 +134,10 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
     };
     let query = pg_sys::parse_analyze_fixedparams(*raw as *mut pg_sys::RawStmt, sql.as_ptr(), std::ptr::null(), 0, std::ptr::null_mut());
     let mut w = QueryWalk { functions: Vec::new() };
-    query_walk(query as *mut pg_sys::Node, &mut w as *mut QueryWalk as *mut c_void);
+    // The top query's privileges here, the rest through PostgreSQL's walker (which calls the
+    // guarded callback, so an ERROR inside it comes back through this FFI call, to the catch).
+    pg_sys::ExecCheckRTPerms((*query).rtable, true);
+    pg_sys::query_tree_walker(query, Some(query_walk), &mut w as *mut QueryWalk as *mut c_void, 0);
     for oid in w.functions {
         if let Some(reason) = side_effect(oid) {
             return Err(Rejection { message: reason, sqlstate: Some("42501".into()), ..Rejection::default() });
@@ -165,9 +168,10 @@ struct QueryWalk {
     functions: Vec<pg_sys::Oid>,
 }
 
-/// Walks an analysed statement: on each (sub)query, checks the caller's privileges on its range
-/// table (raising the server's "permission denied" error); on each expression node, collects
-/// the functions it calls.
+/// Walks an analysed statement (called by PostgreSQL's walkers only, never directly: an ERROR
+/// raised here must unwind through a C frame): on each sub-query, checks the caller's
+/// privileges on its range table (raising the server's "permission denied" error); on each
+/// expression node, collects the functions it calls.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn query_walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
@@ -317,7 +321,12 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
 /// `nl2sql_check(sql)`: NULL when `sql` passes the validation nl2sql() applies to generated
 /// statements (one read-only query that resolves against the catalog, with the caller's
 /// privileges, and calls no function with side effects), otherwise the reason. Never runs `sql`.
+/// The reason comes with the catalog facts nl2sql()'s repair round would show the model (the
+/// real columns of the table an alias stands for, the tables that have a missing column, the
+/// closest names), over the tables the caller may see on the search path.
 #[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
 fn nl2sql_check(sql: &str) -> Option<String> {
-    validate(sql).err().map(|r| r.message)
+    let r = validate(sql).err()?;
+    let facts = crate::nl2sql::repair::feedback(&r, sql, &super::catalog::read_schema(None));
+    Some(if facts.is_empty() { r.message } else { format!("{}\n{facts}", r.message) })
 }

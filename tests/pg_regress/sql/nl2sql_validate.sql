@@ -2,6 +2,9 @@
 -- exactly one query; no INTO, no row locks and no data-modifying statement anywhere in it
 -- (sub-links, CTEs, set operations, FROM sub-selects, LATERAL, ORDER BY, ...).
 CREATE EXTENSION turboinfer;
+-- The tables the statements name (validation also resolves every name against the catalog).
+CREATE TABLE t (id integer, a integer);
+CREATE TABLE u (id integer);
 SELECT q, nl2sql_check(q) AS verdict FROM (VALUES
   ('SELECT 1'),
   ('VALUES (1), (2)'),
@@ -37,4 +40,5 @@ SELECT q, nl2sql_check(q) AS verdict FROM (VALUES
   ('SELEC 1'),
   ('')
 ) v(q);
+DROP TABLE t, u;
 DROP EXTENSION turboinfer;
