@@ -1,6 +1,6 @@
 //! The nl2sql engine: plan the prompt (render, trim, fingerprint), reuse or compute the schema
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
-//! the caller's validator, and repair once with the validator's message when it fails.
+//! the caller's validator, and repair with the validator's message and catalog facts when it fails.
 
 use super::draft::{focus_tokens, Drafter};
 use super::constrain::Constrainer;
@@ -543,9 +543,10 @@ impl Engine {
     }
 
     /// Answers `question` over `schema`: one generation, validated with `validate` (which returns
-    /// the reason a statement is not acceptable), and at most one repair round. A statement that
-    /// is still rejected is reported in [`Outcome::error`] ([`Outcome::into_result`] turns that
-    /// into [`Nl2SqlError::InvalidSql`]).
+    /// why a statement is not acceptable), and at most `opts.repair_rounds` repair rounds, each
+    /// showing the rejected SQL, the server's error and the catalog facts of [`repair::feedback`].
+    /// A statement that is still rejected is reported in [`Outcome::error`]
+    /// ([`Outcome::into_result`] turns that into [`Nl2SqlError::InvalidSql`]).
     /// `on_progress` runs before every forward pass; returning `false` cancels the call.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
