@@ -180,6 +180,9 @@ fn is_keyword(w: &str) -> bool {
 pub struct Names {
     /// Per table: (schema, name, columns).
     tables: Vec<(String, String, Vec<String>)>,
+    /// Aliases known before the text declares them (from an earlier draft of the same answer):
+    /// lookup key -> table index. `alias.` then offers only that table's columns.
+    hints: HashMap<String, usize>,
 }
 
 /// The tracker's state after a prefix of the text.
@@ -214,7 +217,22 @@ impl Names {
     /// The names of every table of `schema` (the tables shown in the prompt).
     pub fn new(schema: &SchemaInfo) -> Names {
         let fold = |s: &str| s.to_string();
-        Names { tables: schema.tables.iter().map(|t| (fold(&t.schema), fold(&t.name), t.columns.iter().map(|c| fold(&c.name)).collect())).collect() }
+        Names {
+            tables: schema.tables.iter().map(|t| (fold(&t.schema), fold(&t.name), t.columns.iter().map(|c| fold(&c.name)).collect())).collect(),
+            hints: HashMap::new(),
+        }
+    }
+
+    /// Adds alias hints: `(alias as written, unquoted?, table index of the schema)`. A hinted
+    /// alias used before its declaration (`SELECT o.x ... FROM orders o`) offers only its
+    /// table's columns instead of every visible column.
+    pub fn with_hints(mut self, hints: impl IntoIterator<Item = (String, bool, usize)>) -> Names {
+        for (alias, quoted, i) in hints {
+            if i < self.tables.len() {
+                self.hints.insert(key(&alias, quoted), i);
+            }
+        }
+        self
     }
 
     /// Whether `name` (lowercased when unquoted) equals `real` under SQL identifier rules.
@@ -450,6 +468,7 @@ impl<'n> State<'n> {
                                     Slot::Table(real)
                                 }
                                 Some(Target::Schema) => Slot::Free,
+                                None if self.names.hints.contains_key(&w) => Slot::ColumnOf(self.names.hints[&w]),
                                 None if w.chars().count() <= MAX_FORWARD_ALIAS => {
                                     self.forward_of = Some(w.clone());
                                     Slot::AnyColumn
@@ -570,12 +589,39 @@ pub struct Pick {
 pub struct Constrainer {
     names: Names,
     top_k: usize,
+    /// A rejected statement and the byte offset of its error: a continuation that would write
+    /// that statement again past the offset is refused (see [`Constrainer::with_ban`]).
+    ban: Option<(String, usize)>,
 }
 
 impl Constrainer {
     /// A constrainer over the tables of `schema`.
     pub fn new(schema: &SchemaInfo) -> Constrainer {
-        Constrainer { names: Names::new(schema), top_k: TOP_K }
+        Constrainer { names: Names::new(schema), top_k: TOP_K, ban: None }
+    }
+
+    /// A constrainer over the tables of `schema` that knows the aliases of an earlier draft
+    /// (see [`Names::with_hints`]).
+    pub fn with_hints(schema: &SchemaInfo, hints: impl IntoIterator<Item = (String, bool, usize)>) -> Constrainer {
+        Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, ban: None }
+    }
+
+    /// Refuses to write `rejected` again through byte `offset` (where the server located its
+    /// error): while the answer's SQL is a prefix of `rejected`, a token that would carry it past
+    /// `offset` still equal to `rejected` is not taken, so a repair must differ at the error.
+    pub fn with_ban(mut self, rejected: &str, offset: usize) -> Constrainer {
+        self.ban = Some((rejected.trim().to_string(), offset));
+        self
+    }
+
+    /// True when `piece` after `text` would repeat the banned statement past its error offset.
+    fn banned(&self, text: &str, piece: &str) -> bool {
+        let Some((rejected, offset)) = &self.ban else { return false };
+        let Some((_, before)) = sql_part(text) else { return false };
+        let full = format!("{text}{piece}");
+        let Some((_, after)) = sql_part(&full) else { return false };
+        let (before, after) = (before.trim_start(), after.trim_start());
+        before.len() <= *offset && after.len() > *offset && rejected.starts_with(after)
     }
 
     /// The schema names used.
@@ -588,9 +634,14 @@ impl Constrainer {
     pub fn choose(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>) -> Pick {
         let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
         let best = crate::sampler::argmax(logits) as usize;
+        // End of generation is always acceptable; other special tokens never are (they are no SQL).
         let accept = |j: usize| {
             let id = id_of(j);
-            tok.is_special(id) || self.names.check(text, &String::from_utf8_lossy(tok.piece(id)))
+            if tok.is_special(id) {
+                return tok.is_eog(id);
+            }
+            let piece = String::from_utf8_lossy(tok.piece(id));
+            self.names.check(text, &piece) && !self.banned(text, &piece)
         };
         if accept(best) {
             return Pick { id: id_of(best), changed: false };
@@ -664,6 +715,35 @@ mod tests {
         // Quoted column of another schema's table.
         assert!(n.check("SELECT i.\"", "Total\""));
         assert!(!n.check("SELECT i.\"", "total\""));
+    }
+
+    #[test]
+    fn ban_forces_a_different_token_at_the_error() {
+        let schema = SchemaInfo::new(vec![Table::new("public", "t", TableKind::Table).column("a", "integer", false)], Some("public"));
+        let c = Constrainer::new(&schema).with_ban("SELECT a FROM t WHERE a >= 'x'", 24);
+        // Before the offset: free to repeat; across it while equal: refused; different: fine.
+        assert!(!c.banned("```sql\nSELECT a FROM t", " WHERE"));
+        assert!(c.banned("```sql\nSELECT a FROM t WHERE a", " >="));
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE a", "::"));
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE b", " >="), "already different");
+        assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE a", " >="));
+    }
+
+    #[test]
+    fn hinted_aliases_offer_only_their_table() {
+        // An earlier draft said `u` is users (table 2 after normalization order: orders, users, invoices).
+        let n = names();
+        let users = n.tables.iter().position(|t| t.1 == "users").unwrap();
+        let h = names().with_hints([("u".to_string(), true, users)]);
+        assert!(n.check("SELECT u.", "status"), "unhinted: any visible column");
+        assert!(!h.check("SELECT u.", "status"), "hinted: users has no status");
+        assert!(h.check("SELECT u.", "full_name"));
+        // Long hinted aliases too (unhinted ones longer than MAX_FORWARD_ALIAS are not checked).
+        let h = names().with_hints([("buyers".to_string(), true, users)]);
+        assert!(!h.check("SELECT buyers.", "status"));
+        assert!(n.check("SELECT buyers.", "status"));
+        // Once declared in the text, the declaration wins.
+        assert!(h.check("SELECT o.status FROM orders o WHERE o.", "status"));
     }
 
     #[test]

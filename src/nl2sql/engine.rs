@@ -562,7 +562,9 @@ impl Engine {
         let t0 = Instant::now();
         let question = Engine::clean_question(question)?;
         let plan = self.plan(schema, &question, opts)?;
-        let shaping = self.shaping(schema, &plan, &question, opts)?;
+        // The tables the prompt shows (constraints, repair facts), normalized once.
+        let shown = shown_schema(schema, &plan.shown);
+        let mut shaping = self.shaping(&shown, &plan, &question, opts)?;
         let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
         let capacity = self.context_capacity(opts);
 
@@ -614,11 +616,11 @@ impl Engine {
         // The drafter lives next to the prefix it was built for.
         if speculate && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
             let t = Instant::now();
-            cache.drafter = Some(Drafter::for_schema(&self.tok, &shown_schema(schema, &plan.shown), plan.fingerprint)?);
+            cache.drafter = Some(Drafter::for_schema(&self.tok, &shown, plan.fingerprint)?);
             timings.prompt_ms += ms_since(t);
         }
         let focus = match (&cache.drafter, speculate) {
-            (Some(_), true) => focus_tokens(&self.tok, &shown_schema(schema, &plan.shown), &question, &plan.question_ids)?,
+            (Some(_), true) => focus_tokens(&self.tok, &shown, &question, &plan.question_ids)?,
             _ => Vec::new(),
         };
         let drafter = if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
@@ -647,9 +649,10 @@ impl Engine {
             };
             timings.validate_ms += ms_since(t3);
             let rejection = verdict.err();
+            let rejection_offset = rejection.as_ref().and_then(|r| repair::error_offset(r, &sql));
             let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
             let feedback = match &rejection {
-                Some(r) => repair::feedback(r, &sql, &shown_schema(schema, &plan.shown)),
+                Some(r) => repair::feedback(r, &sql, &shown),
                 None => String::new(),
             };
             attempts.push(Attempt {
@@ -663,7 +666,9 @@ impl Engine {
                 feedback: feedback.clone(),
                 spec: stats,
             });
-            let done = error.is_none() || attempts.len() > opts.repair_rounds;
+            // A repair that repeats an earlier rejected statement will not do better next round.
+            let repeated = attempts.iter().filter(|a| a.sql == sql).count() > 1;
+            let done = error.is_none() || attempts.len() > opts.repair_rounds || repeated;
             let repair_fits = error.is_some() && {
                 kv.truncate(n_question_end);
                 kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS).is_ok()
@@ -689,7 +694,7 @@ impl Engine {
                     draft_tokens: spec.draft_tokens,
                     accepted_tokens: spec.accepted_tokens,
                     active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
-                    schema_constraints: shaping.constrainer.is_some(),
+                    schema_constraints: opts.schema_constraints,
                     constrained_tokens: shaping.changed.get(),
                 });
             }
@@ -697,6 +702,16 @@ impl Engine {
             // Repair round: the rejected answer, the server's message and the catalog facts as a
             // new turn (each round starts again right after the question).
             let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
+            // Repair answers are always decoded with identifiers kept inside the schema, the
+            // rejected draft's aliases standing for its tables from the first use on: a repair
+            // cannot name the missing column again.
+            // Where the error can be located, the repair must also differ from the rejected
+            // statement there (a small model otherwise tends to write its last answer again).
+            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown));
+            if let Some(offset) = rejection_offset {
+                c = c.with_ban(&sql, offset);
+            }
+            shaping.constrainer = Some(c);
             kv.check_room(repair_ids.len() + 1)?;
             let t4 = Instant::now();
             context.truncate(n_question_end);
@@ -850,9 +865,8 @@ impl Shaping {
 
 impl Engine {
     /// The active vocabulary and constrainer `opts` ask for, over the tables `plan` shows.
-    fn shaping(&self, schema: &SchemaInfo, plan: &Plan, question: &str, opts: &Options) -> Result<Shaping, Nl2SqlError> {
-        let mut shown = schema.clone();
-        shown.tables.retain(|t| plan.shown.contains(&t.qualified_name()));
+    /// `shown` holds the tables of the prompt.
+    fn shaping(&self, shown: &SchemaInfo, plan: &Plan, question: &str, opts: &Options) -> Result<Shaping, Nl2SqlError> {
         let vocab = if opts.vocab_pruning {
             let base = match self.vocab_base.get() {
                 Some(b) => b,
@@ -862,11 +876,11 @@ impl Engine {
                 }
             };
             let prompt: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
-            Some(ActiveVocab::build(base, &self.tok, &shown, &prompt, question)?)
+            Some(ActiveVocab::build(base, &self.tok, shown, &prompt, question)?)
         } else {
             None
         };
-        let constrainer = opts.schema_constraints.then(|| Constrainer::new(&shown));
+        let constrainer = opts.schema_constraints.then(|| Constrainer::new(shown));
         Ok(Shaping { vocab, constrainer, changed: std::cell::Cell::new(0) })
     }
 }

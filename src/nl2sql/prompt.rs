@@ -102,7 +102,7 @@ pub fn prefix(ddl: &str) -> Segments {
 /// table for a column, DATEDIFF, EXTRACT on epoch integers, integer division in ratios).
 pub const DIALECT_NOTES: &str = "### Notes\n\
 - Use only the tables and columns listed above; qualify each column with its table name or alias, and join a table before using its columns.\n\
-- PostgreSQL has no DATEDIFF or DATEADD: subtract dates (date2 - date1 is days) and add intervals (ts - INTERVAL '1 month'); use DATE_TRUNC('month', ts) and EXTRACT(YEAR FROM ts) on date or timestamp values, and TO_TIMESTAMP(n) for unix-epoch seconds.\n\
+- PostgreSQL has no DATEDIFF or DATEADD: subtract dates (the difference of two dates is days) and add intervals (CURRENT_DATE - INTERVAL '1 month'); DATE_TRUNC and EXTRACT work on date and timestamp columns (cast text dates with ::date), and TO_TIMESTAMP converts unix-epoch seconds.\n\
 - For ratios and percentages cast to numeric (x::numeric / NULLIF(y, 0)), since integer division truncates.\n";
 
 /// The schema-dependent prefix nl2sql uses: as [`prefix`], with [`DIALECT_NOTES`] after the DDL.

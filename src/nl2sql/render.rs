@@ -167,6 +167,21 @@ CREATE TABLE users (id integer PRIMARY KEY, name text NOT NULL, email text);
     }
 
     #[test]
+    fn value_notes_join_the_comment_line() {
+        let mut t = Table::new("public", "orders", TableKind::Table).column("status", "text", true).column("id", "integer", false);
+        t.columns[0].comment = Some("order state".into());
+        t.columns[0].stats = Some(crate::nl2sql::ColumnStats { distinct: Some(2), common: vec!["paid".into(), "it's\nnew".into()], bounds: vec![] });
+        t.columns[1].stats = Some(crate::nl2sql::ColumnStats { distinct: Some(2), common: vec!["1".into(), "2".into()], bounds: vec![] });
+        let out = render_schema(&SchemaInfo::new(vec![t.clone()], Some("public")));
+        // A value with a line break is not listed (and so no list at all): the comment alone.
+        assert_eq!(out.lines().next(), Some("-- orders.status: order state"), "{out}");
+        t.columns[0].stats = Some(crate::nl2sql::ColumnStats { distinct: Some(2), common: vec!["paid".into(), "it's".into()], bounds: vec![] });
+        let out = render_schema(&SchemaInfo::new(vec![t], Some("public")));
+        assert_eq!(out.lines().next(), Some("-- orders.status: order state; values: 'paid', 'it''s'"), "{out}");
+        assert_eq!(out.lines().count(), 2, "no note for integer ids: {out}");
+    }
+
+    #[test]
     fn rendering_ignores_catalog_order() {
         let a = sample();
         let mut b = sample();

@@ -55,6 +55,9 @@ mod state {
     pub const UNDEFINED_COLUMN: &str = "42703";
     pub const UNDEFINED_TABLE: &str = "42P01";
     pub const UNDEFINED_FUNCTION: &str = "42883";
+    pub const DUPLICATE_ALIAS: &str = "42712";
+    pub const GROUPING_ERROR: &str = "42803";
+    pub const SYNTAX_ERROR: &str = "42601";
 }
 
 /// The catalog-aware lines for `rej` on `sql` over the `shown` tables (as `renderer` names them),
@@ -94,10 +97,103 @@ pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
                 );
             }
         }
+        Some(state::DUPLICATE_ALIAS) => {
+            lines.push("Give every table in FROM and JOIN its own alias, and qualify each column with the alias of the table that has it.".to_string());
+        }
         _ => {}
     }
     lines.extend(rej.facts.iter().cloned());
     cap_chars(&lines.join("\n"), MAX_FEEDBACK_CHARS)
+}
+
+/// The byte offset in `sql` where the error of `rej` lies, when it can be located from the
+/// message alone (PostgreSQL reports a position, but not through the error data the validator
+/// gets): the column after its qualifier, the function name, the operator, the repeated alias,
+/// the grouped-by column, the token a syntax error names. A repair is then made to differ there.
+pub fn error_offset(rej: &Rejection, sql: &str) -> Option<usize> {
+    let msg = rej.message.as_str();
+    match rej.sqlstate.as_deref()? {
+        state::UNDEFINED_COLUMN => {
+            let (q, c) = undefined_column(msg)?;
+            match q {
+                Some(q) => find_ci(sql, &format!("{q}.{c}")).map(|p| p + q.len() + 1).or_else(|| find_word(sql, &c)),
+                None => find_word(sql, &c),
+            }
+        }
+        state::UNDEFINED_TABLE => {
+            if let Some(q) = quoted_after(msg, "missing FROM-clause entry for table ") {
+                find_ci(sql, &format!("{q}."))
+            } else {
+                let name = quoted_after(msg, "relation ")?;
+                find_word(sql, name.rsplit('.').next().unwrap_or(&name))
+            }
+        }
+        state::UNDEFINED_FUNCTION => {
+            if let Some(f) = function_name(msg) {
+                return find_word(sql, &f);
+            }
+            let rest = msg.strip_prefix("operator does not exist: ")?;
+            let op = rest.split_whitespace().find(|w| !w.is_empty() && w.chars().all(|c| "+-*/<>=~!@#%^&|`?".contains(c)))?;
+            outside_quotes(sql, op)
+        }
+        state::DUPLICATE_ALIAS => {
+            let alias = quoted_after(msg, "table name ")?;
+            // Declarations are occurrences not followed by `.`; the second one is the repeat.
+            let mut decls = word_positions(sql, &alias).into_iter().filter(|&p| !sql[p + alias.len()..].trim_start().starts_with('.'));
+            decls.nth(1)
+        }
+        state::GROUPING_ERROR => {
+            let col = quoted_after(msg, "column ")?;
+            find_ci(sql, &col).or_else(|| find_word(sql, col.rsplit('.').next().unwrap_or(&col)))
+        }
+        state::SYNTAX_ERROR => {
+            let near = quoted_after(msg, "at or near ")?;
+            outside_quotes(sql, &near)
+        }
+        _ => None,
+    }
+}
+
+/// Byte offset of the first case-insensitive occurrence of `needle` in `hay`.
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    hay.to_lowercase().find(&needle.to_lowercase()).filter(|&p| hay.is_char_boundary(p))
+}
+
+/// Byte offsets of the case-insensitive occurrences of `word` as a whole word (not inside a
+/// longer identifier).
+fn word_positions(hay: &str, word: &str) -> Vec<usize> {
+    let lower = hay.to_lowercase();
+    let w = word.to_lowercase();
+    if w.is_empty() || lower.len() != hay.len() {
+        return Vec::new();
+    }
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    lower
+        .match_indices(&w)
+        .map(|(p, _)| p)
+        .filter(|&p| !ident(lower[..p].chars().next_back()) && !ident(lower[p + w.len()..].chars().next()))
+        .collect()
+}
+
+/// The first whole-word occurrence of `word`.
+fn find_word(hay: &str, word: &str) -> Option<usize> {
+    word_positions(hay, word).into_iter().next()
+}
+
+/// The first occurrence of `needle` outside string literals.
+fn outside_quotes(hay: &str, needle: &str) -> Option<usize> {
+    let mut in_str = false;
+    for (i, c) in hay.char_indices() {
+        if c == '\'' {
+            in_str = !in_str;
+        } else if !in_str && hay[i..].starts_with(needle) {
+            return Some(i);
+        }
+    }
+    None
 }
 
 /// One FROM/JOIN item of a statement: the table as written and the alias it gets (the table's
@@ -339,6 +435,20 @@ fn resolve<'a>(item: &FromItem, shown: &'a SchemaInfo) -> Option<&'a Table> {
         .find(|t| schema.is_none_or(|s| &t.schema == s || t.schema.to_lowercase() == *s))
 }
 
+/// The aliases `sql` declares for tables of `shown`, as `(alias, true, table index)` (the alias
+/// already folded as PostgreSQL folds it, so matched exactly): the hints a repair round's
+/// constrained decoding starts from (`Constrainer::with_hints`).
+pub fn alias_hints(sql: &str, shown: &SchemaInfo) -> Vec<(String, bool, usize)> {
+    from_items(sql)
+        .iter()
+        .filter_map(|f| {
+            let t = resolve(f, shown)?;
+            let i = shown.tables.iter().position(|x| std::ptr::eq(x, t))?;
+            Some((f.alias.clone(), true, i))
+        })
+        .collect()
+}
+
 /// The table `qualifier` stands for in the statement: an alias, or a table's own name.
 fn table_for<'a>(qualifier: &str, froms: &[FromItem], shown: &'a SchemaInfo) -> Option<&'a Table> {
     let q = qualifier.to_lowercase();
@@ -525,6 +635,27 @@ mod tests {
         let f = from_items("SELECT * FROM (SELECT id FROM orders) s JOIN customers WHERE 1 = 1 GROUP BY 1");
         let got: Vec<(String, String)> = f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
         assert_eq!(got, [("orders".into(), "orders".into()), ("customers".into(), "customers".into())]);
+    }
+
+    #[test]
+    fn error_offsets() {
+        let sql = "SELECT c.total_price FROM customers c WHERE c.placed >= '2023' AND x LIKE 'a >= b'";
+        assert_eq!(error_offset(&rej("42703", "column c.total_price does not exist"), sql), Some(9));
+        assert_eq!(error_offset(&rej("42883", "operator does not exist: text >= timestamp"), sql), Some(53));
+        assert_eq!(error_offset(&rej("42883", "function datediff(unknown) does not exist"), "SELECT DATEDIFF('d', a)"), Some(7));
+        assert_eq!(error_offset(&rej("42712", "table name \"t\" specified more than once"), "SELECT t.a FROM x t JOIN y t ON t.id = 1"), Some(27));
+        assert_eq!(error_offset(&rej("42P01", "missing FROM-clause entry for table \"o\""), "SELECT o.id FROM customers c"), Some(7));
+        assert_eq!(error_offset(&rej("42803", "column \"c.name\" must appear in the GROUP BY clause or be used in an aggregate function"), "SELECT c.name, count(*) FROM c"), Some(7));
+        assert_eq!(error_offset(&rej("42601", "syntax error at end of input"), "SELECT"), None);
+        assert_eq!(error_offset(&Rejection::from("nope"), "SELECT 1"), None);
+    }
+
+    #[test]
+    fn alias_hints_resolve_to_table_indices() {
+        let s = shop();
+        let h = alias_hints("SELECT c.name, o.total_price FROM customers c JOIN orders o ON o.customer_id = c.id JOIN nowhere n ON true", &s);
+        let names: Vec<(String, String)> = h.iter().map(|(a, _, i)| (a.clone(), s.tables[*i].name.clone())).collect();
+        assert_eq!(names, [("c".into(), "customers".into()), ("o".into(), "orders".into())]);
     }
 
     #[test]

@@ -60,6 +60,11 @@ SET turboinfer.max_new_tokens = 1;
 SET turboinfer.repair_rounds = 0;
 SELECT e->>'prompt' LIKE '%''vip''%' AS values_shown, e->>'prompt' LIKE '%status: values: ''active'', ''banned'', ''inactive''%' AS status_values
 FROM nl2sql_explain('how many customers?') e;
+-- A whole nl2sql call (catalog, prompt, generation, validation) takes no transaction id either.
+BEGIN READ ONLY;
+SELECT e->>'valid' IS NOT NULL AS answered FROM nl2sql_explain('how many orders?') e;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+COMMIT;
 SET ROLE nl2sql_semantic;
 SELECT nl2sql_check('SELECT secret_note FROM customers') AS column_denied;
 SELECT nl2sql_check('SELECT name FROM customers') AS column_allowed;
