@@ -306,7 +306,7 @@ fn measure() {
     let mut totals = [(0.0f64, 0usize, 0usize); 4]; // (decode ms, tokens, constrained picks)
     for (qi, (q, _)) in QUESTIONS.iter().enumerate() {
         for (k, &(label, pruning, constraints)) in settings.iter().enumerate() {
-            let opts = Options { max_new_tokens: 96, context_tokens: 2048, vocab_pruning: pruning, schema_constraints: constraints, speculation: false };
+            let opts = Options { max_new_tokens: 96, context_tokens: 2048, vocab_pruning: pruning, schema_constraints: constraints, speculation: false, ..Default::default() };
             let o = e.run(&rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
             totals[k].0 += o.timings.decode_ms;
             totals[k].1 += o.generated_tokens;

@@ -81,7 +81,7 @@ fn raise_engine(e: Nl2SqlError) -> ! {
         Nl2SqlError::InvalidSql { sql, message } => raise(
             PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION,
             "nl2sql: the model did not produce a valid query".into(),
-            Some(format!("SQL: {sql}\nPostgreSQL: {message}")),
+            Some(format!("SQL: {sql}\nreason: {message}")),
             Some("Rephrase the question, or use a larger model (turboinfer.model).".into()),
         ),
         Nl2SqlError::Cancelled => raise(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "nl2sql: cancelled".into(), None, None),
