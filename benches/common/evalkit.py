@@ -342,17 +342,17 @@ def free_port():
 
 
 class LlamaServer:
-    """llama-server on 127.0.0.1 with the same GGUF, `threads` threads, one slot, context `ctx`;
-    its output goes to `log_dir`/llama-server.log."""
+    """llama-server on 127.0.0.1 with the same GGUF, `threads` threads, one slot, context `ctx`,
+    plus `extra_args`; its output goes to `log_dir`/llama-server.log."""
 
-    def __init__(self, model, threads, ctx, log_dir, who="evalkit"):
+    def __init__(self, model, threads, ctx, log_dir, who="evalkit", extra_args=()):
         binary = os.path.join(LLAMACPP_BIN, "llama-server")
         if not os.access(binary, os.X_OK):
             raise SystemExit(f"{who}: {binary} not found; run benches/llamacpp.sh build")
         self.port = free_port()
         gguf = os.path.join(MODELS_DIR, model + ".gguf")
         cmd = [binary, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-c", str(ctx), "-np", "1",
-               "--host", "127.0.0.1", "--port", str(self.port), "--no-webui"]
+               "--host", "127.0.0.1", "--port", str(self.port), "--no-webui", *extra_args]
         os.makedirs(log_dir, exist_ok=True)
         self.log = open(os.path.join(log_dir, "llama-server.log"), "a")
         t = time.perf_counter()
