@@ -341,11 +341,24 @@ def free_port():
         return s.getsockname()[1]
 
 
+def default_llama_args():
+    """'--no-repack' when /proc/cpuinfo reports amx_tile, else '': ggml's AMX kernels (reached
+    through its repacked "extra" weight buffers) die with SIGILL in a VM that advertises AMX
+    without enabling the tile state; --no-repack keeps them (and ggml's other CPU repacks) off."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "--no-repack" if " amx_tile" in f.read() else ""
+    except OSError:
+        return ""
+
+
 class LlamaServer:
     """llama-server on 127.0.0.1 with the same GGUF, `threads` threads, one slot, context `ctx`,
-    plus `extra_args`; its output goes to `log_dir`/llama-server.log."""
+    plus `extra_args` (default: default_llama_args()); its output goes to `log_dir`/llama-server.log."""
 
-    def __init__(self, model, threads, ctx, log_dir, who="evalkit", extra_args=()):
+    def __init__(self, model, threads, ctx, log_dir, who="evalkit", extra_args=None):
+        if extra_args is None:
+            extra_args = default_llama_args().split()
         binary = os.path.join(LLAMACPP_BIN, "llama-server")
         if not os.access(binary, os.X_OK):
             raise SystemExit(f"{who}: {binary} not found; run benches/llamacpp.sh build")
