@@ -26,7 +26,7 @@ PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
         demo test test-fetch test-cluster test-engine installcheck psql \
-        scorecard scorecard-llamacpp test-scorecard
+        scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -100,9 +100,22 @@ scorecard-llamacpp:
 	@benches/llamacpp.sh build >/dev/null
 	@$(TIMED) "scorecard vs llama-server $(MODEL)" benches/scorecard/run --llamacpp --model $(MODEL) $(SCORECARD_ARGS)
 
-## The scorecard's result comparison logic (no database, no model; < 1 s).
+## sql-eval (not part of make test): nl2sql() on the 104 questions of ../shared/sqleval, scored by
+## sql-eval's rules, as the read-only role sqleval_reader (benches/sqleval/README.md). Loads the
+## sqleval_<db> databases when needed; extra options in SQLEVAL_ARGS (--db, --limit, --set guc=value...).
+SQLEVAL_ARGS ?=
+sqleval:
+	@$(TIMED) "sqleval $(MODEL)" benches/sqleval/run --model $(MODEL) $(SQLEVAL_ARGS)
+
+## The same sql-eval questions and prompts through llama.cpp's llama-server, side by side in one run.
+sqleval-llamacpp:
+	@benches/llamacpp.sh build >/dev/null
+	@$(TIMED) "sqleval vs llama-server $(MODEL)" benches/sqleval/run --llamacpp --model $(MODEL) $(SQLEVAL_ARGS)
+
+## The scorecard's and sql-eval harness's result comparison logic (no database, no model; < 1 s).
 test-scorecard:
 	@$(TIMED) "scorecard self-test" benches/scorecard/run --self-test
+	@$(TIMED) "sqleval self-test" benches/sqleval/run --self-test
 
 ## Open psql on the demo database.
 psql:
