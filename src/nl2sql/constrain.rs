@@ -589,9 +589,9 @@ pub struct Pick {
 pub struct Constrainer {
     names: Names,
     top_k: usize,
-    /// A rejected statement and the byte offset of its error: a continuation that would write
-    /// that statement again past the offset is refused (see [`Constrainer::with_ban`]).
-    ban: Option<(String, usize)>,
+    /// A rejected statement and the byte span of the word its error is about: writing that
+    /// statement again through the whole word is refused (see [`Constrainer::with_ban`]).
+    ban: Option<(String, usize, usize)>,
 }
 
 impl Constrainer {
@@ -606,22 +606,26 @@ impl Constrainer {
         Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, ban: None }
     }
 
-    /// Refuses to write `rejected` again through byte `offset` (where the server located its
-    /// error): while the answer's SQL is a prefix of `rejected`, a token that would carry it past
-    /// `offset` still equal to `rejected` is not taken, so a repair must differ at the error.
-    pub fn with_ban(mut self, rejected: &str, offset: usize) -> Constrainer {
-        self.ban = Some((rejected.trim().to_string(), offset));
+    /// Refuses to write `rejected` again through the word at bytes `start..end` (where the
+    /// server's error lies) and the character after it: while the answer's SQL is a prefix of
+    /// `rejected`, a token that would carry it past `end` still equal to `rejected` is not taken.
+    /// So the repair must write another word there, while tokens that merely reach into the word
+    /// (`.sb` of `t.sbtx_id` when `t.sbticker_id` was wrong) stay free.
+    pub fn with_ban(mut self, rejected: &str, start: usize, end: usize) -> Constrainer {
+        let trimmed = rejected.trim_start();
+        let lead = rejected.len() - trimmed.len();
+        self.ban = Some((trimmed.trim_end().to_string(), start.saturating_sub(lead), end.saturating_sub(lead)));
         self
     }
 
-    /// True when `piece` after `text` would repeat the banned statement past its error offset.
+    /// True when `piece` after `text` would repeat the banned statement past its error word.
     fn banned(&self, text: &str, piece: &str) -> bool {
-        let Some((rejected, offset)) = &self.ban else { return false };
+        let Some((rejected, _, end)) = &self.ban else { return false };
         let Some((_, before)) = sql_part(text) else { return false };
         let full = format!("{text}{piece}");
         let Some((_, after)) = sql_part(&full) else { return false };
         let (before, after) = (before.trim_start(), after.trim_start());
-        before.len() <= *offset && after.len() > *offset && rejected.starts_with(after)
+        before.len() <= *end && after.len() > *end && rejected.starts_with(after)
     }
 
     /// The schema names used.
@@ -718,15 +722,19 @@ mod tests {
     }
 
     #[test]
-    fn ban_forces_a_different_token_at_the_error() {
+    fn ban_forces_a_different_word_at_the_error() {
         let schema = SchemaInfo::new(vec![Table::new("public", "t", TableKind::Table).column("a", "integer", false)], Some("public"));
-        let c = Constrainer::new(&schema).with_ban("SELECT a FROM t WHERE a >= 'x'", 24);
-        // Before the offset: free to repeat; across it while equal: refused; different: fine.
+        // The error word: `a_id` at bytes 24..28 of the rejected statement.
+        let c = Constrainer::new(&schema).with_ban("SELECT a FROM t WHERE t.a_id = 1", 24, 28);
+        // Before and into the word: free; through it while equal: refused; different: fine.
         assert!(!c.banned("```sql\nSELECT a FROM t", " WHERE"));
-        assert!(c.banned("```sql\nSELECT a FROM t WHERE a", " >="));
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE a", "::"));
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE b", " >="), "already different");
-        assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE a", " >="));
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t", ".a"), "a token reaching into the word");
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"), "the word itself, not yet ended");
+        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="), "the word ended as before");
+        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id ="));
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a_id", "x"), "a longer word");
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", " ="), "another word");
+        assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="));
     }
 
     #[test]

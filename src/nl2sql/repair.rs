@@ -97,6 +97,9 @@ pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
                 );
             }
         }
+        Some(state::SYNTAX_ERROR) if rej.message.contains("at or near \"`\"") => {
+            lines.push("PostgreSQL quotes names with double quotes (\"name\"), never backticks; most names need no quotes.".to_string());
+        }
         Some(state::DUPLICATE_ALIAS) => {
             lines.push("Give every table in FROM and JOIN its own alias, and qualify each column with the alias of the table that has it.".to_string());
         }
@@ -106,49 +109,59 @@ pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
     cap_chars(&lines.join("\n"), MAX_FEEDBACK_CHARS)
 }
 
-/// The byte offset in `sql` where the error of `rej` lies, when it can be located from the
-/// message alone (PostgreSQL reports a position, but not through the error data the validator
-/// gets): the column after its qualifier, the function name, the operator, the repeated alias,
-/// the grouped-by column, the token a syntax error names. A repair is then made to differ there.
-pub fn error_offset(rej: &Rejection, sql: &str) -> Option<usize> {
+/// The byte span `(start, end)` in `sql` of the word the error of `rej` is about, when it can be
+/// located from the message alone (PostgreSQL reports a position, but not through the error
+/// data the validator gets): the column after its qualifier, the function name, the operator,
+/// the repeated alias, the grouped-by column, the token a syntax error names. A repair is then
+/// made to write something else there (`Constrainer::with_ban`).
+pub fn error_span(rej: &Rejection, sql: &str) -> Option<(usize, usize)> {
     let msg = rej.message.as_str();
+    let span = |start: Option<usize>, word: &str| start.map(|p| (p, p + word.len()));
     match rej.sqlstate.as_deref()? {
         state::UNDEFINED_COLUMN => {
             let (q, c) = undefined_column(msg)?;
-            match q {
+            let at = match q {
                 Some(q) => find_ci(sql, &format!("{q}.{c}")).map(|p| p + q.len() + 1).or_else(|| find_word(sql, &c)),
                 None => find_word(sql, &c),
-            }
+            };
+            span(at, &c)
         }
         state::UNDEFINED_TABLE => {
             if let Some(q) = quoted_after(msg, "missing FROM-clause entry for table ") {
-                find_ci(sql, &format!("{q}."))
+                span(find_ci(sql, &format!("{q}.")), &q)
             } else {
                 let name = quoted_after(msg, "relation ")?;
-                find_word(sql, name.rsplit('.').next().unwrap_or(&name))
+                let base = name.rsplit('.').next().unwrap_or(&name);
+                span(find_word(sql, base), base)
             }
         }
         state::UNDEFINED_FUNCTION => {
             if let Some(f) = function_name(msg) {
-                return find_word(sql, &f);
+                return span(find_word(sql, &f), &f);
             }
             let rest = msg.strip_prefix("operator does not exist: ")?;
             let op = rest.split_whitespace().find(|w| !w.is_empty() && w.chars().all(|c| "+-*/<>=~!@#%^&|`?".contains(c)))?;
-            outside_quotes(sql, op)
+            span(outside_quotes(sql, op), op)
         }
         state::DUPLICATE_ALIAS => {
             let alias = quoted_after(msg, "table name ")?;
             // Declarations are occurrences not followed by `.`; the second one is the repeat.
             let mut decls = word_positions(sql, &alias).into_iter().filter(|&p| !sql[p + alias.len()..].trim_start().starts_with('.'));
-            decls.nth(1)
+            span(decls.nth(1), &alias)
         }
         state::GROUPING_ERROR => {
             let col = quoted_after(msg, "column ")?;
-            find_ci(sql, &col).or_else(|| find_word(sql, col.rsplit('.').next().unwrap_or(&col)))
+            match find_ci(sql, &col) {
+                Some(p) => Some((p, p + col.len())),
+                None => {
+                    let c = col.rsplit('.').next().unwrap_or(&col);
+                    span(find_word(sql, c), c)
+                }
+            }
         }
         state::SYNTAX_ERROR => {
             let near = quoted_after(msg, "at or near ")?;
-            outside_quotes(sql, &near)
+            span(outside_quotes(sql, &near), &near)
         }
         _ => None,
     }
@@ -638,16 +651,17 @@ mod tests {
     }
 
     #[test]
-    fn error_offsets() {
+    fn error_spans() {
         let sql = "SELECT c.total_price FROM customers c WHERE c.placed >= '2023' AND x LIKE 'a >= b'";
-        assert_eq!(error_offset(&rej("42703", "column c.total_price does not exist"), sql), Some(9));
-        assert_eq!(error_offset(&rej("42883", "operator does not exist: text >= timestamp"), sql), Some(53));
-        assert_eq!(error_offset(&rej("42883", "function datediff(unknown) does not exist"), "SELECT DATEDIFF('d', a)"), Some(7));
-        assert_eq!(error_offset(&rej("42712", "table name \"t\" specified more than once"), "SELECT t.a FROM x t JOIN y t ON t.id = 1"), Some(27));
-        assert_eq!(error_offset(&rej("42P01", "missing FROM-clause entry for table \"o\""), "SELECT o.id FROM customers c"), Some(7));
-        assert_eq!(error_offset(&rej("42803", "column \"c.name\" must appear in the GROUP BY clause or be used in an aggregate function"), "SELECT c.name, count(*) FROM c"), Some(7));
-        assert_eq!(error_offset(&rej("42601", "syntax error at end of input"), "SELECT"), None);
-        assert_eq!(error_offset(&Rejection::from("nope"), "SELECT 1"), None);
+        assert_eq!(error_span(&rej("42703", "column c.total_price does not exist"), sql), Some((9, 20)));
+        assert_eq!(error_span(&rej("42883", "operator does not exist: text >= timestamp"), sql), Some((53, 55)));
+        assert_eq!(error_span(&rej("42883", "function datediff(unknown) does not exist"), "SELECT DATEDIFF('d', a)"), Some((7, 15)));
+        assert_eq!(error_span(&rej("42712", "table name \"t\" specified more than once"), "SELECT t.a FROM x t JOIN y t ON t.id = 1"), Some((27, 28)));
+        assert_eq!(error_span(&rej("42P01", "missing FROM-clause entry for table \"o\""), "SELECT o.id FROM customers c"), Some((7, 8)));
+        let grouping = "column \"c.name\" must appear in the GROUP BY clause or be used in an aggregate function";
+        assert_eq!(error_span(&rej("42803", grouping), "SELECT c.name, count(*) FROM c"), Some((7, 13)));
+        assert_eq!(error_span(&rej("42601", "syntax error at end of input"), "SELECT"), None);
+        assert_eq!(error_span(&Rejection::from("nope"), "SELECT 1"), None);
     }
 
     #[test]
@@ -698,6 +712,7 @@ mod tests {
         let text = feedback(&rej("42883", "operator does not exist: date ~~ unknown"), "SELECT 1", &shop());
         assert!(text.contains("cast with ::type"), "{text}");
         assert_eq!(feedback(&rej("42601", "syntax error at or near \"x\""), "SELECT 1", &shop()), "");
+        assert!(feedback(&rej("42601", "syntax error at or near \"`\""), "SELECT `a`", &shop()).contains("never backticks"));
     }
 
     #[test]
