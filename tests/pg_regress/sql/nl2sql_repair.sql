@@ -1,0 +1,32 @@
+-- A wrong column is repaired: the real Qwen2.5-Coder-0.5B model first names a column on a table
+-- that lacks it; PostgreSQL's analysis rejects it (42703), the repair round shows the model the
+-- catalog facts (which table has the column), and a later round answers with a query that runs.
+CREATE EXTENSION turboinfer;
+CREATE SCHEMA hr;
+CREATE TABLE hr.dept (dept_no integer PRIMARY KEY, dname text NOT NULL, loc text);
+CREATE TABLE hr.emp (emp_no integer PRIMARY KEY, ename text NOT NULL, job text, sal numeric, dept_no integer REFERENCES hr.dept);
+INSERT INTO hr.dept VALUES (10, 'ACCOUNTING', 'NEW YORK'), (20, 'RESEARCH', 'DALLAS'), (30, 'SALES', 'CHICAGO');
+INSERT INTO hr.emp VALUES (1, 'KING', 'PRESIDENT', 5000, 10), (2, 'SMITH', 'CLERK', 800, 20), (3, 'ALLEN', 'SALESMAN', 1600, 30), (4, 'WARD', 'SALESMAN', 1250, 30);
+SET search_path = hr, public;
+SET turboinfer.model = 'qwen2.5-coder-0.5b';
+
+SELECT e->'attempts'->0->>'sqlstate' AS first_error,
+       e->'attempts'->0->>'feedback' LIKE '%The column dname is in: dept%' AS facts_shown,
+       (e->>'repair_rounds')::int BETWEEN 1 AND 2 AS repaired_in_bounds,
+       e->>'valid' AS valid,
+       nl2sql_check(e->>'sql') IS NULL AS checks
+FROM nl2sql_explain('How many employees does each department have? Show the department name.') e;
+
+-- The repaired answer runs as is.
+SELECT nl2sql('How many employees does each department have? Show the department name.') AS q \gset
+SELECT * FROM (:q) answer ORDER BY 1;
+
+-- No repair rounds: the same question ends with the first error.
+SET turboinfer.repair_rounds = 0;
+SELECT nl2sql('How many employees does each department have? Show the department name.');
+
+RESET search_path;
+SET client_min_messages = warning;
+DROP SCHEMA hr CASCADE;
+RESET client_min_messages;
+DROP EXTENSION turboinfer;
