@@ -606,11 +606,10 @@ impl Constrainer {
         Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, ban: None }
     }
 
-    /// Refuses to write `rejected` again through the word at bytes `start..end` (where the
-    /// server's error lies) and the character after it: while the answer's SQL is a prefix of
-    /// `rejected`, a token that would carry it past `end` still equal to `rejected` is not taken.
-    /// So the repair must write another word there, while tokens that merely reach into the word
-    /// (`.sb` of `t.sbtx_id` when `t.sbticker_id` was wrong) stay free.
+    /// Refuses to write, after the same text as `rejected` up to byte `start`, the word
+    /// `rejected[start..end]` (the word the server's error is about) again, alone or grown into a
+    /// longer word: the repair must put something else there. Tokens that reach into the word and then differ
+    /// (`t.sbtx_id` when `t.sbticker_id` was wrong) and any change before it stay free.
     pub fn with_ban(mut self, rejected: &str, start: usize, end: usize) -> Constrainer {
         let trimmed = rejected.trim_start();
         let lead = rejected.len() - trimmed.len();
@@ -618,14 +617,21 @@ impl Constrainer {
         self
     }
 
-    /// True when `piece` after `text` would repeat the banned statement past its error word.
+    /// True when `piece` after `text` completes the banned word at its place.
     fn banned(&self, text: &str, piece: &str) -> bool {
-        let Some((rejected, _, end)) = &self.ban else { return false };
+        let Some((rejected, start, end)) = &self.ban else { return false };
         let Some((_, before)) = sql_part(text) else { return false };
         let full = format!("{text}{piece}");
         let Some((_, after)) = sql_part(&full) else { return false };
         let (before, after) = (before.trim_start(), after.trim_start());
-        before.len() <= *end && after.len() > *end && rejected.starts_with(after)
+        // Only the token that writes the word's last character decides.
+        if before.len() >= *end || after.len() < *end {
+            return false;
+        }
+        // Neither the word again nor a longer one grown from it (`dname_count(`: an invented
+        // function), so the repair writes another name, a qualifier or another construct there.
+        let same = |a: Option<&str>, b: Option<&str>| a.is_some() && a == b;
+        same(after.get(..*start), rejected.get(..*start)) && after.get(*start..*end).zip(rejected.get(*start..*end)).is_some_and(|(a, r)| a.eq_ignore_ascii_case(r))
     }
 
     /// The schema names used.
@@ -726,14 +732,16 @@ mod tests {
         let schema = SchemaInfo::new(vec![Table::new("public", "t", TableKind::Table).column("a", "integer", false)], Some("public"));
         // The error word: `a_id` at bytes 24..28 of the rejected statement.
         let c = Constrainer::new(&schema).with_ban("SELECT a FROM t WHERE t.a_id = 1", 24, 28);
-        // Before and into the word: free; through it while equal: refused; different: fine.
+        // Before and into the word: free; the word written again: refused, whatever follows.
         assert!(!c.banned("```sql\nSELECT a FROM t", " WHERE"));
         assert!(!c.banned("```sql\nSELECT a FROM t WHERE t", ".a"), "a token reaching into the word");
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"), "the word itself, not yet ended");
-        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="), "the word ended as before");
+        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"), "the word written again");
         assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id ="));
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a_id", "x"), "a longer word");
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", " ="), "another word");
+        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_idx("), "a longer word grown from it");
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "_i"), "not yet the whole word");
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="), "decided at the word's last character");
+        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "b ="), "another word");
+        assert!(!c.banned("```sql\nSELECT b FROM t WHERE t.a_id", " ="), "changed before the word");
         assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="));
     }
 
