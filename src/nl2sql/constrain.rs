@@ -183,6 +183,9 @@ pub struct Names {
     /// Aliases known before the text declares them (from an earlier draft of the same answer):
     /// lookup key -> table index. `alias.` then offers only that table's columns.
     hints: HashMap<String, usize>,
+    /// Only known SQL functions may be called (repair rounds: a small model invents functions
+    /// named after the column it was told does not exist).
+    known_calls_only: bool,
 }
 
 /// The tracker's state after a prefix of the text.
@@ -220,6 +223,7 @@ impl Names {
         Names {
             tables: schema.tables.iter().map(|t| (fold(&t.schema), fold(&t.name), t.columns.iter().map(|c| fold(&c.name)).collect())).collect(),
             hints: HashMap::new(),
+            known_calls_only: false,
         }
     }
 
@@ -330,7 +334,7 @@ impl<'n> State<'n> {
         let declared = |p: &dyn Fn(&str) -> bool| self.declared.keys().any(|d| p(d));
         let test = |real: &str| if complete { Names::eq(name, quoted, real) } else { Names::prefix(name, quoted, real) };
         let keyword = || !quoted && (if complete { is_keyword(name) } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) });
-        let call = complete && next == Some("(");
+        let call = complete && next == Some("(") && (!n.known_calls_only || (!quoted && is_keyword(name)));
         if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
             // Declaring an alias of table `i`: refuse a name already used (forward) with a
             // column that table lacks, while other names remain.
@@ -591,47 +595,58 @@ pub struct Constrainer {
     top_k: usize,
     /// A rejected statement and the byte span of the word its error is about: writing that
     /// statement again through the whole word is refused (see [`Constrainer::with_ban`]).
-    ban: Option<(String, usize, usize)>,
+    bans: Vec<(String, usize, usize)>,
 }
 
 impl Constrainer {
     /// A constrainer over the tables of `schema`.
     pub fn new(schema: &SchemaInfo) -> Constrainer {
-        Constrainer { names: Names::new(schema), top_k: TOP_K, ban: None }
+        Constrainer { names: Names::new(schema), top_k: TOP_K, bans: Vec::new() }
     }
 
     /// A constrainer over the tables of `schema` that knows the aliases of an earlier draft
     /// (see [`Names::with_hints`]).
     pub fn with_hints(schema: &SchemaInfo, hints: impl IntoIterator<Item = (String, bool, usize)>) -> Constrainer {
-        Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, ban: None }
+        Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, bans: Vec::new() }
     }
 
     /// Refuses to write, after the same text as `rejected` up to byte `start`, the word
     /// `rejected[start..end]` (the word the server's error is about) again, alone or grown into a
     /// longer word: the repair must put something else there. Tokens that reach into the word and then differ
     /// (`t.sbtx_id` when `t.sbticker_id` was wrong) and any change before it stay free.
+    /// Bans add up: each rejected statement of a call keeps its own.
     pub fn with_ban(mut self, rejected: &str, start: usize, end: usize) -> Constrainer {
         let trimmed = rejected.trim_start();
         let lead = rejected.len() - trimmed.len();
-        self.ban = Some((trimmed.trim_end().to_string(), start.saturating_sub(lead), end.saturating_sub(lead)));
+        self.bans.push((trimmed.trim_end().to_string(), start.saturating_sub(lead), end.saturating_sub(lead)));
         self
     }
 
-    /// True when `piece` after `text` completes the banned word at its place.
+    /// Only functions of the known SQL vocabulary may be called (see [`Names`]).
+    pub fn known_calls_only(mut self) -> Constrainer {
+        self.names.known_calls_only = true;
+        self
+    }
+
+    /// True when `piece` after `text` completes a banned word at its place.
     fn banned(&self, text: &str, piece: &str) -> bool {
-        let Some((rejected, start, end)) = &self.ban else { return false };
+        self.bans.iter().any(|(rejected, start, end)| Self::banned_by(rejected, *start, *end, text, piece))
+    }
+
+    /// [`Constrainer::banned`] for one ban.
+    fn banned_by(rejected: &str, start: usize, end: usize, text: &str, piece: &str) -> bool {
         let Some((_, before)) = sql_part(text) else { return false };
         let full = format!("{text}{piece}");
         let Some((_, after)) = sql_part(&full) else { return false };
         let (before, after) = (before.trim_start(), after.trim_start());
         // Only the token that writes the word's last character decides.
-        if before.len() >= *end || after.len() < *end {
+        if before.len() >= end || after.len() < end {
             return false;
         }
         // Neither the word again nor a longer one grown from it (`dname_count(`: an invented
         // function), so the repair writes another name, a qualifier or another construct there.
         let same = |a: Option<&str>, b: Option<&str>| a.is_some() && a == b;
-        same(after.get(..*start), rejected.get(..*start)) && after.get(*start..*end).zip(rejected.get(*start..*end)).is_some_and(|(a, r)| a.eq_ignore_ascii_case(r))
+        same(after.get(..start), rejected.get(..start)) && after.get(start..end).zip(rejected.get(start..end)).is_some_and(|(a, r)| a.eq_ignore_ascii_case(r))
     }
 
     /// The schema names used.
@@ -743,6 +758,20 @@ mod tests {
         assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "b ="), "another word");
         assert!(!c.banned("```sql\nSELECT b FROM t WHERE t.a_id", " ="), "changed before the word");
         assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="));
+        // Bans add up.
+        let two = c.with_ban("SELECT b FROM t", 7, 8);
+        assert!(two.banned("```sql\nSELECT", " b") && two.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"));
+    }
+
+    #[test]
+    fn repairs_call_only_known_functions() {
+        let n = names();
+        let mut k = names();
+        k.known_calls_only = true;
+        assert!(n.check("SELECT ", "billing_city(user_id)"), "any call without the flag");
+        assert!(!k.check("SELECT ", "billing_city(user_id)"), "an invented function");
+        assert!(k.check("SELECT ", "count(user_id)"));
+        assert!(k.check("SELECT ", "date_trunc('month', user_id)"));
     }
 
     #[test]

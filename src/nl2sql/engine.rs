@@ -628,7 +628,9 @@ impl Engine {
         let drafter = if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
         let mut context: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
 
-        let mut attempts = Vec::with_capacity(2);
+        let mut attempts = Vec::with_capacity(1 + opts.repair_rounds);
+        // Rejected statements and the byte span of their located error, for the repair bans.
+        let mut bans: Vec<(String, (usize, usize))> = Vec::new();
         let mut generated_tokens = 0;
         let mut spec = SpecStats::default();
         loop {
@@ -707,11 +709,16 @@ impl Engine {
             // Repair answers are always decoded with identifiers kept inside the schema, the
             // rejected draft's aliases standing for its tables from the first use on: a repair
             // cannot name the missing column again.
-            // Where the error can be located, the repair must also differ from the rejected
-            // statement there (a small model otherwise tends to write its last answer again).
-            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown));
-            if let Some((start, end)) = rejection_span {
-                c = c.with_ban(&sql, start, end);
+            // Where the errors can be located, the repair must also differ from every rejected
+            // statement there (a small model otherwise tends to write its last answer again),
+            // and may call only known functions (instead of inventing one named after the
+            // missing column).
+            if let Some(span) = rejection_span {
+                bans.push((sql.clone(), span));
+            }
+            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown)).known_calls_only();
+            for (rejected, (start, end)) in &bans {
+                c = c.with_ban(rejected, *start, *end);
             }
             shaping.constrainer = Some(c);
             kv.check_room(repair_ids.len() + 1)?;
