@@ -183,8 +183,9 @@ pub struct Names {
     /// Aliases known before the text declares them (from an earlier draft of the same answer):
     /// lookup key -> table index. `alias.` then offers only that table's columns.
     hints: HashMap<String, usize>,
-    /// Only known SQL functions may be called (repair rounds: a small model invents functions
-    /// named after the column it was told does not exist).
+    /// Strict mode (repair rounds): only known SQL functions may be called, and a word being
+    /// written must still be able to become a known name (a small model otherwise invents a
+    /// function or an ever-growing identifier named after the column it was told is missing).
     known_calls_only: bool,
 }
 
@@ -363,8 +364,15 @@ impl<'n> State<'n> {
                 }
                 if !complete {
                     // A word being written may still become a function call or a qualifier:
-                    // only its end is checked.
-                    return true;
+                    // only its end is checked. In strict mode (repairs) it must still be able to
+                    // become a known name: a column, a table or schema (a qualifier), a short
+                    // alias, or a keyword or function (checked above), so that a word that can
+                    // only end as an unknown name is never begun.
+                    return !n.known_calls_only
+                        || quoted
+                        || name.chars().count() <= MAX_FORWARD_ALIAS
+                        || n.tables.iter().any(|t| test(&t.0) || test(&t.1) || t.2.iter().any(|c| test(c)))
+                        || n.hints.keys().any(|h| test(h));
                 }
                 if next == Some(".") {
                     // A qualifier: a table, a schema, or an alias declared later.
@@ -772,6 +780,11 @@ mod tests {
         assert!(!k.check("SELECT ", "billing_city(user_id)"), "an invented function");
         assert!(k.check("SELECT ", "count(user_id)"));
         assert!(k.check("SELECT ", "date_trunc('month', user_id)"));
+        // A word that can only end as an unknown name is not begun in strict mode.
+        assert!(!k.check("SELECT DISTINCT ", "billing_city"));
+        assert!(k.check("SELECT DISTINCT ", "full_na"), "a column being written");
+        assert!(k.check("SELECT DISTINCT ", "coun"), "a function being written");
+        assert!(n.check("SELECT DISTINCT ", "billing_city"), "lax without the flag");
     }
 
     #[test]
