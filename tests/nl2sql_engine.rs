@@ -117,18 +117,18 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
 #[test]
 fn trimming_and_context_errors() {
     let Some(e) = engine("smollm2-135m") else { return };
-    // 40 tables of 12 columns: far more than 1024 positions.
+    // 40 tables of 12 columns: far more than 600 positions.
     let mut tables: Vec<Table> = (0..40)
         .map(|i| (0..12).fold(Table::new("public", &format!("table_{i:02}"), TableKind::Table), |t, c| t.column(&format!("col_{c}"), "integer", true)))
         .collect();
     tables.push(Table::new("public", "users", TableKind::Table).column("id", "integer", false));
     let schema = SchemaInfo::new(tables, Some("public"));
-    let opts = Options { max_new_tokens: 16, context_tokens: 1024, ..Options::default() };
+    let opts = Options { max_new_tokens: 16, context_tokens: 600, ..Options::default() };
     let plan = e.plan(&schema, "how many users?", &opts).unwrap();
     assert!(plan.shown.contains(&"public.users".to_string()), "{:?}", plan.shown);
     assert!(!plan.dropped.is_empty());
     assert_eq!(plan.shown.len() + plan.dropped.len(), 41);
-    assert!(plan.prefix_ids.len() + plan.question_ids.len() + 2 * 16 <= 1024);
+    assert!(plan.prefix_ids.len() + plan.question_ids.len() + 2 * 16 <= 600);
     // Deterministic.
     assert_eq!(e.plan(&schema, "how many users?", &opts).unwrap().fingerprint, plan.fingerprint);
     // Too small for anything.

@@ -898,7 +898,9 @@ impl Engine {
 /// second answer). An answer budget above a quarter of the context is not reserved in full (it
 /// would leave no room for the schema): such answers end at `context_full` instead.
 fn answer_reserve(max_new_tokens: usize, capacity: usize) -> usize {
-    2 * max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS
+    // The repair turn's share is capped at an eighth of the context, so a small context still
+    // has room for a schema (a longer repair turn than fits is simply not run).
+    2 * max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS.min(capacity / 8)
 }
 
 /// `s` cut to at most `max` characters.
@@ -920,8 +922,9 @@ mod tests {
 
     #[test]
     fn reserve_is_capped_by_the_context() {
-        assert_eq!(answer_reserve(128, 4096), 2 * 128 + REPAIR_RESERVE_TOKENS);
+        assert_eq!(answer_reserve(128, 8192), 2 * 128 + REPAIR_RESERVE_TOKENS);
         assert_eq!(answer_reserve(4096, 8192), 2 * 2048 + REPAIR_RESERVE_TOKENS);
+        assert_eq!(answer_reserve(128, 512), 2 * 128 + 64, "an eighth of a small context");
     }
 
     #[test]
