@@ -706,13 +706,10 @@ impl Engine {
             // Repair round: the rejected answer, the server's message and the catalog facts as a
             // new turn (each round starts again right after the question).
             let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
-            // Repair answers are always decoded with identifiers kept inside the schema, the
-            // rejected draft's aliases standing for its tables from the first use on: a repair
-            // cannot name the missing column again.
-            // Where the errors can be located, the repair must also differ from every rejected
-            // statement there (a small model otherwise tends to write its last answer again),
-            // and may call only known functions (instead of inventing one named after the
-            // missing column).
+            // Repair answers are always decoded in the constrainer's strict mode: identifiers
+            // inside the schema (the rejected draft's aliases standing for its tables from their
+            // first use), only known functions, and never the word a located error was about in
+            // any earlier rejected statement (a small model otherwise writes its last answer again).
             if let Some(span) = rejection_span {
                 bans.push((sql.clone(), span));
             }
