@@ -216,7 +216,16 @@ fn chooser_with_a_real_tokenizer() {
     assert_eq!((p.id, p.changed), (one("email"), true));
     // Nothing acceptable among the candidates: plain argmax.
     let p = c.choose(tok, text, &[9.0, 5.0], Some(&[one("name"), one("names")]));
-    assert_eq!((p.id, p.changed), (one("name"), false));
+    assert_eq!((p.id, p.changed, p.acceptable), (one("name"), false, false));
+    // A token the decoder backed out of is never picked again; the next acceptable one is.
+    let p = c.choose_excluding(tok, text, &[9.0, 5.0], Some(&[one("email"), one("full")]), &[one("email")]);
+    assert_eq!((p.id, p.changed, p.acceptable), (one("full"), true, true));
+    // End of generation is no escape from a dead end: only the model's own first choice.
+    let eog = tok.eog_ids()[0];
+    let p = c.choose(tok, text, &[9.0, 5.0], Some(&[one("name"), eog]));
+    assert_eq!((p.id, p.acceptable), (one("name"), false));
+    let p = c.choose(tok, text, &[5.0, 9.0], Some(&[one("name"), eog]));
+    assert_eq!((p.id, p.acceptable), (eog, true));
 }
 
 /// One scorecard answer.

@@ -398,3 +398,70 @@ fn drafter_drafts_the_answer_fence() {
     let draft = tok.decode(&d.propose(&start, start.len(), 2, &[]));
     assert!(draft.starts_with(' '), "a table name follows FROM: {draft:?}");
 }
+
+/// Backing out of a dead end (a chooser that finds no acceptable token): the decode takes the
+/// last token back, picks the next best one there from the kept logits row, and continues with a
+/// KV cache that equals a fresh computation of the new path; with speculation on it gives the
+/// same tokens; with back-outs off the chooser's fallback is taken.
+#[test]
+fn backing_out_of_a_dead_end() {
+    use std::collections::HashMap;
+    use turboinfer::nl2sql::draft::Drafter;
+    use turboinfer::nl2sql::speculate::{decode, Choice};
+    use turboinfer::nl2sql::DecodeLimits;
+    let rt = Runtime::new(2).unwrap();
+    let Some(e) = engine("smollm2-135m") else { return };
+    let (m, tok) = (e.model(), e.tokenizer());
+    let prompt = tok.encode("SELECT name, email FROM users WHERE", false).unwrap();
+    let argmax_excluding = |row: &[f32], excluded: &[u32]| {
+        (0..row.len() as u32).filter(|id| !excluded.contains(id)).max_by(|a, b| row[*a as usize].total_cmp(&row[*b as usize]).then(b.cmp(a))).unwrap()
+    };
+    // One decode: `dead` is the token the chooser finds no way past (a dead end wherever it is
+    // the best remaining choice); rows seen per text are recorded.
+    let run = |dead: Option<u32>, backtrack: usize, speculation: bool| {
+        let mut kv = m.new_cache(256);
+        let first = m.forward(&rt, &mut kv, &prompt, Logits::Last).unwrap();
+        let mut seen: HashMap<String, Vec<f32>> = HashMap::new();
+        let drafter = Drafter::lookup_only();
+        let limits = DecodeLimits { max_new: 24, stop_at_statement: false, seed: "", backtrack };
+        let out = decode(
+            tok,
+            &mut kv,
+            first,
+            &prompt,
+            speculation.then_some((&drafter, &[][..])),
+            limits,
+            &mut |kv, tokens, which| Ok(m.forward(&rt, kv, tokens, which)?),
+            &mut |text, row, excluded| {
+                seen.insert(text.to_string(), row.to_vec());
+                let id = argmax_excluding(row, excluded);
+                Choice { id, acceptable: Some(id) != dead }
+            },
+            &mut |_| true,
+        )
+        .unwrap();
+        (out, seen)
+    };
+    let (plain, plain_rows) = run(None, 0, false);
+    assert!(plain.ids.len() >= 8, "{:?}", plain.text);
+    let dead = plain.ids[3];
+    // Without back-outs the fallback (the same argmax) is taken.
+    assert_eq!(run(Some(dead), 0, false).0.ids, plain.ids);
+    let (backed, rows) = run(Some(dead), 8, false);
+    assert_eq!(backed.ids[..2], plain.ids[..2], "before the back-out: unchanged");
+    let text2 = tok.decode(&plain.ids[..2]);
+    assert_eq!(backed.ids[2], argmax_excluding(&plain_rows[&text2], &[plain.ids[2]]), "the next best token where the path was taken back");
+    assert!(!backed.ids.contains(&dead), "the dead end is never taken: {:?}", backed.text);
+    // The rows after the back-out are those of a fresh computation of the new path.
+    let mut kv = m.new_cache(256);
+    let mut row = m.forward(&rt, &mut kv, &prompt, Logits::Last).unwrap();
+    for (k, &id) in backed.ids.iter().enumerate() {
+        let text = tok.decode(&backed.ids[..k]);
+        let d = max_diff(&row, &rows[&text]);
+        assert!(d < 1e-3, "position {k}: the decode's row differs from a fresh computation by {d}");
+        row = m.forward(&rt, &mut kv, &[id], Logits::Last).unwrap();
+    }
+    // Speculation changes the passes, not the tokens.
+    let (spec, _) = run(Some(dead), 8, true);
+    assert_eq!((spec.ids, spec.text), (backed.ids, backed.text));
+}

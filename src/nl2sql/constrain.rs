@@ -594,6 +594,9 @@ pub struct Pick {
     pub id: u32,
     /// True when the constraint replaced the plain argmax.
     pub changed: bool,
+    /// False when no token among the top K was acceptable (`id` is then the plain argmax): the
+    /// text so far is a dead end the decoder may back out of.
+    pub acceptable: bool,
 }
 
 /// Picks tokens that keep identifiers inside the schema.
@@ -665,19 +668,30 @@ impl Constrainer {
     /// The highest-logit token among the top K whose text keeps `text` acceptable, else the
     /// argmax. `logits` is `[vocab]` when `rows` is `None`, else `[rows.len()]` for token ids `rows`.
     pub fn choose(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>) -> Pick {
+        self.choose_excluding(tok, text, logits, rows, &[])
+    }
+
+    /// [`Constrainer::choose`] that never picks a token of `excluded` (token ids the decoder
+    /// already backed out of at this position). End of generation is acceptable only as the
+    /// model's own first choice: taken as a fallback it would end the statement wherever the
+    /// constraint left no other way (mid-word, inside parentheses).
+    pub fn choose_excluding(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>, excluded: &[u32]) -> Pick {
         let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
         let best = crate::sampler::argmax(logits) as usize;
-        // End of generation is always acceptable; other special tokens never are (they are no SQL).
-        let accept = |j: usize| {
+        // Other special tokens are never acceptable (they are no SQL).
+        let accept = |j: usize, first: bool| {
             let id = id_of(j);
+            if excluded.contains(&id) {
+                return false;
+            }
             if tok.is_special(id) {
-                return tok.is_eog(id);
+                return first && tok.is_eog(id);
             }
             let piece = String::from_utf8_lossy(tok.piece(id));
             self.names.check(text, &piece) && !self.banned(text, &piece)
         };
-        if accept(best) {
-            return Pick { id: id_of(best), changed: false };
+        if accept(best, true) {
+            return Pick { id: id_of(best), changed: false, acceptable: true };
         }
         let mut order: Vec<usize> = (0..logits.len()).collect();
         let k = self.top_k.min(order.len());
@@ -687,9 +701,9 @@ impl Constrainer {
             order.truncate(k);
         }
         order.sort_unstable_by(desc);
-        match order.into_iter().find(|&j| j != best && accept(j)) {
-            Some(j) => Pick { id: id_of(j), changed: true },
-            None => Pick { id: id_of(best), changed: false },
+        match order.into_iter().find(|&j| j != best && accept(j, false)) {
+            Some(j) => Pick { id: id_of(j), changed: true, acceptable: true },
+            None => Pick { id: id_of(best), changed: false, acceptable: false },
         }
     }
 }

@@ -12,7 +12,7 @@ use super::prompt::{self, Segments};
 use super::repair::{self, Rejection};
 use super::render::Renderer;
 use super::schema::SchemaInfo;
-use super::speculate::{self, DecodeLimits, Decoded, SpecStats};
+use super::speculate::{self, Choice, DecodeLimits, Decoded, SpecStats};
 use super::sqltext::extract_sql;
 use super::trim;
 use super::vocab::{ActiveVocab, VocabBase};
@@ -48,6 +48,10 @@ const MAX_ERROR_CHARS: usize = 300;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
+/// Back-outs of dead ends per constrained decode (see [`speculate::decode`]): each costs one
+/// forward pass, and a repair answer meets a handful (a banned word, an invented function name
+/// half written); the cap bounds a decode that keeps meeting them.
+const MAX_BACKTRACKS: usize = 32;
 
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -636,7 +640,9 @@ impl Engine {
         loop {
             let t2 = Instant::now();
             let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
-            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true, seed };
+            // A constrained decode backs out of the dead ends its constraint can reach.
+            let backtrack = if shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
+            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true, seed, backtrack };
             let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
             let n = ids.len();
             timings.decode_ms += ms_since(t2);
@@ -736,7 +742,7 @@ impl Engine {
         kv.clear();
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
-        let limits = DecodeLimits { max_new, stop_at_statement: false, seed: "" };
+        let limits = DecodeLimits { max_new, stop_at_statement: false, seed: "", backtrack: 0 };
         let speculate = speculation && self.batch_invariant();
         self.decode(rt, kv, logits, prompt, speculate.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
     }
@@ -756,11 +762,11 @@ impl Engine {
     /// The one token chooser: the next token given the answer `text` so far and the logits
     /// `row` of its position (`[vocab]`, or `[active]` under vocabulary pruning); greedy, so the
     /// same question over the same schema always gives the same SQL.
-    fn choose(&self, text: &str, row: &[f32], shaping: &Shaping) -> u32 {
+    fn choose(&self, text: &str, row: &[f32], excluded: &[u32], shaping: &Shaping) -> Choice {
         if shaping.is_plain() {
-            argmax(row)
+            Choice { id: argmax(row), acceptable: true }
         } else {
-            shaping.pick(&self.tok, text, row)
+            shaping.pick(&self.tok, text, row, excluded)
         }
     }
 
@@ -814,7 +820,7 @@ impl Engine {
             drafter,
             limits,
             &mut |kv, tokens, which| self.decode_logits(rt, kv, tokens, which, shaping),
-            &mut |text, row| self.choose(text, row, shaping),
+            &mut |text, row, excluded| self.choose(text, row, excluded, shaping),
             on_progress,
         )
     }
@@ -852,18 +858,18 @@ impl Shaping {
     }
 
     /// The next token from a logits row (`[active]` under pruning, else `[vocab]`) given the
-    /// text generated so far.
-    fn pick(&self, tok: &Tokenizer, text: &str, row: &[f32]) -> u32 {
+    /// text generated so far, never one of `excluded`.
+    fn pick(&self, tok: &Tokenizer, text: &str, row: &[f32], excluded: &[u32]) -> Choice {
         let ids = self.vocab.as_ref().map(ActiveVocab::ids);
         match &self.constrainer {
             Some(c) => {
-                let p = c.choose(tok, text, row, ids);
+                let p = c.choose_excluding(tok, text, row, ids, excluded);
                 self.changed.set(self.changed.get() + p.changed as usize);
-                p.id
+                Choice { id: p.id, acceptable: p.acceptable }
             }
             None => {
                 let j = argmax(row) as usize;
-                ids.map_or(j as u32, |r| r[j])
+                Choice { id: ids.map_or(j as u32, |r| r[j]), acceptable: true }
             }
         }
     }

@@ -13,7 +13,8 @@ use super::engine::{Progress, StopReason};
 use super::error::Nl2SqlError;
 use super::sqltext::answer_complete;
 use crate::model::{KvCache, Logits};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use std::collections::VecDeque;
 
 /// Forward-pass and draft counters of a decode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,15 +66,38 @@ pub struct DecodeLimits {
     /// Text the answer already starts with in the prompt (e.g. an opening SQL fence): the
     /// returned text begins with it, and the stop checks and the chooser see it.
     pub seed: &'static str,
+    /// Most back-outs of a dead end (see [`decode`]); 0 never backs out (and keeps no rows).
+    pub backtrack: usize,
 }
+
+/// A chooser's answer: the token, and whether it keeps the text acceptable (false: the text so
+/// far is a dead end; `id` is then the plain argmax, taken when the decoder cannot back out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub id: u32,
+    pub acceptable: bool,
+}
+
+/// How far back a dead end is backed out: a dead end is a word the constraint cannot finish (an
+/// invented name half written, a banned word), and a word is a few tokens long.
+const BACKTRACK_DEPTH: usize = 8;
 
 /// Decodes from `first` (the logits row after the prompt, `[width]`) with the KV cache `kv`
 /// holding the prompt `context`. `forward` is the one forward entry point (returns `[n_out,
-/// width]`), `choose` the one token chooser (text so far, logits row), `on_progress` runs before
-/// every forward pass (returning `false` cancels). With `drafter` set, drafts are verified in
-/// batches (its templates preferring the `focus` tokens at branch points); without, one token
-/// per pass. On return the cache holds the prompt and every
-/// generated token but the last (as plain decoding leaves it).
+/// width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
+/// there), `on_progress` runs before every forward pass (returning `false` cancels). With
+/// `drafter` set, drafts are verified in batches (its templates preferring the `focus` tokens at
+/// branch points); without, one token per pass.
+///
+/// Back-outs: when the chooser finds no acceptable token (a constrained decode at a dead end),
+/// the last tokens are taken back one at a time, at most [`BACKTRACK_DEPTH`] deep and
+/// `limits.backtrack` times per decode, each excluded at its position, until a position offers
+/// another acceptable token; the decode continues from there (one forward pass, the KV cache
+/// rolled back). Without a way back, the chooser's fallback (plain argmax) is taken. The rows
+/// of the last positions are kept for this only when `limits.backtrack > 0`.
+///
+/// On return the cache holds the prompt and every generated token but the last (as plain
+/// decoding leaves it).
 #[allow(clippy::too_many_arguments)]
 pub fn decode(
     tok: &Tokenizer,
@@ -83,7 +107,7 @@ pub fn decode(
     drafter: Option<(&Drafter, &[u32])>,
     limits: DecodeLimits,
     forward: &mut dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, Nl2SqlError>,
-    choose: &mut dyn FnMut(&str, &[f32]) -> u32,
+    choose: &mut dyn FnMut(&str, &[f32], &[u32]) -> Choice,
     on_progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Decoded, Nl2SqlError> {
     let width = first.len();
@@ -97,14 +121,54 @@ pub fn decode(
     let mut text = limits.seed.to_string();
     let mut stats = SpecStats::default();
     let mut window = Window::new();
+    // Back-outs: the rows of the last positions (`(position, [width])`), the tokens excluded
+    // per position, and how many back-outs are left.
+    let mut kept: VecDeque<(usize, Vec<f32>)> = VecDeque::new();
+    let mut excluded: Vec<(usize, u32)> = Vec::new();
+    let mut backtracks_left = limits.backtrack;
     let stop = loop {
         if ids.len() >= limits.max_new {
             break StopReason::Budget;
         }
-        let id = choose(&text, &rows[r * width..(r + 1) * width]);
+        let pos = ids.len();
+        let row = &rows[r * width..(r + 1) * width];
+        if limits.backtrack > 0 {
+            if kept.len() == BACKTRACK_DEPTH {
+                kept.pop_front();
+            }
+            kept.push_back((pos, row.to_vec()));
+        }
+        let here = |excluded: &[(usize, u32)], p: usize| excluded.iter().filter(|e| e.0 == p).map(|e| e.1).collect::<Vec<u32>>();
+        let mut choice = choose(&text, row, &here(&excluded, pos));
+        let mut backed_out = false;
+        if !choice.acceptable && backtracks_left > 0 {
+            // Take tokens back until a kept position offers another acceptable one.
+            let mut t_ids = ids.clone();
+            let mut t_excluded = excluded.clone();
+            while let Some(&last) = t_ids.last() {
+                let p = t_ids.len() - 1;
+                let Some((_, prev)) = kept.iter().find(|k| k.0 == p) else { break };
+                t_ids.pop();
+                t_excluded.retain(|e| e.0 <= p);
+                t_excluded.push((p, last));
+                let t_text = replay(tok, limits.seed, &t_ids).0;
+                let c = choose(&t_text, prev, &here(&t_excluded, p));
+                if c.acceptable {
+                    backtracks_left -= 1;
+                    choice = c;
+                    backed_out = true;
+                    kept.retain(|k| k.0 <= p);
+                    (ids, text, excluded) = (t_ids, t_text, t_excluded);
+                    history.truncate(context.len() + ids.len());
+                    stream = replay(tok, limits.seed, &ids).1;
+                    break;
+                }
+            }
+        }
+        let id = choice.id;
         ids.push(id);
         history.push(id);
-        let hit = r < draft.len() && draft[r] == id;
+        let hit = !backed_out && r < draft.len() && draft[r] == id;
         if hit {
             stats.accepted_tokens += 1;
         }
@@ -124,7 +188,9 @@ pub fn decode(
             continue;
         }
         // End of a verification round: `r` drafted tokens were accepted.
-        window.update(draft.len(), r);
+        if !backed_out {
+            window.update(draft.len(), r);
+        }
         kv.truncate(base + ids.len() - 1); // every generated token but `id`
         if kv.check_room(1).is_err() {
             break StopReason::ContextFull;
@@ -154,4 +220,15 @@ pub fn decode(
     text.push_str(&stream.finish());
     kv.truncate(base + ids.len().saturating_sub(1));
     Ok(Decoded { ids, text, stop, stats })
+}
+
+/// The text of `seed` + `ids` as the streaming decoder gives it token by token, and that
+/// decoder, ready for the next token.
+fn replay<'t>(tok: &'t Tokenizer, seed: &str, ids: &[u32]) -> (String, StreamDecoder<'t>) {
+    let mut stream = tok.stream_decoder();
+    let mut text = seed.to_string();
+    for &id in ids {
+        text.push_str(&stream.push(id));
+    }
+    (text, stream)
 }
