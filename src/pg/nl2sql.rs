@@ -53,7 +53,14 @@ pub(super) fn raise_load(e: LoadError) -> ! {
             Some("The file is not a usable GGUF model (truncated, corrupt or unsupported); fetch it again with make fetch-model.".into()),
         ),
         LoadError::Runtime(m) => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: cannot start worker threads: {m}"), None, None),
+        LoadError::Limit(e) => raise_limit(e),
     }
+}
+
+/// Reports a resource setting above its ceiling: SQLSTATE 42501 (insufficient_privilege), as
+/// for a superuser-only setting: the value is valid, the role may not use it.
+pub(super) fn raise_limit(e: gucs::LimitExceeded) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, e.message(), Some(e.detail()), Some(e.hint()))
 }
 
 /// Reports an engine failure.
@@ -96,8 +103,9 @@ fn raise_engine(e: Nl2SqlError) -> ! {
     }
 }
 
-/// Engine options from the settings.
+/// Engine options from the settings; raises the ERROR of a setting above its ceiling.
 fn options() -> Options {
+    gucs::check_limits().unwrap_or_else(|e| raise_limit(e));
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
@@ -105,6 +113,17 @@ fn options() -> Options {
         vocab_pruning: gucs::VOCAB_PRUNING.get(),
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get()).unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+    }
+}
+
+/// A NOTICE when `turboinfer.context_tokens` exceeds the loaded model's training context (the
+/// engine caps the KV cache there), once per value and model load.
+fn notice_context_cap(loaded: &mut Loaded, opts: &Options) {
+    let trained = loaded.engine.model().config().context_length;
+    if opts.context_tokens > trained && loaded.context_capped != Some(opts.context_tokens) {
+        loaded.context_capped = Some(opts.context_tokens);
+        let name = loaded.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        pgrx::notice!("turboinfer: turboinfer.context_tokens = {} is capped at {trained} positions, the training context of model {name}", opts.context_tokens);
     }
 }
 
@@ -167,20 +186,19 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     if let Err(e) = Engine::clean_question(question) {
         raise_engine(e);
     }
-    let t0 = Instant::now();
+    let opts = options();
     let (load_ms, reloaded) = backend::with_backend(|b| match b.model_and_runtime() {
         Ok((l, reloaded, _)) => (if reloaded { l.load_ms } else { 0.0 }, reloaded),
         Err(e) => raise_load(e),
     });
-    let _ = t0;
     let t1 = Instant::now();
     let schema = catalog::read_schema(schemas);
     let schema_ms = ms(t1);
-    let opts = options();
     let target = sparse::target(sparsity);
     let result = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
+        notice_context_cap(loaded, &opts);
         let Loaded { engine, cache, path, .. } = loaded;
         cache.set_file_dir(gucs::kv_file_dir());
         let r = generate(engine, rt, cache, &schema, question, &opts);
@@ -373,6 +391,7 @@ fn turboinfer_info() -> JsonB {
                     LoadError::Path(p) => p.to_string(),
                     LoadError::Engine(_, e) => e.to_string(),
                     LoadError::Runtime(m) => m,
+                    LoadError::Limit(l) => l.message(),
                 },
                 "kernel_tier": kernel_tier(),
                 "threads": threads,
