@@ -2,7 +2,8 @@
 # No backtrace reaches a client (issue 16, item 10): restarts the test cluster with RUST_BACKTRACE=1
 # in the server's environment, raises two ERRORs that pass through Rust, and checks what psql
 # receives (VERBOSITY verbose: message, DETAIL, HINT, CONTEXT, LOCATION) carries no frames:
-#   1. a Rust panic: nl2sql() with a NULL schema name (pgrx's "array contains NULL", XX000);
+#   1. a Rust panic: turboinfer_calibrate() with a NULL level (pgrx's "array contains NULL", XX000,
+#      raised while unboxing the argument, before any code of ours runs);
 #   2. a PostgreSQL error re-raised through Rust: statement_timeout during a long nl2sql() call.
 # The server log, by contrast, must keep the panic and its backtrace. Afterwards the cluster is
 # restarted with the RUST_BACKTRACE it had before (unset if it had none).
@@ -62,7 +63,7 @@ BEGIN
 END $$;
 SQL
 
-check "rust panic (NULL schema name)" XX000 -- "SELECT nl2sql('how many rows?', ARRAY[NULL::text])"
+check "rust panic (NULL calibration level)" XX000 -- "SELECT turboinfer_calibrate(levels => ARRAY[NULL]::float8[])"
 # The model is loaded by a first call on a tiny schema, so the timeout strikes inside the
 # generation (the ERROR is raised by PostgreSQL inside check_for_interrupts! and re-raised by pgrx).
 check "statement timeout re-raised through Rust" 57014 -- \

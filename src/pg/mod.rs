@@ -3,6 +3,7 @@
 
 mod backend;
 mod catalog;
+mod encoding;
 mod functions;
 mod gucs;
 mod nl2sql;
