@@ -121,6 +121,18 @@ pub fn for_message(s: String) -> String {
     out
 }
 
+/// Text of an ERROR that pgrx caught and copied with a lossy UTF-8 conversion (in a database
+/// whose encoding is not UTF-8, each non-UTF-8 byte sequence became U+FFFD, which such an
+/// encoding cannot represent): U+FFFD written as `?`, so the text can be returned and shown.
+/// Unchanged in a UTF-8 database (the copy was exact).
+pub fn caught_text(s: &str) -> String {
+    if database_is_utf8() {
+        s.to_string()
+    } else {
+        s.replace('\u{FFFD}', "?")
+    }
+}
+
 /// A `text` argument, converted from the database encoding.
 pub struct Text(pub String);
 

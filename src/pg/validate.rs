@@ -33,12 +33,12 @@ pub fn validate(sql: &str) -> Result<(), Rejection> {
     analyze(sql)
 }
 
-/// A rejection carrying the server's SQLSTATE, message and hint.
+/// A rejection carrying the server's SQLSTATE, message and hint (see `encoding::caught_text`).
 fn rejection(r: &ErrorReportWithLevel) -> Rejection {
     Rejection {
-        message: r.message().to_string(),
+        message: super::encoding::caught_text(r.message()),
         sqlstate: Some(sqlstate(r.sql_error_code() as i32)),
-        hint: r.hint().map(str::to_string),
+        hint: r.hint().map(super::encoding::caught_text),
         facts: Vec::new(),
     }
 }

@@ -24,6 +24,10 @@ FROM nl2sql_explain('quels prénoms ?') e;
 -- The validator parses the statement in the database encoding; its catalog facts come back.
 SELECT nl2sql_check('SELECT prénom FROM café') IS NULL AS valid;
 SELECT nl2sql_check('SELECT prenom FROM café');
+-- The server's own message reaches the extension through pgrx's lossy UTF-8 copy: the non-UTF-8
+-- byte shows as '?', and the reason is still returned (not a 22021 about U+FFFD).
+SELECT nl2sql_check('SELECT id FROM cafés');
+SELECT nl2sql_check('SELECT prénoms FROM café');
 -- A NULL schema name is a clear error (22004), not a panic.
 SELECT nl2sql('combien ?', ARRAY[NULL]);
 \echo :LAST_ERROR_SQLSTATE
