@@ -16,7 +16,7 @@ MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features nl2sql_api nl2sql_validate nl2sql_semantic nl2sql_repair nl2sql_visibility nl2sql_cache_file nl2sql_timeout nl2sql_quality nl2sql_speculation nl2sql_sparse nl2sql_cancel
+REGRESS      := version cpu_features nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_repair nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_speculation nl2sql_sparse nl2sql_cancel
 
 comma := ,
 empty :=
@@ -25,7 +25,7 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
@@ -133,6 +133,7 @@ test:
 	@$(MAKE) --no-print-directory cluster-start
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
+	@$(MAKE) --no-print-directory test-backtrace
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
@@ -148,6 +149,11 @@ test-engine:
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
 	@$(TIMED) "llama.cpp fixtures and batch invariance on every kernel tier" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
+
+## No backtrace reaches a client: restarts the cluster with RUST_BACKTRACE=1 for a few seconds,
+## checks two ERRORs raised through Rust, then restarts it with its former environment.
+test-backtrace:
+	@$(TIMED) "no backtraces to clients" scripts/test-backtrace.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

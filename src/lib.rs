@@ -9,6 +9,7 @@ pub mod model;
 pub mod nl2sql;
 pub mod ops;
 pub mod quant;
+pub mod regular_file;
 pub mod runtime;
 pub mod sampler;
 pub mod sparse;

@@ -19,7 +19,6 @@ pub use writer::{GgufLayout, GgufWriter, ALIGNMENT_KEY, MAX_KEY_LEN, MAX_TENSOR_
 use crate::quant::GgmlType;
 use memmap2::Mmap;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Largest number of dimensions a ggml tensor can have (`GGML_MAX_DIMS`).
@@ -148,11 +147,9 @@ impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
         let path = path.as_ref().to_path_buf();
         let io = |source| GgufError::Io { path: path.clone(), source };
-        let file = File::open(&path).map_err(io)?;
+        // Non-blocking, regular files only; a symlink is followed (the caller resolved the path).
+        let file = crate::regular_file::open(&path, crate::regular_file::Links::Follow).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(io(std::io::Error::other("not a regular file")));
-        }
         if meta.len() < 4 {
             return Err(GgufError::Truncated { what: "magic", offset: 0, needed: 4, file_len: meta.len() });
         }

@@ -334,15 +334,13 @@ impl PackedFile {
     /// must have been made from.
     pub fn open(path: impl AsRef<Path>, gguf: &GgufFile) -> Result<PackedFile, PackedError> {
         let path = path.as_ref().to_path_buf();
-        let file = match File::open(&path) {
+        // Non-blocking, regular files only, no symlink followed (packs are written by rename).
+        let file = match crate::regular_file::open(&path, crate::regular_file::Links::Refuse) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PackedError::Missing { path }),
             Err(source) => return Err(PackedError::Io { path, source }),
         };
         let meta = file.metadata().map_err(|source| PackedError::Io { path: path.clone(), source })?;
-        if !meta.is_file() {
-            return Err(PackedError::Io { path, source: std::io::Error::other("not a regular file") });
-        }
         if meta.len() < HEADER as u64 {
             // Still tell a foreign file from a short pack.
             let mut head = Vec::new();

@@ -289,7 +289,9 @@ impl KvFileDir {
     pub fn load(&self, key: &KvFileKey, kv: &mut KvCache) -> Result<PathBuf, KvFileError> {
         kv.clear();
         let path = self.path_for(&key.fingerprint, kv.dtype());
-        let file = match File::open(&path) {
+        // Non-blocking, regular files only, no symlink followed: anything else planted here is
+        // an I/O refusal (a warning and a miss: the prefix is computed), and is left in place.
+        let file = match crate::regular_file::open(&path, crate::regular_file::Links::Refuse) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(KvFileError::Missing),
             Err(source) => return Err(KvFileError::Io { path, source }),

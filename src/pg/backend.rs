@@ -41,6 +41,9 @@ pub struct Loaded {
     pub engine: Engine,
     /// The per-backend schema-prefix cache used by nl2sql().
     pub cache: PrefixCache,
+    /// The `turboinfer.context_tokens` value last reported as capped at this model's training
+    /// context (the NOTICE is given once per value and load, not on every call).
+    pub context_capped: Option<usize>,
     /// How long the load took.
     pub load_ms: f64,
     /// The sparse FFN sidecar opened for this model and the hooks built from it (dropped with
@@ -53,8 +56,8 @@ pub struct Loaded {
 pub struct Backend {
     pub loaded: Option<Loaded>,
     runtime: Option<Runtime>,
-    /// The `turboinfer.threads` value the runtime was built for.
-    runtime_setting: i32,
+    /// The thread count the runtime was built for (`gucs::threads()`).
+    runtime_threads: usize,
 }
 
 thread_local! {
@@ -68,6 +71,8 @@ pub enum LoadError {
     Path(ModelPathError),
     Engine(PathBuf, Nl2SqlError),
     Runtime(String),
+    /// `turboinfer.threads` above `turboinfer.threads_limit` for a non-superuser.
+    Limit(gucs::LimitExceeded),
 }
 
 /// Runs `f` with the backend state. Not re-entrant (nl2sql does not call itself).
@@ -94,19 +99,18 @@ impl Backend {
                 // nl2sql_explain(), turboinfer_info() and turboinfer_bench().
                 pgrx::log!("turboinfer: packed weights {}", engine.model().pack_status());
             }
-            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), load_ms, sparse: None });
+            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), context_capped: None, load_ms, sparse: None });
         }
         Ok((self.loaded.as_mut().expect("set above"), !fresh))
     }
 
     /// The worker pool for the current `turboinfer.threads`, created on first use.
     pub fn runtime(&mut self) -> Result<&Runtime, LoadError> {
-        let setting = gucs::THREADS.get();
-        if self.runtime.is_none() || self.runtime_setting != setting {
+        let n = gucs::threads().map_err(LoadError::Limit)?;
+        if self.runtime.is_none() || self.runtime_threads != n {
             self.runtime = None; // joins nothing: rayon workers exit once the pool is dropped
-            let n = usize::try_from(setting).unwrap_or(0);
             self.runtime = Some(spawn_runtime(n)?);
-            self.runtime_setting = setting;
+            self.runtime_threads = n;
         }
         Ok(self.runtime.as_ref().expect("set above"))
     }

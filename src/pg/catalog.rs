@@ -13,6 +13,7 @@
 //! `pg_catalog, pg_temp` (and every name schema-qualified), so objects in the caller's schemas
 //! cannot shadow anything these queries use.
 
+use super::encoding::{spi_names, spi_text, spi_text_array, NAMES_PARAM};
 use crate::nl2sql::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
 use pgrx::prelude::*;
 use pgrx::spi::SpiResult;
@@ -37,10 +38,16 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
         None => {
             // Through the read-only SPI path (`select`): `Spi::get_one` takes the read-write
             // path, which assigns a transaction id (and fails on a hot standby).
-            let path: Vec<String> = Spi::connect(|c| c.select("SELECT pg_catalog.current_schemas(false)::text[]", Some(1), &[])?.first().get_one::<Vec<String>>())
-                .ok()
-                .flatten()
-                .unwrap_or_default();
+            // As UTF-8 JSON (see `encoding`): names in any database encoding.
+            let path: Vec<String> = Spi::connect(|c| {
+                c.select("SELECT pg_catalog.convert_to(pg_catalog.to_json(pg_catalog.current_schemas(false))::text, 'UTF8')", Some(1), &[])?.first().get_one::<Vec<u8>>()
+            })
+            .ok()
+            .and_then(spi_text_array)
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
             let path: Vec<String> = path.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp")).collect();
             let first = path.first().cloned();
             (path, first, false)
@@ -69,7 +76,7 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
 fn readable_schemas() -> SpiResult<Vec<String>> {
     Spi::connect(|client| {
         let rows = client.select(
-            "SELECT n.nspname::text FROM pg_catalog.pg_namespace n \
+            "SELECT n.nspname::text, pg_catalog.convert_to(n.nspname::text, 'UTF8') FROM pg_catalog.pg_namespace n \
              WHERE n.nspname::text OPERATOR(pg_catalog.<>) ALL ($1) \
                AND n.nspname::text NOT LIKE 'pg\\_%' \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
@@ -84,7 +91,7 @@ fn readable_schemas() -> SpiResult<Vec<String>> {
         )?;
         let mut out = Vec::new();
         for row in rows {
-            if let Some(n) = row.get::<String>(1)? {
+            if let Some(n) = spi_text(row.get::<Vec<u8>>(2)?) {
                 out.push(n);
             }
         }
@@ -114,17 +121,18 @@ fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Appends the columns of `rows` (oid, name, nullable, type, comment) to the tables they belong to
-/// (`by_oid`: table oid -> index in `tables`), in row order; rows of other relations are skipped.
+/// Appends the columns of `rows` (oid, name, nullable, type, comment, then name, type and comment
+/// as UTF-8 bytea) to the tables they belong to (`by_oid`: table oid -> index in `tables`), in row
+/// order; rows of other relations are skipped.
 fn push_columns(tables: &mut [Table], by_oid: &HashMap<u32, usize>, rows: pgrx::spi::SpiTupleTable<'_>) -> SpiResult<()> {
     for row in rows {
         let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
         let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
         tables[i].columns.push(Column {
-            name: row.get(2)?.unwrap_or_default(),
+            name: spi_text(row.get(6)?).unwrap_or_default(),
             nullable: row.get(3)?.unwrap_or(true),
-            data_type: row.get(4)?.unwrap_or_default(),
-            comment: row.get(5)?,
+            data_type: spi_text(row.get(7)?).unwrap_or_default(),
+            comment: spi_text(row.get(8)?),
             stats: None,
         });
     }
@@ -133,39 +141,47 @@ fn push_columns(tables: &mut [Table], by_oid: &HashMap<u32, usize>, rows: pgrx::
 
 /// The catalog queries proper.
 fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
+    // Every text value is read a second time as UTF-8 bytea (the last columns; `encoding`), and
+    // the schema list is passed as UTF-8 JSON: the queries work in any database encoding. The
+    // plain text columns stay for ORDER BY (same order as before in every collation).
+    let names = NAMES_PARAM;
     Spi::connect(|client| {
-        let args = vec![schemas.to_vec().into()];
+        let args = vec![spi_names(schemas).into()];
         // Tables and views the role may read (a table-level or any column-level SELECT).
         let rows = client.select(
-            "SELECT t.table_schema::text, t.table_name::text, t.table_type::text, c.oid, \
-                    pg_catalog.obj_description(c.oid, 'pg_class') \
+            &format!("SELECT t.table_schema::text, t.table_name::text, t.table_type::text, c.oid, \
+                    pg_catalog.obj_description(c.oid, 'pg_class'), \
+                    pg_catalog.convert_to(t.table_schema::text, 'UTF8'), pg_catalog.convert_to(t.table_name::text, 'UTF8'), \
+                    pg_catalog.convert_to(pg_catalog.obj_description(c.oid, 'pg_class'), 'UTF8') \
              FROM information_schema.tables t \
              JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) t.table_schema::name \
              JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                                        AND c.relname OPERATOR(pg_catalog.=) t.table_name::name \
-             WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
+             WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ({names}) \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
              UNION ALL \
              SELECT n.nspname::text, c.relname::text, 'MATERIALIZED VIEW', c.oid, \
-                    pg_catalog.obj_description(c.oid, 'pg_class') \
+                    pg_catalog.obj_description(c.oid, 'pg_class'), \
+                    pg_catalog.convert_to(n.nspname::text, 'UTF8'), pg_catalog.convert_to(c.relname::text, 'UTF8'), \
+                    pg_catalog.convert_to(pg_catalog.obj_description(c.oid, 'pg_class'), 'UTF8') \
              FROM pg_catalog.pg_class c \
              JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
              WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
-               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ({names}) \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
-             ORDER BY 1, 2",
+             ORDER BY 1, 2"),
             None,
             &args,
         )?;
         let mut tables: Vec<Table> = Vec::new();
         let mut by_oid: HashMap<u32, usize> = HashMap::new();
         for row in rows {
-            let schema: String = row.get(1)?.unwrap_or_default();
-            let name: String = row.get(2)?.unwrap_or_default();
+            let schema = spi_text(row.get(6)?).unwrap_or_default();
+            let name = spi_text(row.get(7)?).unwrap_or_default();
             let kind = match row.get::<String>(3)?.as_deref() {
                 // A materialized view is queried like a view: shown as one.
                 Some("VIEW") | Some("MATERIALIZED VIEW") => TableKind::View,
@@ -173,40 +189,44 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             };
             let oid: pg_sys::Oid = row.get(4)?.unwrap_or(pg_sys::InvalidOid);
             let mut t = Table::new(&schema, &name, kind);
-            t.comment = row.get(5)?;
+            t.comment = spi_text(row.get(8)?);
             by_oid.insert(oid.to_u32(), tables.len());
             tables.push(t);
         }
         // Columns the role may read, in ordinal order, with PostgreSQL's own type formatting.
         let rows = client.select(
-            "SELECT c.oid, col.column_name::text, col.is_nullable::text OPERATOR(pg_catalog.=) 'YES', \
-                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum) \
+            &format!("SELECT c.oid, col.column_name::text, col.is_nullable::text OPERATOR(pg_catalog.=) 'YES', \
+                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum), \
+                    pg_catalog.convert_to(col.column_name::text, 'UTF8'), pg_catalog.convert_to(pg_catalog.format_type(a.atttypid, a.atttypmod), 'UTF8'), \
+                    pg_catalog.convert_to(pg_catalog.col_description(c.oid, a.attnum), 'UTF8') \
              FROM information_schema.columns col \
              JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) col.table_schema::name \
              JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                                        AND c.relname OPERATOR(pg_catalog.=) col.table_name::name \
              JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
                                            AND a.attname OPERATOR(pg_catalog.=) col.column_name::name \
-             WHERE col.table_schema::text OPERATOR(pg_catalog.=) ANY ($1) \
+             WHERE col.table_schema::text OPERATOR(pg_catalog.=) ANY ({names}) \
                AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
-             ORDER BY col.table_schema, col.table_name, col.ordinal_position",
+             ORDER BY col.table_schema, col.table_name, col.ordinal_position"),
             None,
             &args,
         )?;
         push_columns(&mut tables, &by_oid, rows)?;
         // Columns of materialized views (information_schema omits them), same privilege rule.
         let rows = client.select(
-            "SELECT c.oid, a.attname::text, NOT a.attnotnull, \
-                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum) \
+            &format!("SELECT c.oid, a.attname::text, NOT a.attnotnull, \
+                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum), \
+                    pg_catalog.convert_to(a.attname::text, 'UTF8'), pg_catalog.convert_to(pg_catalog.format_type(a.atttypid, a.atttypmod), 'UTF8'), \
+                    pg_catalog.convert_to(pg_catalog.col_description(c.oid, a.attnum), 'UTF8') \
              FROM pg_catalog.pg_class c \
              JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
              JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
              WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
-               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ($1) \
+               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ({names}) \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
                AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
-             ORDER BY n.nspname, c.relname, a.attnum",
+             ORDER BY n.nspname, c.relname, a.attnum"),
             None,
             &args,
         )?;
@@ -217,27 +237,28 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
         // role cannot read ever reaches the prompt. Only text and integer columns get notes
         // (`values.rs`), so only their statistics are read (their arrays cast to text[] safely).
         let rows = client.select(
-            "SELECT c.oid, s.attname::text, s.n_distinct::float8, \
-                    (s.most_common_vals::text)::text[], (s.histogram_bounds::text)::text[] \
+            &format!("SELECT c.oid, pg_catalog.convert_to(s.attname::text, 'UTF8'), s.n_distinct::float8, \
+                    pg_catalog.convert_to(pg_catalog.to_json((s.most_common_vals::text)::text[])::text, 'UTF8'), \
+                    pg_catalog.convert_to(pg_catalog.to_json((s.histogram_bounds::text)::text[])::text, 'UTF8') \
              FROM pg_catalog.pg_stats s \
              JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) s.schemaname \
              JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                                        AND c.relname OPERATOR(pg_catalog.=) s.tablename \
              JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
                                            AND a.attname OPERATOR(pg_catalog.=) s.attname \
-             WHERE s.schemaname::text OPERATOR(pg_catalog.=) ANY ($1) AND NOT s.inherited \
+             WHERE s.schemaname::text OPERATOR(pg_catalog.=) ANY ({names}) AND NOT s.inherited \
                AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['text', 'varchar', 'bpchar', 'int2', 'int4', 'int8']::pg_catalog.regtype[]::pg_catalog.oid[]) \
-               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')",
+               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')"),
             None,
             &args,
         )?;
         for row in rows {
             let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
             let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
-            let name: String = row.get(2)?.unwrap_or_default();
+            let name = spi_text(row.get(2)?).unwrap_or_default();
             let n_distinct: f64 = row.get(3)?.unwrap_or(0.0);
-            let common: Vec<String> = row.get::<Vec<Option<String>>>(4)?.unwrap_or_default().into_iter().flatten().collect();
-            let bounds: Vec<String> = row.get::<Vec<Option<String>>>(5)?.unwrap_or_default().into_iter().flatten().take(STATS_BOUNDS).collect();
+            let common: Vec<String> = spi_text_array(row.get(4)?).unwrap_or_default().into_iter().flatten().collect();
+            let bounds: Vec<String> = spi_text_array(row.get(5)?).unwrap_or_default().into_iter().flatten().take(STATS_BOUNDS).collect();
             if let Some(col) = tables[i].columns.iter_mut().find(|c| c.name == name) {
                 // n_distinct > 0 is an absolute count; < 0 a fraction of the rows (many values).
                 let distinct = (n_distinct >= 1.0 && n_distinct <= u32::MAX as f64).then(|| n_distinct.round() as u32);
@@ -248,13 +269,13 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
         let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
         let rows = client.select(
             "SELECT k.conrelid::int8, k.contype::text, \
-                    ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY u(n, i) \
+                    pg_catalog.convert_to(pg_catalog.to_json(ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY u(n, i) \
                           JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) k.conrelid \
-                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i), \
+                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i))::text, 'UTF8'), \
                     k.confrelid::int8, \
-                    ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.confkey) WITH ORDINALITY u(n, i) \
+                    pg_catalog.convert_to(pg_catalog.to_json(ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.confkey) WITH ORDINALITY u(n, i) \
                           JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) k.confrelid \
-                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i) \
+                                                        AND a.attnum OPERATOR(pg_catalog.=) u.n ORDER BY u.i))::text, 'UTF8') \
              FROM pg_catalog.pg_constraint k \
              WHERE k.contype OPERATOR(pg_catalog.=) ANY (ARRAY['p', 'f']::\"char\"[]) \
                AND k.conrelid::int8 OPERATOR(pg_catalog.=) ANY ($1) \
@@ -267,7 +288,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             let rel = row.get::<i64>(1)?.unwrap_or(0) as u32;
             let Some(&i) = by_oid.get(&rel) else { continue };
             let kind: String = row.get(2)?.unwrap_or_default();
-            let cols: Vec<String> = row.get(3)?.unwrap_or_default();
+            let cols: Vec<String> = spi_text_array(row.get(3)?).unwrap_or_default().into_iter().flatten().collect();
             // Only keys whose columns are all visible.
             if !cols.iter().all(|c| tables[i].columns.iter().any(|col| &col.name == c)) {
                 continue;
@@ -276,7 +297,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
                 tables[i].primary_key = cols;
             } else {
                 let target = row.get::<i64>(4)?.unwrap_or(0) as u32;
-                let ref_cols: Vec<String> = row.get(5)?.unwrap_or_default();
+                let ref_cols: Vec<String> = spi_text_array(row.get(5)?).unwrap_or_default().into_iter().flatten().collect();
                 fks.push((i, cols, target, ref_cols));
             }
         }

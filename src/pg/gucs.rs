@@ -20,6 +20,13 @@ pub static REPAIR_ROUNDS: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql
 const MAX_REPAIR_ROUNDS: i32 = 5;
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
+/// `turboinfer.threads_limit`: most worker threads a non-superuser may ask for (0 = the CPU
+/// cores); also what `turboinfer.threads = 0` means for everyone.
+pub static THREADS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// `turboinfer.context_tokens_limit`: most KV positions a non-superuser may ask for.
+pub static CONTEXT_TOKENS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CONTEXT_TOKENS_LIMIT);
+/// `turboinfer.max_new_tokens_limit`: most tokens per answer a non-superuser may ask for.
+pub static MAX_NEW_TOKENS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_NEW_TOKENS_LIMIT);
 /// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
 pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
@@ -67,7 +74,14 @@ pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false)
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
 /// Generation budget bounds: at least one token; 8192 is far beyond any single query.
-const MAX_NEW_TOKENS_LIMIT: i32 = 8192;
+const MAX_NEW_TOKENS_MAX: i32 = 8192;
+/// Default ceiling of `turboinfer.max_new_tokens` for non-superusers: 2.7x the default budget
+/// (384), more than any query of the test and benchmark suites needs, while one answer stays
+/// around a minute of CPU at the 1.5B model's ~60 ms per decoded token.
+const DEFAULT_MAX_NEW_TOKENS_LIMIT: i32 = 1024;
+/// Default ceiling of `turboinfer.context_tokens` for non-superusers: twice the default (4096),
+/// and at most 448 MiB of f32 KV cache per backend with the 1.5B model (56 KiB per position).
+const DEFAULT_CONTEXT_TOKENS_LIMIT: i32 = 8192;
 /// Context bounds: 256 positions fit a tiny schema; 131072 is the largest training context of
 /// the supported model families (the model's own limit clamps it further).
 const MIN_CONTEXT: i32 = 256;
@@ -101,24 +115,77 @@ pub fn register() {
             None,
         );
     }
+    // SAFETY: the check hooks only read the proposed value and the ceilings, call superuser()
+    // inside a transaction, and set GUC message strings.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            c"turboinfer.threads",
+            c"Worker threads for inference in each backend (0 = one per CPU core, at most turboinfer.threads_limit).",
+            c"Takes effect at the next call; the pool is rebuilt when the value changes. Non-superusers may not exceed turboinfer.threads_limit.",
+            &THREADS,
+            0,
+            MAX_THREADS,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_threads),
+            None,
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            c"turboinfer.max_new_tokens",
+            c"Most tokens nl2sql() generates per answer.",
+            c"Non-superusers may not exceed turboinfer.max_new_tokens_limit.",
+            &MAX_NEW_TOKENS,
+            1,
+            MAX_NEW_TOKENS_MAX,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_max_new_tokens),
+            None,
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            c"turboinfer.context_tokens",
+            c"KV cache positions per backend: schema prompt + question + answer + repair.",
+            c"Larger schemas need more; the model's training context is the upper bound. Non-superusers may not exceed turboinfer.context_tokens_limit.",
+            &CONTEXT_TOKENS,
+            MIN_CONTEXT,
+            MAX_CONTEXT,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_context_tokens),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
-        c"turboinfer.threads",
-        c"Worker threads for inference in each backend (0 = one per CPU core).",
-        c"Takes effect at the next call; the pool is rebuilt when the value changes.",
-        &THREADS,
+        c"turboinfer.threads_limit",
+        c"Most worker threads a non-superuser may set in turboinfer.threads (0 = the number of CPU cores).",
+        c"Superuser only. Also the thread count of turboinfer.threads = 0.",
+        &THREADS_LIMIT,
         0,
         MAX_THREADS,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"turboinfer.max_new_tokens",
-        c"Most tokens nl2sql() generates per answer.",
-        c"",
-        &MAX_NEW_TOKENS,
+        c"turboinfer.max_new_tokens_limit",
+        c"Most tokens per answer a non-superuser may set in turboinfer.max_new_tokens.",
+        c"Superuser only.",
+        &MAX_NEW_TOKENS_LIMIT,
         1,
-        MAX_NEW_TOKENS_LIMIT,
-        GucContext::Userset,
+        MAX_NEW_TOKENS_MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.context_tokens_limit",
+        c"Most KV cache positions a non-superuser may set in turboinfer.context_tokens.",
+        c"Superuser only. Each position costs 24 KiB (0.5B model) to 56 KiB (1.5B) of backend memory.",
+        &CONTEXT_TOKENS_LIMIT,
+        MIN_CONTEXT,
+        MAX_CONTEXT,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -128,16 +195,6 @@ pub fn register() {
         &REPAIR_ROUNDS,
         0,
         MAX_REPAIR_ROUNDS,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.context_tokens",
-        c"KV cache positions per backend: schema prompt + question + answer + repair.",
-        c"Larger schemas need more; the model's training context is the upper bound.",
-        &CONTEXT_TOKENS,
-        MIN_CONTEXT,
-        MAX_CONTEXT,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -281,4 +338,157 @@ unsafe extern "C-unwind" fn check_model(newval: *mut *mut std::ffi::c_char, _ext
             false
         }
     }
+}
+
+/// A resource setting that has a superuser-set ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Threads,
+    MaxNewTokens,
+    ContextTokens,
+}
+
+impl Resource {
+    /// The setting's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Threads => "turboinfer.threads",
+            Resource::MaxNewTokens => "turboinfer.max_new_tokens",
+            Resource::ContextTokens => "turboinfer.context_tokens",
+        }
+    }
+
+    /// The name of its ceiling.
+    pub fn limit_name(self) -> &'static str {
+        match self {
+            Resource::Threads => "turboinfer.threads_limit",
+            Resource::MaxNewTokens => "turboinfer.max_new_tokens_limit",
+            Resource::ContextTokens => "turboinfer.context_tokens_limit",
+        }
+    }
+
+    /// The current value of the setting.
+    fn value(self) -> i32 {
+        match self {
+            Resource::Threads => THREADS.get(),
+            Resource::MaxNewTokens => MAX_NEW_TOKENS.get(),
+            Resource::ContextTokens => CONTEXT_TOKENS.get(),
+        }
+    }
+
+    /// The ceiling in force (`turboinfer.threads_limit = 0` is the number of CPU cores).
+    pub fn limit(self) -> i32 {
+        match self {
+            Resource::Threads => match THREADS_LIMIT.get() {
+                0 => i32::try_from(cpu_cores()).unwrap_or(MAX_THREADS).min(MAX_THREADS),
+                n => n,
+            },
+            Resource::MaxNewTokens => MAX_NEW_TOKENS_LIMIT.get(),
+            Resource::ContextTokens => CONTEXT_TOKENS_LIMIT.get(),
+        }
+    }
+}
+
+/// A non-superuser asks for more of a resource than its ceiling allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitExceeded {
+    pub resource: Resource,
+    pub value: i32,
+    pub limit: i32,
+}
+
+impl LimitExceeded {
+    /// The ERROR's message.
+    pub fn message(&self) -> String {
+        format!("turboinfer: permission denied to set {} to {}", self.resource.name(), self.value)
+    }
+
+    /// The ERROR's detail.
+    pub fn detail(&self) -> String {
+        format!("{} is {}; only superusers may exceed it.", self.resource.limit_name(), self.limit)
+    }
+
+    /// The ERROR's hint.
+    pub fn hint(&self) -> String {
+        format!("Use at most {}, or ask a superuser to raise {} (e.g. ALTER ROLE ... SET {} = {}).", self.limit, self.resource.limit_name(), self.resource.limit_name(), self.value)
+    }
+}
+
+/// CPU cores available to this process (what `turboinfer.threads = 0` would use without a limit).
+fn cpu_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// `value` for `resource` against its ceiling: superusers are never limited.
+fn over_limit(resource: Resource, value: i32) -> Result<(), LimitExceeded> {
+    let limit = resource.limit();
+    // SAFETY: superuser() reads the current user's catalog entry; callers are in a transaction.
+    if value <= limit || unsafe { pg_sys::superuser() } {
+        Ok(())
+    } else {
+        Err(LimitExceeded { resource, value, limit })
+    }
+}
+
+/// Checks every resource setting against its ceiling when a call uses them: a value set before
+/// the ceiling was lowered, or set where the check hooks do not refuse (postgresql.conf,
+/// ALTER ROLE/DATABASE values applied at login, connection options), is refused here.
+pub fn check_limits() -> Result<(), LimitExceeded> {
+    for r in [Resource::Threads, Resource::MaxNewTokens, Resource::ContextTokens] {
+        over_limit(r, r.value())?;
+    }
+    Ok(())
+}
+
+/// The worker threads to run with: `turboinfer.threads`, or for 0 the CPU cores capped by
+/// `turboinfer.threads_limit`. Refuses a value above the ceiling for non-superusers.
+pub fn threads() -> Result<usize, LimitExceeded> {
+    let value = THREADS.get();
+    over_limit(Resource::Threads, value)?;
+    let n = if value == 0 { Resource::Threads.limit() } else { value };
+    Ok(usize::try_from(n).unwrap_or(1).max(1))
+}
+
+/// Shared body of the resource check hooks: a non-superuser's SET (or ALTER ROLE/DATABASE SET,
+/// checked with source PGC_S_TEST) above the ceiling fails with SQLSTATE 42501. Values from
+/// non-interactive sources, or outside a transaction (no catalog access for superuser()), pass
+/// here and are checked when used ([`check_limits`]).
+unsafe fn check_resource(resource: Resource, newval: *mut i32, source: pg_sys::GucSource::Type) -> bool {
+    if newval.is_null() || source < pg_sys::GucSource::PGC_S_INTERACTIVE || !pg_sys::IsTransactionState() {
+        return true;
+    }
+    match over_limit(resource, *newval) {
+        Ok(()) => true,
+        Err(e) => {
+            pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE as i32);
+            pg_sys::GUC_check_errmsg_string = pstrdup_str(&e.message());
+            pg_sys::GUC_check_errdetail_string = pstrdup_str(&e.detail());
+            pg_sys::GUC_check_errhint_string = pstrdup_str(&e.hint());
+            false
+        }
+    }
+}
+
+/// `s` copied into the current memory context (what the GUC message strings must be).
+unsafe fn pstrdup_str(s: &str) -> *mut std::ffi::c_char {
+    let c = CString::new(s.replace('\0', " ")).unwrap_or_default();
+    pg_sys::pstrdup(c.as_ptr())
+}
+
+/// Check hook of `turboinfer.threads` (see [`check_resource`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_threads(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+    check_resource(Resource::Threads, newval, source)
+}
+
+/// Check hook of `turboinfer.max_new_tokens` (see [`check_resource`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_max_new_tokens(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+    check_resource(Resource::MaxNewTokens, newval, source)
+}
+
+/// Check hook of `turboinfer.context_tokens` (see [`check_resource`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_context_tokens(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+    check_resource(Resource::ContextTokens, newval, source)
 }

@@ -3,9 +3,11 @@
 
 mod backend;
 mod catalog;
+mod encoding;
 mod functions;
 mod gucs;
 mod nl2sql;
+mod panic;
 mod sparse;
 mod validate;
 
@@ -13,8 +15,10 @@ mod validate;
 ::pgrx::pg_module_magic!(name, version);
 
 /// Library initialisation (once per backend, when the library is first loaded): registers the
-/// settings. No threads are created here: the postmaster may load the library before forking.
+/// settings and replaces pgrx's panic hook (no backtraces to clients, see `panic`). No threads are
+/// created here: the postmaster may load the library before forking.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    panic::install();
     gucs::register();
 }

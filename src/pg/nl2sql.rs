@@ -5,6 +5,7 @@
 //! INVOKER): the schema shown to the model is what the caller may read.
 
 use super::backend::{self, LoadError, Loaded};
+use super::encoding::{for_message, Jsonb, Text, TextArray, TextOut};
 use super::{catalog, gucs, sparse, validate};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
@@ -12,18 +13,19 @@ use crate::nl2sql::{Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaIn
 use crate::runtime::Runtime;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgLogLevel, PgSqlErrorCode};
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use serde_json::json;
 use std::time::Instant;
 
-/// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint. Never returns.
+/// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint (made safe for the
+/// database encoding: `encoding::for_message`). Never returns.
 pub(super) fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
-    let mut r = ErrorReport::new(code, message, "nl2sql");
+    let mut r = ErrorReport::new(code, for_message(message), "nl2sql");
     if let Some(d) = detail {
-        r = r.set_detail(d);
+        r = r.set_detail(for_message(d));
     }
     if let Some(h) = hint {
-        r = r.set_hint(h);
+        r = r.set_hint(for_message(h));
     }
     r.report(PgLogLevel::ERROR);
     unreachable!("ERROR does not return")
@@ -53,7 +55,14 @@ pub(super) fn raise_load(e: LoadError) -> ! {
             Some("The file is not a usable GGUF model (truncated, corrupt or unsupported); fetch it again with make fetch-model.".into()),
         ),
         LoadError::Runtime(m) => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: cannot start worker threads: {m}"), None, None),
+        LoadError::Limit(e) => raise_limit(e),
     }
+}
+
+/// Reports a resource setting above its ceiling: SQLSTATE 42501 (insufficient_privilege), as
+/// for a superuser-only setting: the value is valid, the role may not use it.
+pub(super) fn raise_limit(e: gucs::LimitExceeded) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, e.message(), Some(e.detail()), Some(e.hint()))
 }
 
 /// Reports an engine failure.
@@ -96,8 +105,9 @@ fn raise_engine(e: Nl2SqlError) -> ! {
     }
 }
 
-/// Engine options from the settings.
+/// Engine options from the settings; raises the ERROR of a setting above its ceiling.
 fn options() -> Options {
+    gucs::check_limits().unwrap_or_else(|e| raise_limit(e));
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
@@ -105,6 +115,17 @@ fn options() -> Options {
         vocab_pruning: gucs::VOCAB_PRUNING.get(),
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get()).unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+    }
+}
+
+/// A NOTICE when `turboinfer.context_tokens` exceeds the loaded model's training context (the
+/// engine caps the KV cache there), once per value and model load.
+fn notice_context_cap(loaded: &mut Loaded, opts: &Options) {
+    let trained = loaded.engine.model().config().context_length;
+    if opts.context_tokens > trained && loaded.context_capped != Some(opts.context_tokens) {
+        loaded.context_capped = Some(opts.context_tokens);
+        let name = loaded.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        pgrx::notice!("turboinfer: turboinfer.context_tokens = {} is capped at {trained} positions, the training context of model {name}", opts.context_tokens);
     }
 }
 
@@ -167,20 +188,19 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     if let Err(e) = Engine::clean_question(question) {
         raise_engine(e);
     }
-    let t0 = Instant::now();
+    let opts = options();
     let (load_ms, reloaded) = backend::with_backend(|b| match b.model_and_runtime() {
         Ok((l, reloaded, _)) => (if reloaded { l.load_ms } else { 0.0 }, reloaded),
         Err(e) => raise_load(e),
     });
-    let _ = t0;
     let t1 = Instant::now();
     let schema = catalog::read_schema(schemas);
     let schema_ms = ms(t1);
-    let opts = options();
     let target = sparse::target(sparsity);
     let result = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
+        notice_context_cap(loaded, &opts);
         let Loaded { engine, cache, path, .. } = loaded;
         cache.set_file_dir(gucs::kv_file_dir());
         let r = generate(engine, rt, cache, &schema, question, &opts);
@@ -200,20 +220,20 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
 /// `nl2sql(question)`: a SQL query answering `question` over the tables the caller can see in
 /// the current search path. Never executes it.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
-fn nl2sql(question: &str) -> String {
-    accepted(answer(question, None, None))
+fn nl2sql(question: Text) -> TextOut {
+    accepted(answer(&question.0, None, None))
 }
 
-/// The accepted SQL of an answer, or the InvalidSql ERROR.
-fn accepted(a: Answer) -> String {
-    a.outcome.into_result().unwrap_or_else(|e| raise_engine(e)).sql
+/// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR.
+fn accepted(a: Answer) -> TextOut {
+    TextOut(a.outcome.into_result().unwrap_or_else(|e| raise_engine(e)).sql, "the generated SQL")
 }
 
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
-fn nl2sql_schemas(question: &str, schemas: Vec<String>) -> String {
-    accepted(answer(question, Some(schemas), None))
+fn nl2sql_schemas(question: Text, schemas: TextArray) -> TextOut {
+    accepted(answer(&question.0, Some(schemas.0), None))
 }
 
 /// The explain report of an answer.
@@ -291,34 +311,34 @@ fn sparse_json(s: &SparseUse) -> serde_json::Value {
 /// `turboinfer.sparsity` setting (0 = dense for this call). A NULL question gives NULL.
 #[pg_extern(volatile, parallel_unsafe, security_invoker, name = "nl2sql_explain")]
 fn nl2sql_explain_sparse(
-    question: Option<&str>,
-    schemas: default!(Option<Vec<String>>, "NULL"),
+    question: Option<Text>,
+    schemas: default!(Option<TextArray>, "NULL"),
     sparsity: default!(Option<f64>, "NULL"),
-) -> Option<JsonB> {
-    let question = question?;
-    let a = answer(question, schemas, sparsity);
-    Some(JsonB(explain_json(question, &a)))
+) -> Option<Jsonb> {
+    let question = question?.0;
+    let a = answer(&question, schemas.map(|s| s.0), sparsity);
+    Some(Jsonb(explain_json(&question, &a)))
 }
 
 /// The C symbol of the former `nl2sql_explain(question)` (no SQL of its own): a database whose
 /// extension was created by an earlier build of this version still points at it, and keeps working
 /// until the extension is re-created.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
-fn nl2sql_explain(question: &str) -> JsonB {
-    JsonB(explain_json(question, &answer(question, None, None)))
+fn nl2sql_explain(question: Text) -> Jsonb {
+    Jsonb(explain_json(&question.0, &answer(&question.0, None, None)))
 }
 
 /// The C symbol of the former `nl2sql_explain(question, schemas)` (see [`nl2sql_explain`]).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
-fn nl2sql_explain_schemas(question: &str, schemas: Vec<String>) -> JsonB {
-    let a = answer(question, Some(schemas), None);
-    JsonB(explain_json(question, &a))
+fn nl2sql_explain_schemas(question: Text, schemas: TextArray) -> Jsonb {
+    let a = answer(&question.0, Some(schemas.0), None);
+    Jsonb(explain_json(&question.0, &a))
 }
 
 /// `turboinfer_info()`: the configured model (loading it if needed), its shape and quantization
 /// types, the kernel tier, mapped bytes, threads and cache statistics, as jsonb.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
-fn turboinfer_info() -> JsonB {
+fn turboinfer_info() -> Jsonb {
     let setting = gucs::model_setting();
     let info = backend::with_backend(|b| {
         let threads = b.runtime().map(|r| r.n_threads()).ok();
@@ -373,6 +393,7 @@ fn turboinfer_info() -> JsonB {
                     LoadError::Path(p) => p.to_string(),
                     LoadError::Engine(_, e) => e.to_string(),
                     LoadError::Runtime(m) => m,
+                    LoadError::Limit(l) => l.message(),
                 },
                 "kernel_tier": kernel_tier(),
                 "threads": threads,
@@ -380,7 +401,7 @@ fn turboinfer_info() -> JsonB {
             }),
         }
     });
-    JsonB(info)
+    Jsonb(info)
 }
 
 /// The sparse FFN state of the loaded model: the setting, the sidecar nl2sql() would use (path

@@ -33,12 +33,12 @@ pub fn validate(sql: &str) -> Result<(), Rejection> {
     analyze(sql)
 }
 
-/// A rejection carrying the server's SQLSTATE, message and hint.
+/// A rejection carrying the server's SQLSTATE, message and hint (see `encoding::caught_text`).
 fn rejection(r: &ErrorReportWithLevel) -> Rejection {
     Rejection {
-        message: r.message().to_string(),
+        message: super::encoding::caught_text(r.message()),
         sqlstate: Some(sqlstate(r.sql_error_code() as i32)),
-        hint: r.hint().map(str::to_string),
+        hint: r.hint().map(super::encoding::caught_text),
         facts: Vec::new(),
     }
 }
@@ -58,7 +58,7 @@ fn must_propagate(state: &str) -> bool {
 /// `Ok` when `sql` is one plain query; otherwise the reason (the parser's message for syntax
 /// errors).
 pub fn check_query(sql: &str) -> Result<(), Rejection> {
-    let Ok(c) = CString::new(sql) else {
+    let Ok(c) = CString::new(server_sql(sql)?) else {
         return Err("the statement contains a NUL character".into());
     };
     // The raw parser only allocates memory: catching its ERROR without a subtransaction is safe
@@ -74,6 +74,18 @@ pub fn check_query(sql: &str) -> Result<(), Rejection> {
     .execute()
 }
 
+/// `sql` in the database encoding, for PostgreSQL's parser; a character the encoding cannot
+/// represent rejects the statement (a repair round may rewrite it).
+fn server_sql(sql: &str) -> Result<Vec<u8>, Rejection> {
+    super::encoding::try_to_server(sql).map_err(|reason| {
+        Rejection {
+            message: format!("the statement contains a character that the database encoding {} cannot represent ({reason})", super::encoding::database_encoding()),
+            sqlstate: Some("22021".into()),
+            ..Rejection::default()
+        }
+    })
+}
+
 /// What the analysis step found (an error to re-raise is kept until the subtransaction is gone).
 enum Analysis {
     Accepted,
@@ -85,7 +97,7 @@ enum Analysis {
 /// always rolled back: the server's error for a statement that does not resolve, a privilege the
 /// caller lacks, or a function with side effects.
 pub fn analyze(sql: &str) -> Result<(), Rejection> {
-    let Ok(c) = CString::new(sql) else {
+    let Ok(c) = CString::new(server_sql(sql)?) else {
         return Err("the answer contains a NUL character".into());
     };
     // SAFETY: the subtransaction pattern of PL/Python's and PL/Tcl's subtransaction blocks:
@@ -200,12 +212,13 @@ fn function_signatures(message: &str) -> Vec<String> {
     let Some(rest) = message.strip_prefix("function ") else { return Vec::new() };
     let Some(paren) = rest.find('(') else { return Vec::new() };
     let name = rest[..paren].rsplit('.').next().unwrap_or("").trim_matches('"').to_lowercase();
-    if name.is_empty() {
+    // The message came through a lossy UTF-8 conversion: only ASCII names are looked up.
+    if name.is_empty() || !name.is_ascii() {
         return Vec::new();
     }
     let found: Vec<String> = pgrx::Spi::connect(|client| {
         let rows = client.select(
-            "SELECT p.proname::text || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')' \
+            "SELECT pg_catalog.convert_to(p.proname::text || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', 'UTF8') \
              FROM pg_catalog.pg_proc p \
              WHERE p.proname OPERATOR(pg_catalog.=) $1::name AND p.prokind OPERATOR(pg_catalog.=) ANY (ARRAY['f', 'a', 'w']::\"char\"[]) \
                AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE') \
@@ -215,7 +228,7 @@ fn function_signatures(message: &str) -> Vec<String> {
         )?;
         let mut out = Vec::new();
         for row in rows {
-            if let Some(s) = row.get::<String>(1)? {
+            if let Some(s) = super::encoding::spi_text(row.get::<Vec<u8>>(1)?) {
                 out.push(s);
             }
         }
@@ -325,8 +338,10 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
 /// real columns of the table an alias stands for, the tables that have a missing column, the
 /// closest names), over the tables the caller may see on the search path.
 #[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
-fn nl2sql_check(sql: &str) -> Option<String> {
-    let r = validate(sql).err()?;
-    let facts = crate::nl2sql::repair::feedback(&r, sql, &super::catalog::read_schema(None));
-    Some(if facts.is_empty() { r.message } else { format!("{}\n{facts}", r.message) })
+fn nl2sql_check(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
+    let sql = sql.0;
+    let r = validate(&sql).err()?;
+    let facts = crate::nl2sql::repair::feedback(&r, &sql, &super::catalog::read_schema(None));
+    let reason = if facts.is_empty() { r.message } else { format!("{}\n{facts}", r.message) };
+    Some(super::encoding::TextOut(reason, "the reason"))
 }

@@ -113,7 +113,9 @@ pub fn read_texts(paths: &[impl AsRef<Path>]) -> std::io::Result<Vec<String>> {
     paths
         .iter()
         .map(|p| {
-            let b = std::fs::read(p)?;
+            // Non-blocking open, regular files only: a FIFO named here must not hang the caller.
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut crate::regular_file::open(p.as_ref(), crate::regular_file::Links::Follow)?, &mut b)?;
             let s = String::from_utf8_lossy(&b).into_owned();
             Ok(if s.contains("</") { strip_tags(&s) } else { s })
         })

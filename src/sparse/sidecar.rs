@@ -279,7 +279,8 @@ impl Sidecar {
             return Err(SparseError::Unsupported { what: "sidecar", reason: "big-endian host".into() });
         }
         let io = |source| SparseError::Io { path: path.clone(), source };
-        let f = std::fs::File::open(&path).map_err(io)?;
+        // Non-blocking, regular files only, no symlink followed (sidecars are written by rename).
+        let f = crate::regular_file::open(&path, crate::regular_file::Links::Refuse).map_err(io)?;
         // SAFETY: read-only mapping of a file we never write through; like the GGUF mapping, the
         // file must not be truncated while mapped (sidecars are replaced by rename, never in place).
         let map = unsafe { Mmap::map(&f) }.map_err(io)?;
