@@ -161,6 +161,19 @@ fn sql_part(text: &str) -> Option<(usize, &str)> {
     Some((lead, t))
 }
 
+/// False when `sql` has, at or after byte `from`, a backtick that is neither inside a string
+/// literal nor part of a code fence (a run of three, or one at the start of a line): PostgreSQL
+/// has no backtick quoting (`T2.\`date\``, a MySQL habit, never parses).
+fn backticks_ok(sql: &str, from: usize) -> bool {
+    sql.char_indices().filter(|&(i, c)| c == '`' && i + 1 > from).all(|(i, _)| {
+        let in_literal = sql[..i].matches('\'').count() % 2 == 1;
+        let line = &sql[sql[..i].rfind('\n').map_or(0, |n| n + 1)..i];
+        let b = sql.as_bytes();
+        let fence = (i.saturating_sub(2)..=i).any(|k| b.get(k..k + 3) == Some(b"```"));
+        in_literal || fence || line.chars().all(|c| c.is_whitespace() || c == '`')
+    })
+}
+
 /// True for words that open an expression operand after them.
 fn opens_expr(w: &str) -> bool {
     matches!(
@@ -215,6 +228,8 @@ struct State<'n> {
     forward: HashMap<String, Vec<String>>,
     /// The undeclared qualifier of the current `AnyColumn` slot.
     forward_of: Option<String>,
+    /// The previous token declared a relation's alias (`FROM orders o`): `AS` cannot follow.
+    after_alias: bool,
 }
 
 impl Names {
@@ -267,6 +282,9 @@ impl Names {
             return true; // the candidate finishes the fence line
         }
         let boundary = text.len() - off;
+        if !backticks_ok(sql, boundary) {
+            return false;
+        }
         let toks = lex(sql);
         let mut st = State::new(self);
         for (k, t) in toks.iter().enumerate() {
@@ -302,6 +320,7 @@ impl<'n> State<'n> {
             qualifier: None,
             forward: HashMap::new(),
             forward_of: None,
+            after_alias: false,
         }
     }
 
@@ -328,6 +347,14 @@ impl<'n> State<'n> {
         self.names.tables.iter().any(|t| Names::eq(name, quoted, &t.0)).then_some(Target::Schema)
     }
 
+    /// Whether `name` is a name of the text or the schema and no keyword: a declared alias,
+    /// a table or a column of a visible table.
+    fn is_name(&self, name: &str, quoted: bool) -> bool {
+        (quoted || !is_keyword(name))
+            && (self.declared.contains_key(&key(name, quoted))
+                || self.names.tables.iter().any(|t| Names::eq(name, quoted, &t.1) || t.2.iter().any(|c| Names::eq(name, quoted, c))))
+    }
+
     /// Whether word `name` is acceptable in the current slot; `complete` when a character
     /// follows it, `next` the punctuation right after it.
     fn accepts(&self, name: &str, quoted: bool, complete: bool, next: Option<&str>) -> bool {
@@ -336,6 +363,17 @@ impl<'n> State<'n> {
         let test = |real: &str| if complete { Names::eq(name, quoted, real) } else { Names::prefix(name, quoted, real) };
         let keyword = || !quoted && (if complete { is_keyword(name) } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) });
         let call = complete && next == Some("(") && (!n.known_calls_only || (!quoted && is_keyword(name)));
+        if complete && self.after_alias && !quoted && name == "as" {
+            return false; // `FROM orders o AS x`: a second alias is a syntax error
+        }
+        if complete && self.clause() == Clause::Where {
+            // Two names in a row in a condition (`ON o user_id = ...`: a lost dot) never parse.
+            if let Some((prev, prev_quoted)) = &self.prev_word {
+                if self.is_name(prev, *prev_quoted) && self.is_name(name, quoted) {
+                    return false;
+                }
+            }
+        }
         if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
             // Declaring an alias of table `i`: refuse a name already used (forward) with a
             // column that table lacks, while other names remain.
@@ -396,6 +434,7 @@ impl<'n> State<'n> {
     /// Advances over one token, updating clauses, declarations and the next slot.
     fn feed(&mut self, t: &Tok) {
         let prev_word = self.prev_word.take();
+        self.after_alias = false;
         let slot = std::mem::replace(&mut self.slot, Slot::Free);
         let qualifier = self.qualifier.take();
         let forward_of = self.forward_of.take();
@@ -446,6 +485,7 @@ impl<'n> State<'n> {
                 if let Some(tg) = self.alias_for.take() {
                     // `FROM orders o`: an alias declaration.
                     self.declared.insert(key(w, q), tg);
+                    self.after_alias = true;
                     return;
                 }
                 if qualifier.is_some() {
@@ -762,6 +802,23 @@ mod tests {
         // Quoted column of another schema's table.
         assert!(n.check("SELECT i.\"", "Total\""));
         assert!(!n.check("SELECT i.\"", "total\""));
+    }
+
+    #[test]
+    fn grammar_slips_that_never_parse() {
+        let n = names();
+        // Backtick quoting: refused; a closing fence (a run of three, or at a line start) passes.
+        assert!(!n.check("SELECT o.", "`status"));
+        assert!(n.check("SELECT o.status FROM orders o\n", "```"));
+        assert!(n.check("SELECT o.status FROM orders o LIMIT 5", "```"));
+        assert!(n.check("SELECT o.status FROM orders o WHERE o.status = '", "`x"), "inside a literal");
+        // A lost dot in a condition: two names in a row.
+        assert!(!n.check("SELECT * FROM orders o JOIN users u ON o", " user_id ="));
+        assert!(n.check("SELECT * FROM orders o JOIN users u ON o", ".user_id ="));
+        assert!(n.check("SELECT * FROM orders o WHERE o.status IS", " NOT NULL"));
+        // A second alias after the first.
+        assert!(!n.check("SELECT * FROM orders o", " AS x"));
+        assert!(n.check("SELECT * FROM orders", " AS o"));
     }
 
     #[test]
