@@ -78,3 +78,32 @@ fn smollm2_context_limits() {
     assert_eq!(r.output_ids.len(), 4);
     assert_eq!(cache.len(), 8);
 }
+
+/// `forward_checked` asks before every layer; stopped midway, the pass returns `Interrupted` and
+/// leaves the KV cache as before, so the next pass equals an uninterrupted one.
+#[test]
+fn a_pass_stops_between_layers_and_leaves_the_cache_as_it_was() {
+    use turboinfer::model::{Logits, ModelError};
+    let Some(path) = model_path("smollm2-135m") else { return };
+    let (m, tok) = load(&path);
+    let rt = Runtime::new(2).unwrap();
+    let prompt = tok.encode("SELECT name FROM users WHERE", false).unwrap();
+    let more = tok.encode(" id = 1 ORDER BY name", false).unwrap();
+    let layers = m.config().n_layers;
+
+    let mut calls = 0;
+    let mut kv = m.new_cache(128);
+    m.forward_checked(&rt, &mut kv, &prompt, Logits::Last, &mut || { calls += 1; true }).unwrap();
+    assert_eq!(calls, layers, "one check per layer");
+    let before = kv.len();
+
+    let mut calls = 0;
+    let r = m.forward_checked(&rt, &mut kv, &more, Logits::All, &mut || { calls += 1; calls <= layers / 2 });
+    assert!(matches!(r, Err(ModelError::Interrupted { layer }) if layer == layers / 2), "{r:?}");
+    assert_eq!(kv.len(), before, "an interrupted pass does not advance the cache");
+
+    let resumed = m.forward(&rt, &mut kv, &more, Logits::All).unwrap();
+    let mut fresh = m.new_cache(128);
+    m.forward(&rt, &mut fresh, &prompt, Logits::Last).unwrap();
+    assert_eq!(resumed, m.forward(&rt, &mut fresh, &more, Logits::All).unwrap(), "same logits as without the interruption");
+}

@@ -24,6 +24,9 @@ pub enum ModelError {
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("forward pass called with no tokens")]
     EmptyBatch,
+    /// The caller's check between layers asked to stop (cancellation).
+    #[error("forward pass interrupted before layer {layer}")]
+    Interrupted { layer: usize },
     #[error("KV cache was made for a different model shape")]
     CacheMismatch,
     #[error(transparent)]

@@ -190,6 +190,15 @@ impl Model {
     /// values to `cache`, and returns logits `[n_out, vocab]` (`n_out` = 1 for `Last`, `tokens.len()`
     /// for `All`). A batch is processed layer by layer, so each weight row is read once per batch.
     pub fn forward(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+        self.forward_checked(rt, cache, tokens, which, &mut || true)
+    }
+
+    /// [`Model::forward`] that calls `between_layers` on the calling thread before each layer
+    /// (each layer's work runs in the pool): when it returns false the pass stops with
+    /// [`ModelError::Interrupted`] and `cache` is as before the call (its length only advances
+    /// at the end). This bounds the time between cancellation checks by one layer instead of a
+    /// whole pass, which at long contexts is hundreds of milliseconds for a prefill batch.
+    pub fn forward_checked(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyBatch);
         }
@@ -199,8 +208,8 @@ impl Model {
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
+        let hn = self.hidden(rt, cache, tokens, which, between_layers)?;
         rt.install(|| {
-            let hn = self.hidden(cache, tokens, which)?;
             let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * vocab]; // [n_out, vocab]
             mul(&self.file, self.packed.as_deref(), &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
             Ok(logits)
@@ -221,8 +230,8 @@ impl Model {
         if let Some(&id) = tokens.iter().chain(rows).find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
+        let hn = self.hidden(rt, cache, tokens, which, &mut || true)?;
         rt.install(|| {
-            let hn = self.hidden(cache, tokens, which)?;
             let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * rows.len()]; // [n_out, rows.len()]
             let mut acts = SharedActs::new(&hn, self.cfg.dim);
             let (a, arb) = acts.get(self.w.output.act_ty)?;
@@ -231,9 +240,11 @@ impl Model {
         })
     }
 
-    /// The network up to the LM head (inputs validated; runs inside the pool): appends the
-    /// tokens' keys and values to `cache` and returns the final-normed hidden states `[n_out, dim]`.
-    fn hidden(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+    /// The network up to the LM head (inputs validated): appends the tokens' keys and values to
+    /// `cache` and returns the final-normed hidden states `[n_out, dim]`. Each layer runs in the
+    /// pool; `between_layers` runs before each on the calling thread (false: stop, see
+    /// [`Model::forward_checked`]).
+    fn hidden(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
         let pk = self.packed.as_deref();
@@ -259,48 +270,54 @@ impl Model {
         let mut up = vec![0.0f32; n * c.ffn_dim]; // [n, ffn_dim]
 
         for (l, lw) in self.w.layers.iter().enumerate() {
-            // Attention block.
-            norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
-            let mut acts = SharedActs::new(&h, dim);
-            mul(f, pk, &lw.wq, &mut acts, &mut q)?;
-            mul(f, pk, &lw.wk, &mut acts, &mut k)?;
-            mul(f, pk, &lw.wv, &mut acts, &mut v)?;
-            add_bias(&mut q, lw.bq.as_deref());
-            add_bias(&mut k, lw.bk.as_deref());
-            add_bias(&mut v, lw.bv.as_deref());
-            if let Some(w) = &lw.q_norm {
-                ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
+            if !between_layers() {
+                return Err(ModelError::Interrupted { layer: l });
             }
-            if let Some(w) = &lw.k_norm {
-                ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
-            }
-            for t in 0..n {
-                rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
-                rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
-            }
-            cache.store(l, &k, &v);
-            let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
-            ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
-            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
-            add_in_place(&mut x, &proj);
-
-            // Feed-forward block (SwiGLU).
-            norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
-            let done_sparse = match &self.ffn_hook {
-                Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
-                None => false,
-            };
-            if !done_sparse {
+            rt.install(|| -> Result<(), ModelError> {
+                // Attention block.
+                norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
                 let mut acts = SharedActs::new(&h, dim);
-                mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
-                mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
-                ops::swiglu(&mut gate, &up);
-                if let Some(hook) = &self.ffn_hook {
-                    hook.observe(l, &h, &gate);
+                mul(f, pk, &lw.wq, &mut acts, &mut q)?;
+                mul(f, pk, &lw.wk, &mut acts, &mut k)?;
+                mul(f, pk, &lw.wv, &mut acts, &mut v)?;
+                add_bias(&mut q, lw.bq.as_deref());
+                add_bias(&mut k, lw.bk.as_deref());
+                add_bias(&mut v, lw.bv.as_deref());
+                if let Some(w) = &lw.q_norm {
+                    ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
                 }
-                mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
-            }
-            add_in_place(&mut x, &proj);
+                if let Some(w) = &lw.k_norm {
+                    ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
+                }
+                for t in 0..n {
+                    rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
+                    rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
+                }
+                cache.store(l, &k, &v);
+                let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
+                ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
+                mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
+                add_in_place(&mut x, &proj);
+
+                // Feed-forward block (SwiGLU).
+                norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
+                let done_sparse = match &self.ffn_hook {
+                    Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
+                    None => false,
+                };
+                if !done_sparse {
+                    let mut acts = SharedActs::new(&h, dim);
+                    mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
+                    mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
+                    ops::swiglu(&mut gate, &up);
+                    if let Some(hook) = &self.ffn_hook {
+                        hook.observe(l, &h, &gate);
+                    }
+                    mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+                }
+                add_in_place(&mut x, &proj);
+                Ok(())
+            })?;
         }
         cache.advance(n);
 

@@ -755,8 +755,12 @@ impl Engine {
 
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
     /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
-    fn logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Nl2SqlError> {
-        Ok(self.model.forward(rt, kv, tokens, which)?)
+    /// `between_layers` runs before each layer on this thread; false cancels the call.
+    fn logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, Nl2SqlError> {
+        match self.model.forward_checked(rt, kv, tokens, which, between_layers) {
+            Err(crate::model::ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
+            r => Ok(r?),
+        }
     }
 
     /// The one token chooser: the next token given the answer `text` so far and the logits
@@ -775,20 +779,19 @@ impl Engine {
     fn decode_logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits, shaping: &Shaping) -> Result<Vec<f32>, Nl2SqlError> {
         match &shaping.vocab {
             Some(v) => Ok(self.model.forward_rows(rt, kv, tokens, which, v.ids())?),
-            None => self.logits(rt, kv, tokens, which),
+            None => self.logits(rt, kv, tokens, which, &mut || true),
         }
     }
 
-    /// Runs `ids` through the model in chunks (cancellable between chunks); returns the last
+    /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
     /// token's logits `[vocab]`.
     fn prefill(&self, rt: &Runtime, kv: &mut KvCache, ids: &[u32], on_progress: &mut dyn FnMut(Progress) -> bool) -> Result<Vec<f32>, Nl2SqlError> {
         kv.check_room(ids.len())?;
         let mut logits = Vec::new();
         for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
-            if !on_progress(Progress::Prefill { done: k * PREFILL_CHUNK, total: ids.len() }) {
-                return Err(Nl2SqlError::Cancelled);
-            }
-            logits = self.logits(rt, kv, chunk, Logits::Last)?;
+            // Checked before every layer: a chunk at a long context takes hundreds of ms.
+            let progress = Progress::Prefill { done: k * PREFILL_CHUNK, total: ids.len() };
+            logits = self.logits(rt, kv, chunk, Logits::Last, &mut || on_progress(progress))?;
         }
         Ok(logits)
     }
