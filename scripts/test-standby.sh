@@ -67,11 +67,13 @@ wait_for() {
 [[ $(realpath -m "$SDATA") != "$(realpath -m "$DATA")" ]] || die "the standby data dir is the primary's ($DATA)"
 "$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start'"
 
-# A leftover standby of an interrupted run is stopped and removed; anything else there is refused.
+# A leftover standby (or base backup) of an interrupted run is stopped and removed; a directory
+# holding anything else is refused, never deleted.
 remove_standby() {
     [[ -e $SDATA ]] || return 0
-    if as_pg test -f "$SDATA/PG_VERSION" && ! as_pg test -f "$SDATA/standby.signal"; then
-        die "$SDATA holds a data directory that is not a standby; not removing it"
+    if [[ -n $(ls -A "$SDATA") ]] && ! as_pg bash -c 'for f in standby.signal backup_manifest backup_label \
+            backup_label.old; do [[ -f $0/$f ]] && exit 0; done; exit 1' "$SDATA"; then
+        die "$SDATA is neither empty nor a base backup; not removing it (set TURBOINFER_STANDBY_PGDATA)"
     fi
     if as_pg "$PGBIN/pg_ctl" status -D "$SDATA" >/dev/null 2>&1; then
         as_pg "$PGBIN/pg_ctl" stop -D "$SDATA" -m fast -w -t 60 >/dev/null 2>&1 ||
