@@ -25,13 +25,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
-	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine psql"
+	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
+	@echo "               test-backtrace test-standby psql"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -134,6 +135,7 @@ test:
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
 	@$(MAKE) --no-print-directory test-backtrace
+	@$(MAKE) --no-print-directory test-standby
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
@@ -154,6 +156,11 @@ test-engine:
 ## checks two ERRORs raised through Rust, then restarts it with its former environment.
 test-backtrace:
 	@$(TIMED) "no backtraces to clients" scripts/test-backtrace.sh
+
+## nl2sql on a hot standby: a streaming replica of the cluster (pg_basebackup -R, port
+## $$TURBOINFER_STANDBY_PORT, default 54339) answers without a transaction id; removed afterwards.
+test-standby:
+	@$(TIMED) "nl2sql on a hot standby" scripts/test-standby.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:
