@@ -25,7 +25,7 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-memory-limit psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
@@ -134,6 +134,7 @@ test:
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
 	@$(MAKE) --no-print-directory test-backtrace
+	@$(MAKE) --no-print-directory test-memory-limit
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
@@ -154,6 +155,11 @@ test-engine:
 ## checks two ERRORs raised through Rust, then restarts it with its former environment.
 test-backtrace:
 	@$(TIMED) "no backtraces to clients" scripts/test-backtrace.sh
+
+## An allocation failure is an ERROR (53200), not a server restart: restarts the cluster under an
+## address-space limit, asks for a KV cache beyond it, then restarts it without the limit.
+test-memory-limit:
+	@$(TIMED) "out of memory is an ERROR" scripts/test-memory-limit.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:
