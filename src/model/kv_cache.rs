@@ -309,6 +309,22 @@ mod prefix_io_tests {
     }
 
     #[test]
+    fn a_cache_beyond_the_memory_is_an_error_not_an_abort() {
+        // 2^40 positions of 2 heads x 4 floats x 2 layers: 64 TiB per layer, more than any
+        // machine's address space.
+        let c = Config { context_length: 1 << 40, ..cfg() };
+        let want = KvCache::bytes_for(&c, 1 << 40, KvDtype::F32);
+        assert_eq!(want, 2 * 2 * 2 * (1 << 40) * 4 * 4);
+        match KvCache::try_with_dtype(&c, 1 << 40, KvDtype::F32) {
+            Err(ModelError::OutOfMemory { what: "KV cache", bytes }) => assert_eq!(bytes, want),
+            other => panic!("expected OutOfMemory, got {:?}", other.map(|k| k.capacity())),
+        }
+        // Clamped to the training context; f16 halves it.
+        assert_eq!(KvCache::bytes_for(&cfg(), 1000, KvDtype::F16), 2 * 2 * 2 * 16 * 4 * 2);
+        assert_eq!(KvCache::try_with_dtype(&cfg(), 1000, KvDtype::F16).unwrap().capacity(), 16);
+    }
+
+    #[test]
     fn export_import_round_trip_in_both_dtypes() {
         for dtype in [KvDtype::F32, KvDtype::F16] {
             let c = cfg();
