@@ -25,14 +25,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
-	@echo "               test-backtrace test-standby psql"
+	@echo "               test-backtrace test-standby test-memory-limit psql"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -136,6 +136,7 @@ test:
 	@$(MAKE) --no-print-directory installcheck
 	@$(MAKE) --no-print-directory test-backtrace
 	@$(MAKE) --no-print-directory test-standby
+	@$(MAKE) --no-print-directory test-memory-limit
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
@@ -161,6 +162,11 @@ test-backtrace:
 ## $$TURBOINFER_STANDBY_PORT, default 54339) answers without a transaction id; removed afterwards.
 test-standby:
 	@$(TIMED) "nl2sql on a hot standby" scripts/test-standby.sh
+
+## An allocation failure is an ERROR (53200), not a server restart: restarts the cluster under an
+## address-space limit, asks for a KV cache beyond it, then restarts it without the limit.
+test-memory-limit:
+	@$(TIMED) "out of memory is an ERROR" scripts/test-memory-limit.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

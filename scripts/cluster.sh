@@ -8,6 +8,8 @@
 # (default 54329, away from the usual 5432), with its socket in /var/lib/turboinfer/run.
 # Authentication is `trust` for local connections only: it is a development/test cluster.
 # start and stop are idempotent; start waits until the server accepts connections.
+# TURBOINFER_PG_ULIMIT_V (optional, KiB, as `ulimit -v`): start the server with that address-space
+# limit (RLIMIT_AS, inherited by every backend); scripts/test-memory-limit.sh uses it.
 set -euo pipefail
 
 PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
@@ -16,6 +18,7 @@ DATA=${TURBOINFER_PGDATA:-$BASE/cluster}
 RUN=${TURBOINFER_PGRUN:-$BASE/run}
 LOG=${TURBOINFER_PGLOG:-$BASE/log/postgresql.log}
 PORT=${TURBOINFER_PGPORT:-54329}
+ULIMIT_V=${TURBOINFER_PG_ULIMIT_V:-}
 me="cluster.sh"
 
 die() { echo "$me: error: $*" >&2; exit 1; }
@@ -35,6 +38,7 @@ as_pg() {
 [[ -x $PGBIN/pg_ctl ]] || die "PostgreSQL 15 is not installed ($PGBIN/pg_ctl missing); run 'make setup'"
 id postgres >/dev/null 2>&1 || die "the 'postgres' OS user does not exist; run 'make setup'"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_PGPORT must be a number, not '$PORT'"
+[[ -z $ULIMIT_V || $ULIMIT_V =~ ^[0-9]+$ ]] || die "TURBOINFER_PG_ULIMIT_V must be a number of KiB, not '$ULIMIT_V'"
 
 # running: true when our cluster's postmaster is alive.
 running() {
@@ -74,14 +78,18 @@ start() {
     init_cluster
     install -d -m 755 -o postgres -g postgres "$RUN"
     install -d -m 755 -o postgres -g postgres "$(dirname "$LOG")"
-    say "starting PostgreSQL 15 on 127.0.0.1:$PORT (data $DATA, log $LOG)"
+    say "starting PostgreSQL 15 on 127.0.0.1:$PORT (data $DATA, log $LOG)${ULIMIT_V:+, address space limited to $ULIMIT_V KiB}"
     # The server must not inherit our open files beyond stdio: started inside
     # `flock /tmp/turboinfer-pg.lock ...`, it would otherwise hold the lock for as long as it runs.
     local fd
     for fd in $(ls /proc/$$/fd); do
         (( fd > 2 && fd < 255 )) && eval "exec $fd>&-" 2>/dev/null
     done
-    if ! as_pg "$PGBIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 \
+    # With TURBOINFER_PG_ULIMIT_V, the limit is set in a shell of the postgres user right before
+    # pg_ctl, so that it is what the postmaster (and every backend) inherits.
+    local limit=()
+    [[ -n $ULIMIT_V ]] && limit=(bash -c 'ulimit -v "$0" && exec "$@"' "$ULIMIT_V")
+    if ! as_pg "${limit[@]}" "$PGBIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -p $PORT -k $RUN" >/dev/null; then
         tail -n 5 "$LOG" >&2 || true
         die "PostgreSQL failed to start; see $LOG"

@@ -2,6 +2,7 @@
 //! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
 
 pub mod cpu;
+pub mod fallible;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;

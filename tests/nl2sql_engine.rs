@@ -151,3 +151,24 @@ fn small_coder_answers_the_fixture_question() {
     assert_eq!(o.error, None);
     assert_eq!(o.sql.to_lowercase(), "select count(*) from users", "{:?}", o.attempts);
 }
+
+#[test]
+fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
+    let Some(e) = engine("smollm2-135m") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let cfg = e.model().config().clone();
+    // Capped at the training context (8192 for SmolLM2-135M).
+    let huge = Options { context_tokens: 131_072, ..Options::default() };
+    let plan = e.memory_plan(&huge, 2);
+    assert_eq!(plan.positions, cfg.context_length);
+    assert_eq!(plan.kv_cache_bytes, 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4 * cfg.context_length);
+    assert!(plan.scratch_bytes > 0 && plan.scratch_bytes < plan.kv_cache_bytes, "{plan:?}");
+    assert_eq!(plan.total_bytes(), plan.kv_cache_bytes + plan.scratch_bytes);
+    // A call reports the plan it ran with, and its cache is what the plan said.
+    let opts = Options { max_new_tokens: 48, context_tokens: 1024, ..Options::default() };
+    let mut cache = PrefixCache::new();
+    let out = e.run(&rt, &mut cache, &fixture_schema(), "how many users are there?", &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
+    assert_eq!(out.memory, e.memory_plan(&opts, 2));
+    assert_eq!(cache.capacity(), 1024);
+    assert_eq!(e.model().kv_cache_bytes(1024), out.memory.kv_cache_bytes);
+}

@@ -29,6 +29,10 @@ pub enum ModelError {
     Interrupted { layer: usize },
     #[error("KV cache was made for a different model shape")]
     CacheMismatch,
+    /// The allocator refused one of the large buffers (`what`: "KV cache", "forward-pass
+    /// scratch", "logits"); `bytes` is what that buffer (the whole KV cache) needed.
+    #[error("out of memory: the {what} needs {bytes} bytes")]
+    OutOfMemory { what: &'static str, bytes: usize },
     #[error(transparent)]
     Quant(#[from] crate::quant::QuantError),
     /// The SIMD kernel tier could not be selected (e.g. `TURBOINFER_KERNELS` names a tier this CPU lacks).
@@ -40,4 +44,11 @@ pub enum ModelError {
     /// The packed weights file is unusable for this model.
     #[error(transparent)]
     Packed(#[from] super::PackedError),
+}
+
+impl ModelError {
+    /// `OutOfMemory` for `what`, reporting the allocator's failed request.
+    pub fn oom(what: &'static str) -> impl Fn(crate::fallible::AllocError) -> ModelError {
+        move |e| ModelError::OutOfMemory { what, bytes: e.bytes }
+    }
 }

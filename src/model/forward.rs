@@ -3,6 +3,7 @@
 use super::packed::{self, PackStatus, PackedError, PackedFile};
 use super::weights::{Matrix, Weights};
 use super::{Config, KvCache, ModelError, ModelOptions};
+use crate::fallible::try_zeroed;
 use crate::gguf::GgufFile;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
 use crate::quant;
@@ -181,9 +182,39 @@ impl Model {
     }
 
     /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context), of the
-    /// element type in `options().kv_dtype`.
+    /// element type in `options().kv_dtype`. Panics when the memory cannot be had (tools and
+    /// tests; the server uses [`Model::try_new_cache`]).
     pub fn new_cache(&self, n_ctx: usize) -> KvCache {
         KvCache::with_dtype(&self.cfg, n_ctx, self.opts.kv_dtype)
+    }
+
+    /// [`Model::new_cache`] that fails with `ModelError::OutOfMemory` instead of aborting.
+    pub fn try_new_cache(&self, n_ctx: usize) -> Result<KvCache, ModelError> {
+        KvCache::try_with_dtype(&self.cfg, n_ctx, self.opts.kv_dtype)
+    }
+
+    /// Bytes of the KV cache [`Model::new_cache`] makes for `n_ctx` positions.
+    pub fn kv_cache_bytes(&self, n_ctx: usize) -> usize {
+        KvCache::bytes_for(&self.cfg, n_ctx, self.opts.kv_dtype)
+    }
+
+    /// Upper estimate of the transient buffers of one forward pass of `n_tok` tokens with
+    /// `n_out` rows of logits over `n_ctx` cache positions: the residual stream and block
+    /// buffers, the quantized activations, the matmul outputs before their transpose, the logits
+    /// and the attention scores of every worker thread (`threads`). The weights are mapped from
+    /// the model file and are not counted.
+    pub fn scratch_bytes(&self, n_tok: usize, n_out: usize, n_ctx: usize, threads: usize) -> usize {
+        let c = &self.cfg;
+        let n_ctx = KvCache::capacity_for(c, n_ctx);
+        let widest = c.dim.max(c.q_dim()).max(c.ffn_dim);
+        let floats = n_tok * (3 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn_dim) // x h proj, q att, k v, gate up
+            + n_tok * widest // a matmul's [rows, n_tok] output before the transpose
+            + n_out * c.dim // final-normed hidden states
+            + 2 * n_out * c.vocab_size // logits and the LM head's matmul output
+            + threads.max(1) * n_ctx; // attention scores
+        // Quantized activations: at most ~1.1 bytes per f32 input (8-bit blocks plus scales);
+        // 2 bytes per value bounds every supported activation type.
+        floats * 4 + 2 * n_tok * widest
     }
 
     /// Runs `tokens` at positions `cache.len()..` through the network, appends their keys and
@@ -210,7 +241,7 @@ impl Model {
         }
         let hn = self.hidden(rt, cache, tokens, which, between_layers)?;
         rt.install(|| {
-            let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * vocab]; // [n_out, vocab]
+            let mut logits = try_zeroed(hn.len() / self.cfg.dim * vocab).map_err(ModelError::oom("logits"))?; // [n_out, vocab]
             mul(&self.file, self.packed.as_deref(), &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
             Ok(logits)
         })
@@ -232,7 +263,7 @@ impl Model {
         }
         let hn = self.hidden(rt, cache, tokens, which, &mut || true)?;
         rt.install(|| {
-            let mut logits = vec![0.0f32; hn.len() / self.cfg.dim * rows.len()]; // [n_out, rows.len()]
+            let mut logits = try_zeroed(hn.len() / self.cfg.dim * rows.len()).map_err(ModelError::oom("logits"))?; // [n_out, rows.len()]
             let mut acts = SharedActs::new(&hn, self.cfg.dim);
             let (a, arb) = acts.get(self.w.output.act_ty)?;
             ops::matmul_rows(self.w.output.rows(&self.file), a, arb, hn.len() / self.cfg.dim, rows, &mut logits);
@@ -252,7 +283,8 @@ impl Model {
         let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
         let pos0 = cache.len();
 
-        let mut x = vec![0.0f32; n * dim]; // [n, dim] residual stream
+        let scratch = |len: usize| try_zeroed::<f32>(len).map_err(ModelError::oom("forward-pass scratch"));
+        let mut x = scratch(n * dim)?; // [n, dim] residual stream
         let embd = &self.w.token_embd;
         let deq = quant::dequantize_row_fn(embd.ty).expect("checked at load");
         for (row, &id) in x.chunks_exact_mut(dim).zip(tokens) {
@@ -260,14 +292,14 @@ impl Model {
         }
 
         let rope = RopeTable::new(pos0..pos0 + n, c.n_rot, c.rope_theta);
-        let mut h = vec![0.0f32; n * dim]; // [n, dim] normalised input of a sub-block
-        let mut q = vec![0.0f32; n * qd]; // [n, n_heads, head_dim]
-        let mut k = vec![0.0f32; n * kvd]; // [n, n_kv_heads, head_dim]
-        let mut v = vec![0.0f32; n * kvd]; // [n, n_kv_heads, head_dim]
-        let mut att = vec![0.0f32; n * qd]; // [n, n_heads, head_dim]
-        let mut proj = vec![0.0f32; n * dim]; // [n, dim] block output before the residual add
-        let mut gate = vec![0.0f32; n * c.ffn_dim]; // [n, ffn_dim]
-        let mut up = vec![0.0f32; n * c.ffn_dim]; // [n, ffn_dim]
+        let mut h = scratch(n * dim)?; // [n, dim] normalised input of a sub-block
+        let mut q = scratch(n * qd)?; // [n, n_heads, head_dim]
+        let mut k = scratch(n * kvd)?; // [n, n_kv_heads, head_dim]
+        let mut v = scratch(n * kvd)?; // [n, n_kv_heads, head_dim]
+        let mut att = scratch(n * qd)?; // [n, n_heads, head_dim]
+        let mut proj = scratch(n * dim)?; // [n, dim] block output before the residual add
+        let mut gate = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
+        let mut up = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
 
         for (l, lw) in self.w.layers.iter().enumerate() {
             if !between_layers() {
@@ -325,7 +357,7 @@ impl Model {
             Logits::Last => &x[(n - 1) * dim..], // [1, dim]
             Logits::All => &x[..],               // [n, dim]
         };
-        let mut hn = vec![0.0f32; last.len()]; // [n_out, dim]
+        let mut hn = scratch(last.len())?; // [n_out, dim]
         norm_rows(&mut hn, last, &self.w.output_norm, c.rms_eps);
         Ok(hn)
     }

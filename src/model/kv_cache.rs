@@ -1,6 +1,7 @@
 //! Per-sequence key/value cache, stored in f32 or f16.
 
 use super::{Config, ModelError};
+use crate::fallible::{try_zeroed, AllocError, Zeroable};
 use crate::ops::f16::f16;
 use crate::ops::KvView;
 
@@ -54,26 +55,48 @@ pub struct KvCache {
 
 impl KvCache {
     /// A cache of the default `KvDtype` (f32) for up to `n_ctx` positions (clamped to the model's
-    /// training context length).
+    /// training context length). Panics when the memory cannot be had (tools and tests; the
+    /// server uses [`KvCache::try_with_dtype`]).
     pub fn new(cfg: &Config, n_ctx: usize) -> KvCache {
         KvCache::with_dtype(cfg, n_ctx, KvDtype::default())
     }
 
-    /// A cache of element type `dtype` for up to `n_ctx` positions (clamped as in `new`).
+    /// A cache of element type `dtype` for up to `n_ctx` positions (clamped as in `new`); panics
+    /// when the memory cannot be had (see [`KvCache::try_with_dtype`]).
     pub fn with_dtype(cfg: &Config, n_ctx: usize, dtype: KvDtype) -> KvCache {
-        let capacity = n_ctx.clamp(1, cfg.context_length);
-        let per_layer = cfg.n_kv_heads * capacity * cfg.head_dim;
-        let store = match dtype {
-            KvDtype::F32 => Store::F32 {
-                k: (0..cfg.n_layers).map(|_| vec![0.0; per_layer]).collect(),
-                v: (0..cfg.n_layers).map(|_| vec![0.0; per_layer]).collect(),
-            },
-            KvDtype::F16 => Store::F16 {
-                k: (0..cfg.n_layers).map(|_| vec![f16::ZERO; per_layer]).collect(),
-                v: (0..cfg.n_layers).map(|_| vec![f16::ZERO; per_layer]).collect(),
-            },
+        KvCache::try_with_dtype(cfg, n_ctx, dtype).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Positions a cache asked for `n_ctx` holds: at least one, at most the training context.
+    pub fn capacity_for(cfg: &Config, n_ctx: usize) -> usize {
+        n_ctx.clamp(1, cfg.context_length)
+    }
+
+    /// Bytes of the buffers of a cache of `dtype` asked for `n_ctx` positions (clamped as in
+    /// `new`): keys and values of every layer (saturating, never overflows).
+    pub fn bytes_for(cfg: &Config, n_ctx: usize, dtype: KvDtype) -> usize {
+        let elem = match dtype {
+            KvDtype::F32 => 4,
+            KvDtype::F16 => 2,
         };
-        KvCache { n_layers: cfg.n_layers, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, capacity, len: 0, store }
+        [cfg.n_layers, cfg.n_kv_heads, KvCache::capacity_for(cfg, n_ctx), cfg.head_dim, elem].iter().fold(2usize, |a, &b| a.saturating_mul(b))
+    }
+
+    /// [`KvCache::with_dtype`] that fails with `ModelError::OutOfMemory` (the whole cache's
+    /// bytes) instead of aborting when the allocator refuses a buffer.
+    pub fn try_with_dtype(cfg: &Config, n_ctx: usize, dtype: KvDtype) -> Result<KvCache, ModelError> {
+        let capacity = KvCache::capacity_for(cfg, n_ctx);
+        let oom = |_: AllocError| ModelError::OutOfMemory { what: "KV cache", bytes: KvCache::bytes_for(cfg, n_ctx, dtype) };
+        let per_layer = cfg.n_kv_heads.saturating_mul(capacity).saturating_mul(cfg.head_dim);
+        fn layers<T: Zeroable>(n_layers: usize, per_layer: usize) -> Result<Vec<Vec<T>>, AllocError> {
+            (0..n_layers).map(|_| try_zeroed(per_layer)).collect()
+        }
+        let (nl, pl) = (cfg.n_layers, per_layer);
+        let store = match dtype {
+            KvDtype::F32 => Store::F32 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? },
+            KvDtype::F16 => Store::F16 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? },
+        };
+        Ok(KvCache { n_layers: cfg.n_layers, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, capacity, len: 0, store })
     }
 
     /// Element type of the stored keys and values.
@@ -283,6 +306,22 @@ mod prefix_io_tests {
             qkv_bias: false,
             qk_norm: false,
         }
+    }
+
+    #[test]
+    fn a_cache_beyond_the_memory_is_an_error_not_an_abort() {
+        // 2^40 positions of 2 heads x 4 floats x 2 layers: 64 TiB per layer, more than any
+        // machine's address space.
+        let c = Config { context_length: 1 << 40, ..cfg() };
+        let want = KvCache::bytes_for(&c, 1 << 40, KvDtype::F32);
+        assert_eq!(want, 2 * 2 * 2 * (1 << 40) * 4 * 4);
+        match KvCache::try_with_dtype(&c, 1 << 40, KvDtype::F32) {
+            Err(ModelError::OutOfMemory { what: "KV cache", bytes }) => assert_eq!(bytes, want),
+            other => panic!("expected OutOfMemory, got {:?}", other.map(|k| k.capacity())),
+        }
+        // Clamped to the training context; f16 halves it.
+        assert_eq!(KvCache::bytes_for(&cfg(), 1000, KvDtype::F16), 2 * 2 * 2 * 16 * 4 * 2);
+        assert_eq!(KvCache::try_with_dtype(&cfg(), 1000, KvDtype::F16).unwrap().capacity(), 16);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::sqltext::extract_sql;
 use super::trim;
 use super::vocab::{ActiveVocab, VocabBase};
 use crate::gguf::GgufFile;
-use crate::model::{KvCache, Logits, Model};
+use crate::model::{KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
 use crate::sparse::{self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError};
@@ -159,6 +159,26 @@ pub struct PhaseTimings {
     pub cache_file_ms: f64,
 }
 
+/// The memory one call needs beyond the mapped model, known before it starts
+/// ([`Engine::memory_plan`]): the KV cache, allocated up front, and an upper estimate of the
+/// largest transient buffers of one forward pass (a prefill chunk or a verified draft).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryPlan {
+    /// KV cache positions (`context_tokens` capped at the model's training context).
+    pub positions: usize,
+    /// Bytes of the KV cache for `positions`.
+    pub kv_cache_bytes: usize,
+    /// Upper estimate of the bytes of one forward pass's buffers.
+    pub scratch_bytes: usize,
+}
+
+impl MemoryPlan {
+    /// KV cache plus scratch.
+    pub fn total_bytes(&self) -> usize {
+        self.kv_cache_bytes.saturating_add(self.scratch_bytes)
+    }
+}
+
 /// The prompt of one call.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -222,6 +242,8 @@ pub struct Outcome {
     pub schema_constraints: bool,
     /// Tokens where the schema constraint replaced the model's first choice.
     pub constrained_tokens: usize,
+    /// The memory the call needed beyond the mapped model.
+    pub memory: MemoryPlan,
 }
 
 impl Outcome {
@@ -482,6 +504,17 @@ impl Engine {
         opts.context_tokens.clamp(1, self.model.config().context_length)
     }
 
+    /// The memory a call under `opts` needs beyond the mapped model, with `threads` workers:
+    /// the KV cache for [`Engine::context_capacity`] positions and the largest forward pass (a
+    /// prefill chunk of [`PREFILL_CHUNK`] tokens, or a verified draft with every row's logits).
+    pub fn memory_plan(&self, opts: &Options, threads: usize) -> MemoryPlan {
+        let positions = self.context_capacity(opts);
+        let m = &self.model;
+        let verify = crate::nl2sql::draft::MAX_DRAFT + 1;
+        let scratch = m.scratch_bytes(PREFILL_CHUNK, 1, positions, threads).max(m.scratch_bytes(verify, verify, positions, threads));
+        MemoryPlan { positions, kv_cache_bytes: m.kv_cache_bytes(positions), scratch_bytes: scratch }
+    }
+
     /// Checks and cleans `question` (one line, not blank, not too long).
     pub fn clean_question(question: &str) -> Result<String, Nl2SqlError> {
         let q = sanitize_question(question);
@@ -554,6 +587,10 @@ impl Engine {
     /// A statement that is still rejected is reported in [`Outcome::error`]
     /// ([`Outcome::into_result`] turns that into [`Nl2SqlError::InvalidSql`]).
     /// `on_progress` runs before every forward pass; returning `false` cancels the call.
+    ///
+    /// The KV cache is allocated first, fallibly: when the memory cannot be had the call fails
+    /// with [`Nl2SqlError::OutOfMemory`] before any work; a later forward-pass buffer that cannot
+    /// be had fails the same way (never an abort).
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
@@ -565,20 +602,42 @@ impl Engine {
         on_progress: &mut dyn FnMut(Progress) -> bool,
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
+        let memory = self.memory_plan(opts, rt.n_threads());
+        self.run_planned(rt, cache, schema, question, opts, memory, on_progress, validate).map_err(|e| match e {
+            Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => Nl2SqlError::OutOfMemory { what, bytes, plan: memory },
+            e => e,
+        })
+    }
+
+    /// [`Engine::run`] with its memory plan.
+    #[allow(clippy::too_many_arguments)]
+    fn run_planned(
+        &self,
+        rt: &Runtime,
+        cache: &mut PrefixCache,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+        memory: MemoryPlan,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+        validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
+    ) -> Result<Outcome, Nl2SqlError> {
         let t0 = Instant::now();
         let question = Engine::clean_question(question)?;
+        let capacity = memory.positions;
+        // The KV buffers first, so that a context too large for the memory fails before any
+        // work: reuse them when they have the right size; drop the old ones before asking for
+        // new ones (both would not fit where one barely does).
+        if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
+            cache.kv = None;
+            cache.prefix = None;
+            cache.kv = Some(self.model.try_new_cache(capacity)?);
+        }
         let plan = self.plan(schema, &question, opts)?;
         // The tables the prompt shows (constraints, repair facts), normalized once.
         let shown = shown_schema(schema, &plan.shown);
         let mut shaping = self.shaping(&shown, &plan, &question, opts)?;
         let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
-        let capacity = self.context_capacity(opts);
-
-        // The KV buffers: reuse when they have the right size.
-        if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
-            cache.kv = Some(self.model.new_cache(capacity));
-            cache.prefix = None;
-        }
         let n_prefix = plan.prefix_ids.len();
         let cache_hit = cache.prefix == Some((plan.fingerprint, n_prefix)) && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
         let kv = cache.kv.as_mut().expect("allocated above");
@@ -706,6 +765,7 @@ impl Engine {
                     active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
                     schema_constraints: opts.schema_constraints,
                     constrained_tokens: shaping.changed.get(),
+                    memory,
                 });
             }
             let message = error.unwrap_or_default();

@@ -20,6 +20,10 @@ pub enum Nl2SqlError {
     Cancelled,
     #[error("the model did not produce a valid query: {message}")]
     InvalidSql { sql: String, message: String },
+    /// The allocator refused a large buffer (`what`, `bytes`: see `ModelError::OutOfMemory`);
+    /// `plan` is what the call needed.
+    #[error("out of memory: the {what} needs {bytes} bytes (this call needs about {} bytes: KV cache of {} positions {} bytes, scratch {} bytes)", .plan.total_bytes(), .plan.positions, .plan.kv_cache_bytes, .plan.scratch_bytes)]
+    OutOfMemory { what: &'static str, bytes: usize, plan: super::engine::MemoryPlan },
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]

@@ -22,7 +22,7 @@ mod values;
 pub mod vocab;
 
 pub use engine::{
-    Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,
+    Attempt, CacheEvent, CacheStats, Engine, MemoryPlan, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,
     PREFILL_CHUNK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
 };
 pub use repair::Rejection;

@@ -65,6 +65,9 @@ pub(super) fn raise_limit(e: gucs::LimitExceeded) -> ! {
     raise(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, e.message(), Some(e.detail()), Some(e.hint()))
 }
 
+/// The HINT of an out-of-memory ERROR.
+const OOM_HINT: &str = "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
+
 /// Reports an engine failure.
 fn raise_engine(e: Nl2SqlError) -> ! {
     match e {
@@ -95,6 +98,21 @@ fn raise_engine(e: Nl2SqlError) -> ! {
         ),
         Nl2SqlError::Cancelled => raise(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "nl2sql: cancelled".into(), None, None),
         Nl2SqlError::UnsupportedModel(m) => raise(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("turboinfer: {m}"), None, None),
+        Nl2SqlError::OutOfMemory { what, bytes, plan } => raise(
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            format!("turboinfer: out of memory allocating the {what} ({bytes} bytes)"),
+            Some(format!(
+                "turboinfer.context_tokens gives {} KV cache positions: this call needs about {} MiB ({} bytes of KV cache, {} bytes of scratch) besides the mapped model.",
+                plan.positions,
+                plan.total_bytes().div_ceil(1 << 20),
+                plan.kv_cache_bytes,
+                plan.scratch_bytes
+            )),
+            Some(OOM_HINT.into()),
+        ),
+        Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
+            raise(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, format!("turboinfer: out of memory allocating the {what} ({bytes} bytes)"), None, Some(OOM_HINT.into()))
+        }
         Nl2SqlError::Model(ModelError::ContextFull { needed, capacity }) => raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("nl2sql: the context is full ({needed} positions needed, {capacity} available)"),
@@ -264,6 +282,12 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "active_vocab": o.active_vocab,
         "schema_constraints": o.schema_constraints,
         "constrained_tokens": o.constrained_tokens,
+        "memory": {
+            "context_positions": o.memory.positions,
+            "kv_cache_bytes": o.memory.kv_cache_bytes,
+            "scratch_bytes": o.memory.scratch_bytes,
+            "total_bytes": o.memory.total_bytes(),
+        },
         "repair_rounds": o.attempts.len().saturating_sub(1),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
