@@ -6,6 +6,7 @@ pub mod fallible;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;
+pub mod mapguard;
 pub mod model;
 pub mod nl2sql;
 pub mod ops;

@@ -120,6 +120,8 @@ pub struct GgufHeader {
 /// An open GGUF model file: the mapping plus its parsed header.
 pub struct GgufFile {
     path: PathBuf,
+    /// Watches `map` (declared first: released before the mapping is unmapped).
+    watch: crate::mapguard::MapWatch,
     map: Mmap,
     header: GgufHeader,
     by_name: HashMap<String, usize>,
@@ -157,11 +159,13 @@ impl GgufFile {
         // could still be truncated by another process while mapped, which we cannot prevent, but
         // every range we hand out was checked against the length seen here.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Self::from_map(path, map)
+        // A fault while parsing (the file truncated meanwhile) reads zeros: a parse error.
+        let watch = crate::mapguard::MapWatch::new(file, &map);
+        Self::from_map(path, watch, map)
     }
 
     /// Parses the header of an existing mapping and indexes tensors by name.
-    fn from_map(path: PathBuf, map: Mmap) -> Result<GgufFile, GgufError> {
+    fn from_map(path: PathBuf, watch: crate::mapguard::MapWatch, map: Mmap) -> Result<GgufFile, GgufError> {
         let header = parse_header(&map)?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());
         for (i, t) in header.tensors.iter().enumerate() {
@@ -169,12 +173,18 @@ impl GgufFile {
                 return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", t.name)));
             }
         }
-        Ok(GgufFile { path, map, header, by_name })
+        Ok(GgufFile { path, watch, map, header, by_name })
     }
 
     /// The file this was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// True when the file changed under the mapping (a read past a new end, which read zeros,
+    /// or a new size or modification time): what was read from it may be garbage.
+    pub fn changed(&self) -> bool {
+        self.watch.changed()
     }
 
     /// The whole mapped file.

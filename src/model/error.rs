@@ -24,6 +24,10 @@ pub enum ModelError {
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("forward pass called with no tokens")]
     EmptyBatch,
+    /// The model or pack file changed while mapped (overwritten or truncated in place): what
+    /// this pass read may be garbage, and the mapping must be dropped and the model reloaded.
+    #[error("the model file {} changed while in use (rewritten or truncated in place); replace model files by rename, never in place", path.display())]
+    FileChanged { path: std::path::PathBuf },
     /// The caller's check between layers asked to stop (cancellation).
     #[error("forward pass interrupted before layer {layer}")]
     Interrupted { layer: usize },

@@ -245,6 +245,19 @@ impl Model {
             mul(&self.file, self.packed.as_deref(), &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
             Ok(logits)
         })
+        .and_then(|l| self.unchanged().map(|()| l))
+    }
+
+    /// Err when the model or pack file changed under its mapping since it was opened (see
+    /// `mapguard`): checked after every pass, whose results are then not to be trusted.
+    fn unchanged(&self) -> Result<(), ModelError> {
+        if self.file.changed() {
+            return Err(ModelError::FileChanged { path: self.file.path().to_path_buf() });
+        }
+        match self.packed.as_deref() {
+            Some(p) if p.changed() => Err(ModelError::FileChanged { path: p.path().to_path_buf() }),
+            _ => Ok(()),
+        }
     }
 
     /// [`Model::forward`] with an LM head restricted to the vocabulary rows in `rows` (ascending
@@ -269,6 +282,7 @@ impl Model {
             ops::matmul_rows(self.w.output.rows(&self.file), a, arb, hn.len() / self.cfg.dim, rows, &mut logits);
             Ok(logits)
         })
+        .and_then(|l| self.unchanged().map(|()| l))
     }
 
     /// The network up to the LM head (inputs validated): appends the tokens' keys and values to

@@ -316,6 +316,8 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 /// An open, validated pack: a read-only shared mapping plus its entry table.
 pub struct PackedFile {
     path: PathBuf,
+    /// Watches `map` (declared first: released before the mapping is unmapped).
+    watch: crate::mapguard::MapWatch,
     map: Mmap,
     source: SourceId,
     entries: Vec<PackedEntry>,
@@ -354,14 +356,20 @@ impl PackedFile {
         // SAFETY: read-only shared mapping. Packs are replaced by rename, never rewritten in place;
         // every range handed out below is checked against the length seen here.
         let map = unsafe { Mmap::map(&file) }.map_err(|source| PackedError::Io { path: path.clone(), source })?;
+        let watch = crate::mapguard::MapWatch::new(file, &map);
         let (entries, source) = parse(&path, &map, gguf)?;
         let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(PackedFile { path, map, source, entries, by_name })
+        Ok(PackedFile { path, watch, map, source, entries, by_name })
     }
 
     /// The file this was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// True when the file changed under the mapping (see [`GgufFile::changed`]).
+    pub fn changed(&self) -> bool {
+        self.watch.changed()
     }
 
     /// The whole mapped file.

@@ -113,6 +113,12 @@ fn raise_engine(e: Nl2SqlError) -> ! {
         Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
             raise(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, format!("turboinfer: out of memory allocating the {what} ({bytes} bytes)"), None, Some(OOM_HINT.into()))
         }
+        Nl2SqlError::Model(ModelError::FileChanged { path }) => raise(
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("turboinfer: the model file {} changed while this call was reading it", path.display()),
+            Some("It was overwritten or truncated in place; the answer was discarded and the next call loads the file again.".into()),
+            Some("Replace a model (or its .kx16 pack) by rename: copy the new file next to it under a temporary name, then mv it over the old name.".into()),
+        ),
         Nl2SqlError::Model(ModelError::ContextFull { needed, capacity }) => raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("nl2sql: the context is full ({needed} positions needed, {capacity} available)"),
@@ -216,15 +222,23 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     let schema_ms = ms(t1);
     let target = sparse::target(sparsity);
     let result = backend::with_backend(|b| {
-        let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
-        let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
-        notice_context_cap(loaded, &opts);
-        let Loaded { engine, cache, path, .. } = loaded;
-        cache.set_file_dir(gucs::kv_file_dir());
-        let r = generate(engine, rt, cache, &schema, question, &opts);
-        log_cache_events(cache);
-        let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
-        (r, path.display().to_string(), used, packed_status(engine.model()))
+        let out = {
+            let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+            let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
+            notice_context_cap(loaded, &opts);
+            let Loaded { engine, cache, path, .. } = loaded;
+            cache.set_file_dir(gucs::kv_file_dir());
+            let r = generate(engine, rt, cache, &schema, question, &opts);
+            log_cache_events(cache);
+            let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
+            (r, path.display().to_string(), used, packed_status(engine.model()))
+        };
+        if matches!(out.0, Err(Nl2SqlError::Model(ModelError::FileChanged { .. }))) {
+            // The mapping holds garbage (zero pages over a truncated part, or a rewritten file):
+            // drop it; the next call maps the file afresh.
+            b.loaded = None;
+        }
+        out
     });
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
