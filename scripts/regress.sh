@@ -35,6 +35,14 @@ cp -r "$src/sql" "$src/expected" "$WORK/in/"
 chmod -R a+rX "$WORK/in"
 install -d -m 755 -o postgres -g postgres "$WORK/out" 2>/dev/null || install -d -m 755 "$WORK/out"
 
+# A backend that crashes makes the postmaster restart every session (and pg_regress may still
+# pass the suites that ran before): the run fails if the postmaster's pid changed or its log
+# reports a process terminated by a signal.
+DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
+LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
+pm_before=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
+log_from=$(($(stat -c %s "$LOG" 2>/dev/null || echo 0) + 1))
+
 rc=0
 "$PG_REGRESS" --host="$RUN" --port="$PORT" --user=postgres --bindir="$PGBIN" \
     --inputdir="$WORK/in" --outputdir="$WORK/out" --dbname=turboinfer_regress "$@" \
@@ -50,4 +58,11 @@ if [[ $rc -ne 0 || $failed -ne 0 ]]; then
     [[ $failed -ne 0 ]] || failed=$(($# - passed))
 fi
 echo "pg_regress: $passed passed, $failed failed"
+pm_after=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
+if [[ -n $pm_before && $pm_after != "$pm_before" ]]; then
+    echo "$me: the postmaster's pid changed during the run ($pm_before -> ${pm_after:-none}): the server restarted"; rc=1
+fi
+if [[ -f $LOG ]] && tail -c +"$log_from" "$LOG" | grep -q "terminated by signal"; then
+    echo "$me: the server log reports a process terminated by a signal:"; tail -c +"$log_from" "$LOG" | grep "terminated by signal"; rc=1
+fi
 [[ $rc -eq 0 && $failed -eq 0 ]]
