@@ -224,8 +224,9 @@ impl Model {
         self.forward_checked(rt, cache, tokens, which, &mut || true)
     }
 
-    /// [`Model::forward`] that calls `between_layers` on the calling thread before each layer
-    /// (each layer's work runs in the pool): when it returns false the pass stops with
+    /// [`Model::forward`] that, for a batch of more than one token, calls `between_layers` on the
+    /// calling thread before each layer (each layer's work runs in the pool; a single-token pass
+    /// runs whole, unchecked: its caller checks between tokens): when it returns false the pass stops with
     /// [`ModelError::Interrupted`] and `cache` is as before the call (its length only advances
     /// at the end). This bounds the time between cancellation checks by one layer instead of a
     /// whole pass, which at long contexts is hundreds of milliseconds for a prefill batch.
@@ -287,8 +288,8 @@ impl Model {
 
     /// The network up to the LM head (inputs validated): appends the tokens' keys and values to
     /// `cache` and returns the final-normed hidden states `[n_out, dim]`. Each layer runs in the
-    /// pool; `between_layers` runs before each on the calling thread (false: stop, see
-    /// [`Model::forward_checked`]).
+    /// pool; for a batch, `between_layers` runs before each on the calling thread (false: stop,
+    /// see [`Model::forward_checked`]).
     fn hidden(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
@@ -315,55 +316,64 @@ impl Model {
         let mut gate = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
         let mut up = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
 
-        for (l, lw) in self.w.layers.iter().enumerate() {
-            if !between_layers() {
-                return Err(ModelError::Interrupted { layer: l });
+        // One layer's work (in the pool).
+        let mut layer = |l: usize, lw: &super::LayerWeights| -> Result<(), ModelError> {
+            // Attention block.
+            norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
+            let mut acts = SharedActs::new(&h, dim);
+            mul(f, pk, &lw.wq, &mut acts, &mut q)?;
+            mul(f, pk, &lw.wk, &mut acts, &mut k)?;
+            mul(f, pk, &lw.wv, &mut acts, &mut v)?;
+            add_bias(&mut q, lw.bq.as_deref());
+            add_bias(&mut k, lw.bk.as_deref());
+            add_bias(&mut v, lw.bv.as_deref());
+            if let Some(w) = &lw.q_norm {
+                ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
             }
-            rt.install(|| -> Result<(), ModelError> {
-                // Attention block.
-                norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
-                let mut acts = SharedActs::new(&h, dim);
-                mul(f, pk, &lw.wq, &mut acts, &mut q)?;
-                mul(f, pk, &lw.wk, &mut acts, &mut k)?;
-                mul(f, pk, &lw.wv, &mut acts, &mut v)?;
-                add_bias(&mut q, lw.bq.as_deref());
-                add_bias(&mut k, lw.bk.as_deref());
-                add_bias(&mut v, lw.bv.as_deref());
-                if let Some(w) = &lw.q_norm {
-                    ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
-                }
-                if let Some(w) = &lw.k_norm {
-                    ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
-                }
-                for t in 0..n {
-                    rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
-                    rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
-                }
-                cache.store(l, &k, &v);
-                let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
-                ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
-                mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
-                add_in_place(&mut x, &proj);
+            if let Some(w) = &lw.k_norm {
+                ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
+            }
+            for t in 0..n {
+                rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
+                rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
+            }
+            cache.store(l, &k, &v);
+            let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
+            ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
+            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
+            add_in_place(&mut x, &proj);
 
-                // Feed-forward block (SwiGLU).
-                norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
-                let done_sparse = match &self.ffn_hook {
-                    Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
-                    None => false,
-                };
-                if !done_sparse {
-                    let mut acts = SharedActs::new(&h, dim);
-                    mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
-                    mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
-                    ops::swiglu(&mut gate, &up);
-                    if let Some(hook) = &self.ffn_hook {
-                        hook.observe(l, &h, &gate);
-                    }
-                    mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+            // Feed-forward block (SwiGLU).
+            norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
+            let done_sparse = match &self.ffn_hook {
+                Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
+                None => false,
+            };
+            if !done_sparse {
+                let mut acts = SharedActs::new(&h, dim);
+                mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
+                mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
+                ops::swiglu(&mut gate, &up);
+                if let Some(hook) = &self.ffn_hook {
+                    hook.observe(l, &h, &gate);
                 }
-                add_in_place(&mut x, &proj);
-                Ok(())
-            })?;
+                mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+            }
+            add_in_place(&mut x, &proj);
+            Ok(())
+        };
+        if n == 1 {
+            // A decode step: one pool entry for the whole pass (a pass is a few tens of ms;
+            // the decode loop checks between tokens, and a pool entry per layer would cost
+            // more than the check gains here).
+            rt.install(|| self.w.layers.iter().enumerate().try_for_each(|(l, lw)| layer(l, lw)))?;
+        } else {
+            for (l, lw) in self.w.layers.iter().enumerate() {
+                if !between_layers() {
+                    return Err(ModelError::Interrupted { layer: l });
+                }
+                rt.install(|| layer(l, lw))?;
+            }
         }
         cache.advance(n);
 
