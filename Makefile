@@ -25,14 +25,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
-	@echo "               test-backtrace test-standby test-memory-limit test-model-swap psql"
+	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -138,6 +138,7 @@ test:
 	@$(MAKE) --no-print-directory test-standby
 	@$(MAKE) --no-print-directory test-memory-limit
 	@$(MAKE) --no-print-directory test-model-swap
+	@$(MAKE) --no-print-directory test-concurrency
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
@@ -172,6 +173,11 @@ test-memory-limit:
 ## A model file rewritten in place during a call: ERROR 58030 in that backend, no server restart.
 test-model-swap:
 	@$(TIMED) "model file rewritten in place" scripts/test-model-swap.sh
+
+## Inference slots: 8 sessions at once with turboinfer.max_concurrent = 2 (ALTER SYSTEM, reset
+## afterwards): at most 2 generate, the rest wait in order, a waiter is cancelled, no crash.
+test-concurrency:
+	@$(TIMED) "inference slots with 8 callers" scripts/test-concurrency.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

@@ -66,6 +66,17 @@ impl SparseSelector {
 /// `turboinfer_sparse` in the data directory; a relative path is relative to the data directory).
 pub static SPARSE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
+/// `turboinfer.max_concurrent`: most generations running at once in the whole server (0 = no
+/// limit); the other callers wait in arrival order (`slots`).
+pub static MAX_CONCURRENT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CONCURRENT);
+/// Default of `turboinfer.max_concurrent`: one generation at a time. `turboinfer.threads = 0`
+/// gives that one generation every core, so a second one at once only shares the same cores
+/// (more threads than cores, each caller slower); one at a time keeps the total and lets the
+/// first callers finish first.
+const DEFAULT_MAX_CONCURRENT: i32 = 1;
+/// Most slots accepted (a lock per slot is tried while waiting).
+const MAX_MAX_CONCURRENT: i32 = 1024;
+
 /// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
 pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
@@ -165,6 +176,16 @@ pub fn register() {
         &THREADS_LIMIT,
         0,
         MAX_THREADS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.max_concurrent",
+        c"Most nl2sql() generations running at once in the whole server (0 = no limit).",
+        c"Superuser only. Other callers wait in arrival order (cancellable); turboinfer_info() shows who holds and who waits. With turboinfer.threads = 0 each generation gets the cores divided by this value.",
+        &MAX_CONCURRENT,
+        0,
+        MAX_MAX_CONCURRENT,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -441,12 +462,18 @@ pub fn check_limits() -> Result<(), LimitExceeded> {
 }
 
 /// The worker threads to run with: `turboinfer.threads`, or for 0 the CPU cores capped by
-/// `turboinfer.threads_limit`. Refuses a value above the ceiling for non-superusers.
+/// `turboinfer.threads_limit`, divided among the `turboinfer.max_concurrent` generations that may
+/// run at once (at least one thread). Refuses a value above the ceiling for non-superusers.
 pub fn threads() -> Result<usize, LimitExceeded> {
     let value = THREADS.get();
     over_limit(Resource::Threads, value)?;
-    let n = if value == 0 { Resource::Threads.limit() } else { value };
+    let n = if value == 0 { Resource::Threads.limit() / max_concurrent().max(1) as i32 } else { value };
     Ok(usize::try_from(n).unwrap_or(1).max(1))
+}
+
+/// `turboinfer.max_concurrent` (0 = no limit).
+pub fn max_concurrent() -> u32 {
+    u32::try_from(MAX_CONCURRENT.get()).unwrap_or(0)
 }
 
 /// Shared body of the resource check hooks: a non-superuser's SET (or ALTER ROLE/DATABASE SET,

@@ -8,6 +8,7 @@ mod functions;
 mod gucs;
 mod nl2sql;
 mod panic;
+mod slots;
 mod sparse;
 mod validate;
 

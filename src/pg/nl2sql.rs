@@ -6,7 +6,7 @@
 
 use super::backend::{self, LoadError, Loaded};
 use super::encoding::{for_message, Jsonb, Text, TextArray, TextOut};
-use super::{catalog, gucs, sparse, validate};
+use super::{catalog, gucs, slots, sparse, validate};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::{Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind, MAX_QUESTION_CHARS};
@@ -200,6 +200,8 @@ struct Answer {
     load_ms: f64,
     reloaded: bool,
     schema_ms: f64,
+    /// Time spent waiting for an inference slot.
+    slot_wait_ms: f64,
     model_path: String,
     sparse: SparseUse,
     /// The model's packed weights status (`kx16 (N matrices)` | `none` | `ignored: <reason>`).
@@ -221,6 +223,11 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     let schema = catalog::read_schema(schemas);
     let schema_ms = ms(t1);
     let target = sparse::target(sparsity);
+    // The model work waits for an inference slot (turboinfer.max_concurrent); the catalog was read
+    // before, without one.
+    let t2 = Instant::now();
+    let slot = slots::acquire();
+    let wait_ms = ms(t2);
     let result = backend::with_backend(|b| {
         let out = {
             let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
@@ -240,10 +247,11 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
         }
         out
     });
+    drop(slot);
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
         (Ok(outcome), model_path, active, packed) => {
-            Answer { outcome, load_ms, reloaded, schema_ms, model_path, sparse: SparseUse { source, active }, packed }
+            Answer { outcome, load_ms, reloaded, schema_ms, slot_wait_ms: wait_ms, model_path, sparse: SparseUse { source, active }, packed }
         }
         (Err(e), ..) => raise_engine(e),
     }
@@ -315,6 +323,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "timings_ms": {
             "load": a.load_ms,
             "schema": a.schema_ms,
+            "slot_wait": a.slot_wait_ms,
             "prompt": o.timings.prompt_ms,
             "prefill": o.timings.prefill_ms,
             "decode": o.timings.decode_ms,
@@ -422,6 +431,7 @@ fn turboinfer_info() -> Jsonb {
                     "rss_bytes": backend::rss_bytes(),
                     "max_question_chars": MAX_QUESTION_CHARS,
                     "cache_files": cache_files_json(),
+                    "slots": slots::info(),
                 })
             }
             Err(e) => json!({
@@ -436,6 +446,7 @@ fn turboinfer_info() -> Jsonb {
                 "kernel_tier": kernel_tier(),
                 "threads": threads,
                 "cache_files": cache_files_json(),
+                "slots": slots::info(),
             }),
         }
     });
@@ -558,6 +569,7 @@ fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(va
     let question = "How many users are there?";
     let schema = bench_schema();
     let opts = options();
+    let _slot = slots::acquire();
     let rows = backend::with_backend(|b| {
         let t = Instant::now();
         let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));

@@ -335,6 +335,7 @@ fn turboinfer_calibrate(
     };
     let texts = corpus::interleave(corpus::nl2sql_prompts(Some(0)), read_corpus(corpus));
     let opts = CalibOptions { levels, rank: rank as usize, max_tokens: tokens as usize, ..CalibOptions::default() };
+    let _slot = super::slots::acquire();
     let t0 = Instant::now();
     let (row, result) = backend::with_backend(|b| {
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
