@@ -99,8 +99,13 @@ caller() { # caller I
 start=$(date +%s.%N)
 for ((i = 1; i <= CLIENTS; i++)); do caller "$i" & pids+=($!); done
 
-# One more caller once others wait; cancelled while it waits.
+# One more caller once others wait (started before that, it may get a slot at once and never
+# wait); cancelled while it waits.
 if ((N > 0)); then
+    for _ in $(seq 1 1200); do
+        [[ $(q -d "$DB" -c "SELECT jsonb_array_length(turboinfer_info()->'slots'->'waiting') > 0" 2>/dev/null || true) == t ]] && break
+        sleep 0.05
+    done
     PGAPPNAME=ti_victim "$cluster" psql -X -q -A -t -d "$DB" -v VERBOSITY=verbose \
         -c "SET turboinfer.model = '$MODEL'" -c "SELECT nl2sql('how many users are there?')" >"$tmp/victim.out" 2>&1 &
     vpsql=$!
