@@ -62,7 +62,7 @@ pm_after=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
 if [[ -n $pm_before && $pm_after != "$pm_before" ]]; then
     echo "$me: the postmaster's pid changed during the run ($pm_before -> ${pm_after:-none}): the server restarted"; rc=1
 fi
-if [[ -f $LOG ]] && tail -c +"$log_from" "$LOG" | grep -q "terminated by signal"; then
+if [[ -f $LOG ]] && grep -q "terminated by signal" <<<"$(tail -c +"$log_from" "$LOG")"; then
     echo "$me: the server log reports a process terminated by a signal:"; tail -c +"$log_from" "$LOG" | grep "terminated by signal"; rc=1
 fi
 [[ $rc -eq 0 && $failed -eq 0 ]]

@@ -70,7 +70,9 @@ check "statement timeout re-raised through Rust" 57014 -- \
     "CREATE TABLE public.one (id int); SELECT nl2sql('how many rows in one?', ARRAY['public']); SET search_path = big, public; SET statement_timeout = '1s'; SELECT nl2sql('list every column of every table');"
 
 # The server log keeps the panic (message and backtrace) for the DBA.
-if tail -c +"$log_from" "$LOG" | grep -q 'array contains NULL' && tail -c +"$log_from" "$LOG" | grep -q 'stack backtrace'; then
+# (Read first, then searched: `tail | grep -q` under pipefail fails when grep stops early.)
+logged=$(tail -c +"$log_from" "$LOG")
+if grep -q 'array contains NULL' <<<"$logged" && grep -q 'stack backtrace' <<<"$logged"; then
     echo "ok   server log: the panic and its backtrace are logged"; pass=$((pass + 1))
 else
     echo "FAIL server log: no panic message with a backtrace in $LOG"; fail=$((fail + 1))

@@ -162,7 +162,7 @@ else
 fi
 
 now_pid=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || echo none)
-if [[ $now_pid == "$pm_pid" ]] && ! tail -c +"$log_from" "$LOG" | grep -q 'terminated by signal'; then
+if [[ $now_pid == "$pm_pid" ]] && ! grep -q 'terminated by signal' <<<"$(tail -c +"$log_from" "$LOG")"; then
     ok "postmaster $pm_pid still up, no backend terminated by a signal"
 else
     bad "the server crashed (postmaster $pm_pid -> $now_pid):"; tail -c +"$log_from" "$LOG" | grep -E 'terminated by signal|terminating' | head -n 5 | sed 's/^/     | /'

@@ -102,7 +102,7 @@ fi
 
 # 3. No crash: same postmaster, no backend killed by a signal.
 now_pid=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || echo none)
-if [[ $now_pid == "$pm_pid" ]] && ! tail -c +"$log_from" "$LOG" | grep -Eq 'terminated by signal|memory allocation of [0-9]+ bytes failed'; then
+if [[ $now_pid == "$pm_pid" ]] && ! grep -Eq 'terminated by signal|memory allocation of [0-9]+ bytes failed' <<<"$(tail -c +"$log_from" "$LOG")"; then
     echo "ok   postmaster $pm_pid still up, no backend terminated by a signal"; pass=$((pass + 1))
 else
     echo "FAIL the server crashed (postmaster $pm_pid -> $now_pid):"; tail -c +"$log_from" "$LOG" | grep -E 'terminated by signal|memory allocation|terminating' | head -n 5 | sed 's/^/     | /'; fail=$((fail + 1))

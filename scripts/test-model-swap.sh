@@ -100,7 +100,7 @@ case_ "overwritten in place by cp" 'cp "$MODELS/smollm2-135m.gguf" "$SWAP"'
 
 now_pid=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
 if [[ $now_pid == "$pm_pid" ]]; then ok "the postmaster kept its pid ($pm_pid)"; else bad "the postmaster pid changed: $pm_pid -> $now_pid"; fi
-if tail -c +"$log_from" "$LOG" | grep -q "terminated by signal"; then
+if grep -q "terminated by signal" <<<"$(tail -c +"$log_from" "$LOG")"; then
     bad "the server log reports a backend terminated by a signal:"; tail -c +"$log_from" "$LOG" | grep "terminated by signal" | sed 's/^/     | /'
 else
     ok "no backend terminated by a signal"
