@@ -24,7 +24,7 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help lint setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
         demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
@@ -121,6 +121,10 @@ test-scorecard:
 ## Open psql on the demo database.
 psql:
 	@scripts/cluster.sh psql -X -d $(DEMO_DB)
+
+## Formatting, clippy (engine and pg15, warnings are errors), pgrx only under src/pg/ (scripts/lint.sh).
+lint:
+	@$(TIMED) lint scripts/lint.sh
 
 ## Every test, from a fresh machine.
 test:

@@ -29,7 +29,11 @@ fn parse_args() -> Args {
     let mut a = Args { reps: 3, pp: 64, tg: 64, depth: 0, threads: 2, models: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
-        let mut num = |name: &str| -> usize { it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number")) };
+        let mut num = |name: &str| -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
+        };
         match s.as_str() {
             "--bench" => {}
             "--reps" => a.reps = num("--reps"),
@@ -107,7 +111,15 @@ fn main() {
         // matrix is only read row by row unless it is the tied LM head), and their rate at the median.
         let w = model.weights();
         let per_tok: usize = w.output.byte_len()
-            + w.layers.iter().map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down].iter().map(|m| m.byte_len()).sum::<usize>()).sum::<usize>();
+            + w.layers
+                .iter()
+                .map(|l| {
+                    [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
+                        .iter()
+                        .map(|m| m.byte_len())
+                        .sum::<usize>()
+                })
+                .sum::<usize>();
         let gbs = per_tok as f64 * median(tg.clone()) / 1e9;
         // Each decode run against the bandwidth measured just before it (the machine's bandwidth
         // drifts by tens of percent between minutes), then the median of those ratios.

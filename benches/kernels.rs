@@ -40,7 +40,14 @@ struct Opts {
 /// Parses the options after `--`.
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut o = Opts { samples: 7, tiers: Vec::new(), types: None, shapes: None, bandwidth: true, only_bandwidth: false };
+    let mut o = Opts {
+        samples: 7,
+        tiers: Vec::new(),
+        types: None,
+        shapes: None,
+        bandwidth: true,
+        only_bandwidth: false,
+    };
     let mut quick = false;
     let mut i = 0;
     while i < args.len() {
@@ -52,7 +59,12 @@ fn opts() -> Opts {
             "--tiers" => {
                 o.tiers = next(i)
                     .split(',')
-                    .map(|s| Tier::ALL.into_iter().find(|t| t.name() == s).unwrap_or_else(|| panic!("unknown tier {s}")))
+                    .map(|s| {
+                        Tier::ALL
+                            .into_iter()
+                            .find(|t| t.name() == s)
+                            .unwrap_or_else(|| panic!("unknown tier {s}"))
+                    })
                     .collect();
                 i += 1;
             }
@@ -97,7 +109,12 @@ fn median_thread_cpu(samples: usize, mut f: impl FnMut()) -> Duration {
 }
 
 /// Median of `samples` measurements `stop(start())` around `f`.
-fn median_of<S>(samples: usize, start: impl Fn() -> S, stop: impl Fn(S) -> Duration, f: &mut impl FnMut()) -> Duration {
+fn median_of<S>(
+    samples: usize,
+    start: impl Fn() -> S,
+    stop: impl Fn(S) -> Duration,
+    f: &mut impl FnMut(),
+) -> Duration {
     f();
     let mut t: Vec<Duration> = (0..samples)
         .map(|_| {
@@ -135,7 +152,8 @@ fn thread_cpu() -> Duration {
 fn bandwidth(samples: usize) {
     let buf = bandwidth_probe::buffer(1 << 30);
     for threads in [1usize, 2] {
-        let mut v: Vec<f64> = (0..samples.min(5)).map(|_| bandwidth_probe::read_gbs(&buf, threads)).collect();
+        let mut v: Vec<f64> =
+            (0..samples.min(5)).map(|_| bandwidth_probe::read_gbs(&buf, threads)).collect();
         v.sort_by(f64::total_cmp);
         println!("read bandwidth, 1 GiB, {threads} thread(s): {:.1} GB/s", v[v.len() / 2]);
     }
@@ -175,7 +193,8 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, rows: usize, n: usize) -> Vec<u8> 
 
 /// Quantized random activations of length `n` for weight type `ty`, via `k`'s quantizer.
 fn activation(rng: &mut Rng, k: &KernelSet, ty: GgmlType, n: usize) -> Vec<u8> {
-    let x: Vec<f32> = (0..n).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+    let x: Vec<f32> =
+        (0..n).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
     let at = quant::activation_type(ty);
     let mut a = vec![0u8; quant::row_size(at, n).unwrap()];
     (k.quantize(at).unwrap())(&x, &mut a);
@@ -203,7 +222,10 @@ fn reps_for(bytes: usize) -> usize {
 fn main() {
     let o = opts();
     let f = turboinfer::cpu::cpu_features();
-    println!("CPU features: {:?}", f.list().iter().filter(|x| x.1).map(|x| x.0).collect::<Vec<_>>());
+    println!(
+        "CPU features: {:?}",
+        f.list().iter().filter(|x| x.1).map(|x| x.0).collect::<Vec<_>>()
+    );
     println!("samples per figure: {} (median reported)", o.samples);
     if o.bandwidth || o.only_bandwidth {
         bandwidth(o.samples);
@@ -231,7 +253,9 @@ fn main() {
     let mut rng = Rng::new(42);
     println!();
     println!("matrix × vector, weight GB/s (weight bytes / median time); cols x rows = row length x output rows");
-    println!("(1T cpu = weight bytes / thread CPU time: robust to time-slicing on a shared machine)");
+    println!(
+        "(1T cpu = weight bytes / thread CPU time: robust to time-slicing on a shared machine)"
+    );
     println!(
         "{:<6} {:>14} {:<5} {:>9} {:<11} {:>9} {:>9} {:>9}",
         "model", "cols x rows", "type", "MB", "tier", "1T GB/s", "1T cpu", "2T GB/s"
@@ -284,7 +308,9 @@ fn main() {
                     gbs(c1),
                     gbs(t2)
                 );
-                if let Some((t1, c1, t2)) = packed_times(&o, k, ty, *n, *rows, &w, &act, reps, &pool2) {
+                if let Some((t1, c1, t2)) =
+                    packed_times(&o, k, ty, *n, *rows, &w, &act, reps, &pool2)
+                {
                     println!(
                         "{:<6} {:>14} {:<5} {:>9.1} {:<11} {:>9.2} {:>9.2} {:>9.2}",
                         model,
@@ -397,7 +423,13 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                     .map(|&b| {
                         median_thread_cpu(o.samples, || {
                             for g in 0..rows / packed::PACK_ROWS {
-                                dot(n, &p[g * gb..(g + 1) * gb], &acts, ab, &mut out[..b * packed::PACK_ROWS]);
+                                dot(
+                                    n,
+                                    &p[g * gb..(g + 1) * gb],
+                                    &acts,
+                                    ab,
+                                    &mut out[..b * packed::PACK_ROWS],
+                                );
                             }
                             std::hint::black_box(&out);
                         })

@@ -82,6 +82,13 @@ else
         fail "rustup install (see /tmp/turboinfer-rustup.log)"
     done_step "installed rustc $(rustc --version | awk '{print $2}') with rustup"
 fi
+# `make lint` needs rustfmt and clippy (part of rustup's default profile, not of the minimal one).
+for comp in rustfmt clippy; do
+    if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        command -v rustup >/dev/null 2>&1 && rustup component add "$comp" >>/tmp/turboinfer-rustup.log 2>&1 ||
+            fail "cargo ${comp/rustfmt/fmt} is missing and 'rustup component add $comp' failed (see /tmp/turboinfer-rustup.log)"
+    fi
+done
 
 # ---------------------------------------------------------------------------------------------
 step "cargo-pgrx $PGRX_VERSION"

@@ -90,11 +90,7 @@ impl CpuFeatures {
                 ("avxvnni", self.avxvnni),
             ]
         } else if cfg!(target_arch = "aarch64") {
-            vec![
-                ("neon", self.neon),
-                ("dotprod", self.dotprod),
-                ("i8mm", self.i8mm),
-            ]
+            vec![("neon", self.neon), ("dotprod", self.dotprod), ("i8mm", self.i8mm)]
         } else {
             Vec::new()
         }
@@ -110,10 +106,7 @@ mod tests {
     fn detection_is_cached_and_stable() {
         let a = cpu_features();
         let b = cpu_features();
-        assert!(
-            std::ptr::eq(a, b),
-            "OnceLock must hand out the same instance"
-        );
+        assert!(std::ptr::eq(a, b), "OnceLock must hand out the same instance");
         assert_eq!(*a, CpuFeatures::detect());
     }
 
@@ -125,11 +118,7 @@ mod tests {
         let mut names: Vec<&str> = list.iter().map(|(n, _)| *n).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(
-            names.len(),
-            list.len(),
-            "duplicate feature names in {list:?}"
-        );
+        assert_eq!(names.len(), list.len(), "duplicate feature names in {list:?}");
         if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
             assert!(!list.is_empty());
         }
@@ -158,11 +147,9 @@ mod tests {
     #[test]
     fn implications_hold() {
         let f = cpu_features();
-        for (sub, on) in [
-            ("avx512bw", f.avx512bw),
-            ("avx512vl", f.avx512vl),
-            ("avx512vnni", f.avx512vnni),
-        ] {
+        for (sub, on) in
+            [("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl), ("avx512vnni", f.avx512vnni)]
+        {
             assert!(!on || f.avx512f, "{sub} detected without avx512f: {f:?}");
         }
         // AVX-512 is a superset of AVX2 on every CPU that ships it.

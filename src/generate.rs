@@ -34,7 +34,12 @@ pub struct GenerateParams {
 impl Default for GenerateParams {
     /// 128 greedy tokens, no stop strings, special tokens parsed.
     fn default() -> Self {
-        GenerateParams { max_tokens: 128, sampler: SamplerConfig::default(), stop: Vec::new(), parse_special: true }
+        GenerateParams {
+            max_tokens: 128,
+            sampler: SamplerConfig::default(),
+            stop: Vec::new(),
+            parse_special: true,
+        }
     }
 }
 
@@ -168,12 +173,24 @@ pub fn generate_ids(
         if let Some(s) = text.push(&tail, on_text) {
             let text = text.finish(on_text);
             timings.decode_ms = ms_since(t1);
-            return Ok(Generation { prompt_ids: prompt_ids.to_vec(), output_ids: output, text, stop_reason: StopReason::StopString(s), timings });
+            return Ok(Generation {
+                prompt_ids: prompt_ids.to_vec(),
+                output_ids: output,
+                text,
+                stop_reason: StopReason::StopString(s),
+                timings,
+            });
         }
     }
     let text = text.finish(on_text);
     timings.decode_ms = ms_since(t1);
-    Ok(Generation { prompt_ids: prompt_ids.to_vec(), output_ids: output, text, stop_reason: reason, timings })
+    Ok(Generation {
+        prompt_ids: prompt_ids.to_vec(),
+        output_ids: output,
+        text,
+        stop_reason: reason,
+        timings,
+    })
 }
 
 /// Milliseconds elapsed since `t`.
@@ -227,7 +244,10 @@ impl<'a> TextStop<'a> {
         for s in self.stops.iter().filter(|s| !s.is_empty()) {
             for k in (1..s.len().min(pending.len() + 1)).rev() {
                 let start = pending.len() - k;
-                if k > hold && pending.is_char_boundary(start) && s.as_bytes().starts_with(&pending.as_bytes()[start..]) {
+                if k > hold
+                    && pending.is_char_boundary(start)
+                    && s.as_bytes().starts_with(&pending.as_bytes()[start..])
+                {
                     hold = k;
                     break;
                 }
@@ -305,7 +325,12 @@ mod tests {
 
     #[test]
     fn timings_rates() {
-        let t = Timings { prefill_tokens: 100, prefill_ms: 500.0, decode_tokens: 10, decode_ms: 1000.0 };
+        let t = Timings {
+            prefill_tokens: 100,
+            prefill_ms: 500.0,
+            decode_tokens: 10,
+            decode_ms: 1000.0,
+        };
         assert_eq!(t.prefill_tok_s(), 200.0);
         assert_eq!(t.decode_tok_s(), 10.0);
         assert_eq!(Timings::default().decode_tok_s(), 0.0);

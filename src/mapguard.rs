@@ -78,7 +78,14 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         // SAFETY: replaces one page inside a mapping this process owns (checked above) with an
         // anonymous read-only zero page; nothing else refers to that page as anything but bytes.
         let r = unsafe {
-            libc::mmap(base as *mut libc::c_void, page, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1, 0)
+            libc::mmap(
+                base as *mut libc::c_void,
+                page,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
         };
         if r != libc::MAP_FAILED {
             FAULTED[i].store(true, Ordering::Release);
@@ -92,7 +99,8 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             // form its flags declare.
             unsafe {
                 if old.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(old.sa_sigaction);
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(old.sa_sigaction);
                     f(sig, info, ctx);
                 } else {
                     let f: extern "C" fn(libc::c_int) = std::mem::transmute(old.sa_sigaction);
@@ -127,11 +135,15 @@ pub struct MapWatch {
 impl MapWatch {
     /// Watches `map` (a mapping of `file`, valid for as long as this lives: drop this first).
     pub fn new(file: File, map: &[u8]) -> MapWatch {
-        let (size, mtime) = file.metadata().map_or((map.len() as u64, (0, 0)), |m| (m.size(), (m.mtime(), m.mtime_nsec())));
+        let (size, mtime) = file
+            .metadata()
+            .map_or((map.len() as u64, (0, 0)), |m| (m.size(), (m.mtime(), m.mtime_nsec())));
         let slot = if map.is_empty() || !install() {
             None
         } else {
-            (0..SLOTS).find(|&i| USED[i].compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+            (0..SLOTS).find(|&i| {
+                USED[i].compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            })
         };
         if let Some(i) = slot {
             FAULTED[i].store(false, Ordering::Release);

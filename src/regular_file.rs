@@ -41,7 +41,10 @@ pub fn open(path: &Path, links: Links) -> io::Result<File> {
         // O_NOFOLLOW on a symbolic link fails with ELOOP, whose text ("too many levels of
         // symbolic links") would mislead.
         Err(e) if links == Links::Refuse && e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a symbolic link, which is not followed"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a symbolic link, which is not followed",
+            ));
         }
         Err(e) => return Err(e),
     };
@@ -58,7 +61,10 @@ pub fn open(path: &Path, links: Links) -> io::Result<File> {
         } else {
             "a special file"
         };
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("is {what}, not a regular file")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is {what}, not a regular file"),
+        ));
     }
     // Back to blocking mode: harmless for a regular file, and what later readers expect.
     // SAFETY: fcntl on a descriptor this function owns; no memory is passed.

@@ -73,8 +73,8 @@ impl SplitMix64 {
 pub struct Sampler {
     cfg: SamplerConfig,
     rng: SplitMix64,
-    logits: Vec<f32>,          // [vocab] penalised copy
-    cand: Vec<(u32, f32)>,     // [n_candidates] (id, logit), then (id, prob)
+    logits: Vec<f32>,      // [vocab] penalised copy
+    cand: Vec<(u32, f32)>, // [n_candidates] (id, logit), then (id, prob)
 }
 
 impl Sampler {
@@ -205,7 +205,12 @@ mod tests {
 
     #[test]
     fn top_k_one_equals_greedy_at_any_temperature() {
-        let mut s = Sampler::new(SamplerConfig { temperature: 5.0, top_k: 1, seed: 7, ..Default::default() });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 5.0,
+            top_k: 1,
+            seed: 7,
+            ..Default::default()
+        });
         let mut rng = SplitMix64::new(99);
         for _ in 0..50 {
             let l: Vec<f32> = (0..100).map(|_| rng.next_f64() as f32 * 10.0).collect();
@@ -215,7 +220,13 @@ mod tests {
 
     #[test]
     fn seeded_sampling_is_deterministic_and_varies() {
-        let cfg = SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 42, ..Default::default() };
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 42,
+            ..Default::default()
+        };
         let l = vec![0.0f32; 50]; // uniform: every draw is a fresh random token
         let run = |cfg: SamplerConfig| {
             let mut s = Sampler::new(cfg);
@@ -232,7 +243,13 @@ mod tests {
     fn sampling_follows_probabilities() {
         // p = softmax([ln 3, 0]) = [0.75, 0.25]
         let l = vec![(3.0f32).ln(), 0.0];
-        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 1, ..Default::default() });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 1,
+            ..Default::default()
+        });
         let n = 20000;
         let zeros = (0..n).filter(|_| s.sample(&l, &[]) == 0).count();
         let f = zeros as f64 / n as f64;
@@ -243,9 +260,21 @@ mod tests {
     fn top_p_cuts_the_tail() {
         // probs ~ [0.6, 0.3, 0.1]: top_p 0.5 keeps only id 0; 0.85 keeps ids 0 and 1.
         let l: Vec<f32> = [0.6f32, 0.3, 0.1].iter().map(|p| p.ln()).collect();
-        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 0.5, seed: 3, ..Default::default() });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 0.5,
+            seed: 3,
+            ..Default::default()
+        });
         assert!((0..200).all(|_| s.sample(&l, &[]) == 0));
-        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 0.85, seed: 3, ..Default::default() });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 0.85,
+            seed: 3,
+            ..Default::default()
+        });
         let got: std::collections::HashSet<u32> = (0..500).map(|_| s.sample(&l, &[])).collect();
         assert_eq!(got, [0u32, 1].into_iter().collect());
     }
@@ -256,12 +285,16 @@ mod tests {
         // id 1 (3.0) and id 5 (3.0) lead; penalising 1 and 5 makes id 7 (2.9) the argmax.
         assert_eq!(s.sample(&logits(), &[1, 5, 1]), 7);
         assert_eq!(s.logits[1], 1.5); // 3.0 / 2, applied once although seen twice
-        // Negative logits get more negative.
+                                      // Negative logits get more negative.
         let mut s = Sampler::new(SamplerConfig { repeat_penalty: 2.0, ..Default::default() });
         s.sample(&[-1.0, -3.0], &[0]);
         assert_eq!(s.logits[0], -2.0);
         // Only the last `repeat_last_n` tokens count.
-        let mut s = Sampler::new(SamplerConfig { repeat_penalty: 2.0, repeat_last_n: 1, ..Default::default() });
+        let mut s = Sampler::new(SamplerConfig {
+            repeat_penalty: 2.0,
+            repeat_last_n: 1,
+            ..Default::default()
+        });
         assert_eq!(s.sample(&logits(), &[1, 5]), 1);
     }
 }

@@ -22,10 +22,22 @@ fn json_output_matches_llamacpp_on_smollm2() {
     let fx = fixture(name);
     let g = &fx["generate"][0];
     let prompt = g["prompt"].as_str().unwrap();
-    let out = run(&["run", "-m", path.to_str().unwrap(), "-p", prompt, "-n", &N.to_string(), "-t", "2", "--json"]);
+    let out = run(&[
+        "run",
+        "-m",
+        path.to_str().unwrap(),
+        "-p",
+        prompt,
+        "-n",
+        &N.to_string(),
+        "-t",
+        "2",
+        "--json",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
     // The prompt went through the tokenizer with special tokens parsed and no BOS (per metadata).
     assert_eq!(ids(&v["prompt_ids"]), ids(&g["prompt_ids"]));
     let ours = ids(&v["output_ids"]);
@@ -46,7 +58,9 @@ fn json_output_matches_llamacpp_on_smollm2() {
     assert!(!text.is_empty() && g["output_text"].as_str().unwrap().starts_with(text), "{text:?}");
     let t = &v["timings"];
     assert_eq!(t["prefill_tokens"].as_u64(), Some(ids(&g["prompt_ids"]).len() as u64));
-    assert!(t["prefill_tok_s"].as_f64().unwrap() > 0.0 && t["decode_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        t["prefill_tok_s"].as_f64().unwrap() > 0.0 && t["decode_tok_s"].as_f64().unwrap() > 0.0
+    );
     assert!(stderr.contains("prefill:") && stderr.contains("decode:"), "{stderr}");
 }
 
@@ -55,7 +69,19 @@ fn streaming_text_and_stop_string() {
     let name = "smollm2-135m";
     let Some(path) = model_path(name) else { return };
     // Greedy continuation is " Paris.\n\nThe United States ..." (fixture): stop at the first ".".
-    let out = run(&["run", "-m", path.to_str().unwrap(), "-p", "The capital of France is", "-n", "16", "-t", "2", "--stop", "."]);
+    let out = run(&[
+        "run",
+        "-m",
+        path.to_str().unwrap(),
+        "-p",
+        "The capital of France is",
+        "-n",
+        "16",
+        "-t",
+        "2",
+        "--stop",
+        ".",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), " Paris\n");
 }
@@ -66,7 +92,14 @@ fn info_describes_the_model() {
     let out = run(&["info", "-m", path.to_str().unwrap()]);
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
-    for want in ["architecture:    llama", "layers:          30", "heads / kv:      9 / 3", "q4_1", "q8_0", "tied embeddings: true"] {
+    for want in [
+        "architecture:    llama",
+        "layers:          30",
+        "heads / kv:      9 / 3",
+        "q4_1",
+        "q8_0",
+        "tied embeddings: true",
+    ] {
         assert!(s.contains(want), "missing {want:?} in\n{s}");
     }
 }
@@ -106,7 +139,13 @@ fn corrupt_model_is_a_clean_error() {
 
 #[test]
 fn usage_errors_exit_2() {
-    for args in [&["run", "-p", "x"][..], &["run", "-m", "x"], &["bogus"], &[], &["run", "-m", "x", "-p", "y", "-n", "many"]] {
+    for args in [
+        &["run", "-p", "x"][..],
+        &["run", "-m", "x"],
+        &["bogus"],
+        &[],
+        &["run", "-m", "x", "-p", "y", "-n", "many"],
+    ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));

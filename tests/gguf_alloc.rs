@@ -77,7 +77,10 @@ fn absurd_counts_allocate_nothing_big() {
         cases.push((format!("{n} kv"), head(0, n)));
         for ety in [type_id::U8, type_id::U32, type_id::STRING, type_id::ARRAY, type_id::BOOL] {
             let mut b = head(0, 1);
-            push(&mut b, &[(1, 8), (b'k' as u64, 1), (type_id::ARRAY as u64, 4), (ety as u64, 4), (n, 8)]);
+            push(
+                &mut b,
+                &[(1, 8), (b'k' as u64, 1), (type_id::ARRAY as u64, 4), (ety as u64, 4), (n, 8)],
+            );
             cases.push((format!("array<{ety}> of {n}"), b));
         }
         let mut b = head(0, 1);

@@ -124,7 +124,11 @@ fn check_model(e: &Expect) {
     let mut names = HashSet::new();
     for t in f.tensors() {
         assert!(names.insert(t.name.as_str()), "duplicate {}", t.name);
-        assert!(t.offset >= h.data_offset && t.offset + t.size <= f.len(), "{} out of file", t.name);
+        assert!(
+            t.offset >= h.data_offset && t.offset + t.size <= f.len(),
+            "{} out of file",
+            t.name
+        );
         assert_eq!(t.offset % h.alignment, 0);
         assert_eq!(t.size, t.row_bytes() as u64 * t.n_rows() as u64);
         assert_eq!(t.n_elements() as usize, t.row_len() * t.n_rows());
@@ -193,7 +197,8 @@ fn truncated_smollm2_copies_give_typed_errors() {
     let h = full.header();
     let bytes = full.bytes();
     // The vocabulary array starts right after its key; cut 100 KB into it (≈ token 10 000).
-    let vocab_key = find(&bytes[..h.data_offset as usize], b"tokenizer.ggml.tokens").unwrap() as u64;
+    let vocab_key =
+        find(&bytes[..h.data_offset as usize], b"tokenizer.ggml.tokens").unwrap() as u64;
     let mid_vocab = vocab_key + 100_000;
     let last = h.tensors.iter().max_by_key(|t| t.offset).unwrap();
     let last_end = last.offset + last.size;
@@ -233,7 +238,9 @@ fn truncated_smollm2_copies_give_typed_errors() {
                 assert!(cut >= h.data_offset, "cut {what}: {msg}");
                 assert!(msg.contains("outside the file"), "{msg}");
             }
-            other => panic!("cut {what} ({cut}): expected Truncated/TensorOutOfBounds, got {other:?}"),
+            other => {
+                panic!("cut {what} ({cut}): expected Truncated/TensorOutOfBounds, got {other:?}")
+            }
         }
         println!("cut {what} at {cut}: {msg}");
     }

@@ -13,7 +13,10 @@ mod quant_support;
 
 use quant_support::{activations, random_row, Rng};
 use turboinfer::gguf::GgufFile;
-use turboinfer::kernels::packed::{pack, packable, q4_k_exact_dot, q6_k_exact_dot, unpack_block, unpack_block_q6_k, PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
+use turboinfer::kernels::packed::{
+    pack, packable, q4_k_exact_dot, q6_k_exact_dot, unpack_block, unpack_block_q6_k, PACKED_BLOCK,
+    PACKED_BLOCK_Q6K, PACK_ROWS,
+};
 use turboinfer::kernels::{KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
 
@@ -51,7 +54,12 @@ fn act_vectors(rng: &mut Rng, n: usize, count: usize, stride: usize) -> Vec<u8> 
     let ab = n / 256 * Q8K;
     let mut acts = vec![0xA5u8; stride * count.max(1)];
     for v in 0..count {
-        quant::quantize_row(GgmlType::Q8_K, &activations(rng, n), &mut acts[v * stride..v * stride + ab]).unwrap();
+        quant::quantize_row(
+            GgmlType::Q8_K,
+            &activations(rng, n),
+            &mut acts[v * stride..v * stride + ab],
+        )
+        .unwrap();
     }
     acts
 }
@@ -73,15 +81,26 @@ fn check_matrix(rng: &mut Rng, ty: GgmlType, w: &[u8], rows: usize, n: usize, wh
         for k in simd_tiers() {
             let Some(dot) = k.packed(ty) else {
                 // The 256-bit tiers keep some types unpacked (slower packed there; see x86/mod.rs).
-                assert!(matches!(k.tier(), Tier::Avx2 | Tier::AvxVnni), "tier {} must have a packed {ty} kernel", k.tier());
+                assert!(
+                    matches!(k.tier(), Tier::Avx2 | Tier::AvxVnni),
+                    "tier {} must have a packed {ty} kernel",
+                    k.tier()
+                );
                 continue;
             };
             let mut out = vec![f32::NAN; count * PACK_ROWS];
             for g in 0..rows / PACK_ROWS {
-                dot(n, &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb], &acts, stride, &mut out);
+                dot(
+                    n,
+                    &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb],
+                    &acts,
+                    stride,
+                    &mut out,
+                );
                 for v in 0..count {
                     for r in 0..PACK_ROWS {
-                        let (got, exp) = (out[v * PACK_ROWS + r], want[v * rows + g * PACK_ROWS + r]);
+                        let (got, exp) =
+                            (out[v * PACK_ROWS + r], want[v * rows + g * PACK_ROWS + r]);
                         assert_eq!(
                             got.to_bits(),
                             exp.to_bits(),
@@ -113,8 +132,16 @@ fn packing_is_a_lossless_permutation() {
             for r in 0..PACK_ROWS {
                 for b in 0..n / 256 {
                     let row = &w[(g * PACK_ROWS + r) * rb..];
-                    let got = if ty == GgmlType::Q6_K { unpack_block_q6_k(group, b, r).to_vec() } else { unpack_block(group, b, r).to_vec() };
-                    assert_eq!(got[..], row[b * bb..(b + 1) * bb], "{ty} group {g} row {r} block {b}");
+                    let got = if ty == GgmlType::Q6_K {
+                        unpack_block_q6_k(group, b, r).to_vec()
+                    } else {
+                        unpack_block(group, b, r).to_vec()
+                    };
+                    assert_eq!(
+                        got[..],
+                        row[b * bb..(b + 1) * bb],
+                        "{ty} group {g} row {r} block {b}"
+                    );
                 }
             }
         }
@@ -124,7 +151,11 @@ fn packing_is_a_lossless_permutation() {
         assert_eq!(sorted_w, sorted_p, "{ty}: packing only moves bytes");
     }
     assert_eq!((PACKED_BLOCK, PACKED_BLOCK_Q6K), (PACK_ROWS * Q4K, PACK_ROWS * Q6K));
-    assert!(packable(GgmlType::Q4_K, 32, 768) && !packable(GgmlType::Q4_K, 24, 768) && !packable(GgmlType::Q8_0, 32, 768));
+    assert!(
+        packable(GgmlType::Q4_K, 32, 768)
+            && !packable(GgmlType::Q4_K, 24, 768)
+            && !packable(GgmlType::Q8_0, 32, 768)
+    );
     assert!(packable(GgmlType::Q6_K, 32, 768) && !packable(GgmlType::Q6_K, 32, 700));
 }
 
@@ -149,11 +180,20 @@ fn every_simd_tier_k_quant_is_block_exact() {
                 let want = exact(ty)(n, &w, &act);
                 for k in simd_tiers() {
                     let got = (k.vec_dot(ty).unwrap())(n, &w, &act);
-                    assert_eq!(got.to_bits(), want.to_bits(), "tier {} {ty} n={n} trial {trial}: {got} vs block-exact {want}", k.tier());
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "tier {} {ty} n={n} trial {trial}: {got} vs block-exact {want}",
+                        k.tier()
+                    );
                     let mut b3 = [0f32; 3];
                     let acts3: Vec<u8> = (0..3).flat_map(|_| act.iter().copied()).collect();
                     (k.vec_dot_batch(ty).unwrap())(n, &w, &acts3, act.len(), &mut b3);
-                    assert!(b3.iter().all(|v| v.to_bits() == want.to_bits()), "tier {} {ty} batch", k.tier());
+                    assert!(
+                        b3.iter().all(|v| v.to_bits() == want.to_bits()),
+                        "tier {} {ty} batch",
+                        k.tier()
+                    );
                 }
                 // The block-exact order against ggml's reference: within the reordering budget.
                 let (reference, mag) = quant_support::reference_dot(ty, n, &w, &act);
@@ -201,8 +241,18 @@ fn packed_kernels_are_block_exact_on_real_model_rows() {
             let mid = rows / 2 / PACK_ROWS * PACK_ROWS;
             let mut w = data[..2 * PACK_ROWS * rb].to_vec();
             w.extend_from_slice(&data[mid * rb..(mid + PACK_ROWS) * rb]);
-            let cases = check_matrix(&mut rng, info.ty, &w, 3 * PACK_ROWS, n, &format!("{model} {}", info.name));
-            eprintln!("{model} {} ({}, {rows}x{n}): {cases} cases bitwise block-exact", info.name, info.ty);
+            let cases = check_matrix(
+                &mut rng,
+                info.ty,
+                &w,
+                3 * PACK_ROWS,
+                n,
+                &format!("{model} {}", info.name),
+            );
+            eprintln!(
+                "{model} {} ({}, {rows}x{n}): {cases} cases bitwise block-exact",
+                info.name, info.ty
+            );
             done[i] += 1;
         }
         assert_eq!(done, [3, 3], "{model} has packable Q4_K and Q6_K matrices");

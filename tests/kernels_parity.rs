@@ -23,8 +23,16 @@ use turboinfer::quant::{self, GgmlType};
 const BUDGET_FACTOR: f64 = 2.0;
 
 /// The weight types of our models plus the other types the reference supports.
-const TYPES: [GgmlType; 8] =
-    [GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+const TYPES: [GgmlType; 8] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+];
 
 /// Tiers this CPU runs (printing the ones skipped and why).
 fn tiers() -> Vec<&'static KernelSet> {
@@ -105,7 +113,11 @@ fn every_tier_matches_reference_on_random_rows() {
                     worst = worst.max(check_dot(k, ty, n, &w, &act, "random"));
                 }
             }
-            eprintln!("tier {:<10} {:<5} random rows: worst err = {worst:.2} eps·Σ|wa|", k.tier().name(), ty.name());
+            eprintln!(
+                "tier {:<10} {:<5} random rows: worst err = {worst:.2} eps·Σ|wa|",
+                k.tier().name(),
+                ty.name()
+            );
         }
     }
 }
@@ -124,7 +136,8 @@ fn every_tier_matches_reference_on_extreme_codes() {
                 w.iter_mut().for_each(|b| *b = fill);
                 restore_scales(ty, &mut w, &keep);
                 for sign in [1.0f32, -1.0] {
-                    let x: Vec<f32> = (0..n).map(|i| sign * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+                    let x: Vec<f32> =
+                        (0..n).map(|i| sign * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
                     check_dot(k, ty, n, &w, &quantize_act(ty, &x), "extreme");
                 }
             }
@@ -174,17 +187,24 @@ fn batch_kernel_equals_repeated_single_kernel() {
                 let count = 24; // three MAX_BATCH chunks
                 let mut acts = vec![0xA5u8; stride * count];
                 for v in 0..count {
-                    acts[v * stride..v * stride + ab].copy_from_slice(&quantize_act(ty, &activations(&mut rng, n)));
+                    acts[v * stride..v * stride + ab]
+                        .copy_from_slice(&quantize_act(ty, &activations(&mut rng, n)));
                 }
                 let single = k.vec_dot(ty).unwrap();
                 let batch = k.vec_dot_batch(ty).unwrap();
-                let want: Vec<f32> = (0..count).map(|v| single(n, &w, &acts[v * stride..v * stride + ab])).collect();
+                let want: Vec<f32> =
+                    (0..count).map(|v| single(n, &w, &acts[v * stride..v * stride + ab])).collect();
                 for b in 1..=count {
                     let mut out = vec![f32::NAN; b];
                     // The last vector needs only `ab` bytes, not a whole stride.
                     batch(n, &w, &acts[..(b - 1) * stride + ab], stride, &mut out);
                     for (v, (o, s)) in out.iter().zip(&want).enumerate() {
-                        assert_eq!(o.to_bits(), s.to_bits(), "tier {} {ty} n {n} batch {b} vector {v}: {o} vs {s}", k.tier());
+                        assert_eq!(
+                            o.to_bits(),
+                            s.to_bits(),
+                            "tier {} {ty} n {n} batch {b} vector {v}: {o} vs {s}",
+                            k.tier()
+                        );
                     }
                 }
             }
@@ -235,19 +255,38 @@ fn score_kernels_match_reference() {
                     let mut kv = vec![0f32; n];
                     quant::dequantize_row(ty, &key, &mut kv).unwrap();
                     let exact: f64 = kv.iter().zip(&q).map(|(&a, &b)| a as f64 * b as f64).sum();
-                    let mag: f64 = kv.iter().zip(&q).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                    let mag: f64 =
+                        kv.iter().zip(&q).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
                     let got = (k.score_dot(ty).unwrap())(n, &key, &qb) as f64;
                     let eps = f32::EPSILON as f64;
-                    let budget = BUDGET_FACTOR * (n + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
-                    assert!((got - exact).abs() <= budget, "tier {} {ty} n={n}: score {got} vs {exact}", k.tier());
-                    let want = if k.tier() == Tier::Scalar { serial_score(&kv, &q) } else { lanes16_score(&kv, &q) };
-                    assert_eq!(got as f32, want, "tier {} {ty} n={n}: not the tier's summation order", k.tier());
+                    let budget =
+                        BUDGET_FACTOR * (n + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
+                    assert!(
+                        (got - exact).abs() <= budget,
+                        "tier {} {ty} n={n}: score {got} vs {exact}",
+                        k.tier()
+                    );
+                    let want = if k.tier() == Tier::Scalar {
+                        serial_score(&kv, &q)
+                    } else {
+                        lanes16_score(&kv, &q)
+                    };
+                    assert_eq!(
+                        got as f32,
+                        want,
+                        "tier {} {ty} n={n}: not the tier's summation order",
+                        k.tier()
+                    );
                     if mag > 0.0 {
                         worst = worst.max((got - exact).abs() / (eps * mag));
                     }
                 }
             }
-            eprintln!("tier {:<10} {:<5} attention scores: worst err = {worst:.2} eps·Σ|kq|", k.tier().name(), ty.name());
+            eprintln!(
+                "tier {:<10} {:<5} attention scores: worst err = {worst:.2} eps·Σ|kq|",
+                k.tier().name(),
+                ty.name()
+            );
         }
     }
 }
@@ -271,7 +310,12 @@ fn weighted_sum_kernels_are_bitwise_reference() {
                     (reference.weighted_sum(ty).unwrap())(hd, &p, &v, &mut want);
                     (k.weighted_sum(ty).unwrap())(hd, &p, &v, &mut got);
                     for (d, (a, b)) in got.iter().zip(&want).enumerate() {
-                        assert_eq!(a.to_bits(), b.to_bits(), "tier {} {ty} hd {hd} rows {n} lane {d}: {a} vs {b}", k.tier());
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "tier {} {ty} hd {hd} rows {n} lane {d}: {a} vs {b}",
+                            k.tier()
+                        );
                     }
                     if n > 0 {
                         // And the reference is the weighted sum (against f64).
@@ -279,9 +323,11 @@ fn weighted_sum_kernels_are_bitwise_reference() {
                         quant::dequantize_row(ty, &v, &mut x).unwrap();
                         for d in 0..hd {
                             let e: f64 = (0..n).map(|j| p[j] as f64 * x[j * hd + d] as f64).sum();
-                            let m: f64 = (0..n).map(|j| (p[j] as f64 * x[j * hd + d] as f64).abs()).sum();
+                            let m: f64 =
+                                (0..n).map(|j| (p[j] as f64 * x[j * hd + d] as f64).abs()).sum();
                             assert!(
-                                (want[d] as f64 - e).abs() <= 2.0 * (n + 1) as f64 * f32::EPSILON as f64 * m + 1e-30,
+                                (want[d] as f64 - e).abs()
+                                    <= 2.0 * (n + 1) as f64 * f32::EPSILON as f64 * m + 1e-30,
                                 "{ty} hd {hd} rows {n} lane {d}"
                             );
                         }
@@ -295,9 +341,12 @@ fn weighted_sum_kernels_are_bitwise_reference() {
 #[test]
 fn quantizers_are_bit_identical_to_reference() {
     let mut rng = Rng::new(99);
-    let mut cases: Vec<Vec<f32>> = [256usize, 512, 4864, 8960].iter().map(|&n| activations(&mut rng, n)).collect();
+    let mut cases: Vec<Vec<f32>> =
+        [256usize, 512, 4864, 8960].iter().map(|&n| activations(&mut rng, n)).collect();
     // Rounding ties: 127 fixes the scale to exactly 1 (Q8_0) / -1 (Q8_K), the rest land on .5.
-    cases.push((0..256).map(|i| if i % 32 == 5 { 127.0 } else { (i % 200) as f32 - 100.5 }).collect());
+    cases.push(
+        (0..256).map(|i| if i % 32 == 5 { 127.0 } else { (i % 200) as f32 - 100.5 }).collect(),
+    );
     // Equal magnitudes of both signs: the first one fixes Q8_K's sign.
     cases.push(
         (0..256)
@@ -372,11 +421,26 @@ fn every_tier_matches_reference_on_real_model_rows() {
                 let w = &data[r * rb..(r + 1) * rb];
                 let act = quantize_act(ty, &activations(&mut rng, n));
                 for (s, k) in sets.iter().enumerate() {
-                    worst[s] = worst[s].max(check_dot(k, ty, n, w, &act, &format!("{model} {}", info.name)));
+                    worst[s] = worst[s].max(check_dot(
+                        k,
+                        ty,
+                        n,
+                        w,
+                        &act,
+                        &format!("{model} {}", info.name),
+                    ));
                 }
             }
-            let summary: Vec<String> = sets.iter().zip(&worst).map(|(k, w)| format!("{}={w:.2}", k.tier().name())).collect();
-            eprintln!("{model} {} ({ty}, {rows}x{n}): worst err/(eps·Σ|wa|): {}", info.name, summary.join(" "));
+            let summary: Vec<String> = sets
+                .iter()
+                .zip(&worst)
+                .map(|(k, w)| format!("{}={w:.2}", k.tier().name()))
+                .collect();
+            eprintln!(
+                "{model} {} ({ty}, {rows}x{n}): worst err/(eps·Σ|wa|): {}",
+                info.name,
+                summary.join(" ")
+            );
         }
     }
 }
@@ -402,7 +466,10 @@ fn tier_selection_and_override() {
     let avx2_only = CpuFeatures { avx2: true, fma: true, f16c: true, ..CpuFeatures::default() };
     let e = parse_override("avx512vnni", &avx2_only).unwrap_err();
     assert!(matches!(e, KernelError::Unsupported { tier: Tier::Avx512Vnni, .. }), "{e}");
-    assert!(matches!(parse_override("avx512", &CpuFeatures::default()), Err(KernelError::Unsupported { .. })));
+    assert!(matches!(
+        parse_override("avx512", &CpuFeatures::default()),
+        Err(KernelError::Unsupported { .. })
+    ));
     assert!(matches!(parse_override("fastest", f), Err(KernelError::UnknownTier(_))));
 }
 
@@ -419,7 +486,11 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
             // The scalar reference slices (panics) or stops early; SIMD entry points assert. Either way
             // no out-of-bounds read happens; a result is only acceptable from the scalar tier.
             if k.tier() != Tier::Scalar {
-                assert!(short.is_err() && short_a.is_err(), "tier {} {ty} accepted a short buffer", k.tier());
+                assert!(
+                    short.is_err() && short_a.is_err(),
+                    "tier {} {ty} accepted a short buffer",
+                    k.tier()
+                );
             }
         }
     }

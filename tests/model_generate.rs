@@ -30,7 +30,11 @@ fn qwen05_stops_at_end_of_generation() {
     let mut cache = model.new_cache(512);
     let mut streamed = String::new();
     let params = GenerateParams { max_tokens: 32, ..Default::default() };
-    let r = generate(&model, &tok, &rt, &mut cache, g["prompt"].as_str().unwrap(), &params, &mut |s| streamed.push_str(s)).unwrap();
+    let r =
+        generate(&model, &tok, &rt, &mut cache, g["prompt"].as_str().unwrap(), &params, &mut |s| {
+            streamed.push_str(s)
+        })
+        .unwrap();
     assert_eq!(r.prompt_ids, ids(&g["prompt_ids"]));
     assert_eq!(r.output_ids, ids(&g["output_ids"]));
     assert_eq!(r.stop_reason, StopReason::EndOfGeneration);
@@ -50,7 +54,14 @@ fn smollm2_budget_and_seeded_sampling() {
     let rt = Runtime::new(2).unwrap();
     let mut cache = model.new_cache(256);
     let run = |cache: &mut _, seed: u64| {
-        let sampler = SamplerConfig { temperature: 1.0, top_k: 40, top_p: 0.95, repeat_penalty: 1.1, seed, ..Default::default() };
+        let sampler = SamplerConfig {
+            temperature: 1.0,
+            top_k: 40,
+            top_p: 0.95,
+            repeat_penalty: 1.1,
+            seed,
+            ..Default::default()
+        };
         let params = GenerateParams { max_tokens: 12, sampler, ..Default::default() };
         generate(&model, &tok, &rt, cache, "Once upon a time", &params, &mut |_| {}).unwrap()
     };
@@ -59,7 +70,11 @@ fn smollm2_budget_and_seeded_sampling() {
     assert_eq!(a.stop_reason, StopReason::Budget);
     assert_eq!(a.output_ids, run(&mut cache, 1).output_ids);
     let others: Vec<Vec<u32>> = (2..5).map(|s| run(&mut cache, s).output_ids).collect();
-    assert!(others.iter().any(|o| *o != a.output_ids), "three other seeds all gave {:?}", a.output_ids);
+    assert!(
+        others.iter().any(|o| *o != a.output_ids),
+        "three other seeds all gave {:?}",
+        a.output_ids
+    );
 }
 
 /// A prompt longer than the cache is a clean error; a full cache during decode stops generation.
@@ -70,10 +85,14 @@ fn smollm2_context_limits() {
     let rt = Runtime::new(2).unwrap();
     let params = GenerateParams { max_tokens: 50, ..Default::default() };
     let mut small = model.new_cache(3);
-    let err = generate(&model, &tok, &rt, &mut small, "The capital of France is", &params, &mut |_| {}).unwrap_err();
+    let err =
+        generate(&model, &tok, &rt, &mut small, "The capital of France is", &params, &mut |_| {})
+            .unwrap_err();
     assert!(err.to_string().contains("context is full"), "{err}");
     let mut cache = model.new_cache(8); // 5 prompt tokens + 3 decode positions
-    let r = generate(&model, &tok, &rt, &mut cache, "The capital of France is", &params, &mut |_| {}).unwrap();
+    let r =
+        generate(&model, &tok, &rt, &mut cache, "The capital of France is", &params, &mut |_| {})
+            .unwrap();
     assert_eq!(r.stop_reason, StopReason::ContextFull);
     assert_eq!(r.output_ids.len(), 4);
     assert_eq!(cache.len(), 8);
@@ -93,17 +112,28 @@ fn a_pass_stops_between_layers_and_leaves_the_cache_as_it_was() {
 
     let mut calls = 0;
     let mut kv = m.new_cache(128);
-    m.forward_checked(&rt, &mut kv, &prompt, Logits::Last, &mut || { calls += 1; true }).unwrap();
+    m.forward_checked(&rt, &mut kv, &prompt, Logits::Last, &mut || {
+        calls += 1;
+        true
+    })
+    .unwrap();
     assert_eq!(calls, layers, "one check per layer");
     let before = kv.len();
 
     let mut calls = 0;
-    let r = m.forward_checked(&rt, &mut kv, &more, Logits::All, &mut || { calls += 1; calls <= layers / 2 });
+    let r = m.forward_checked(&rt, &mut kv, &more, Logits::All, &mut || {
+        calls += 1;
+        calls <= layers / 2
+    });
     assert!(matches!(r, Err(ModelError::Interrupted { layer }) if layer == layers / 2), "{r:?}");
     assert_eq!(kv.len(), before, "an interrupted pass does not advance the cache");
 
     let resumed = m.forward(&rt, &mut kv, &more, Logits::All).unwrap();
     let mut fresh = m.new_cache(128);
     m.forward(&rt, &mut fresh, &prompt, Logits::Last).unwrap();
-    assert_eq!(resumed, m.forward(&rt, &mut fresh, &more, Logits::All).unwrap(), "same logits as without the interruption");
+    assert_eq!(
+        resumed,
+        m.forward(&rt, &mut fresh, &more, Logits::All).unwrap(),
+        "same logits as without the interruption"
+    );
 }

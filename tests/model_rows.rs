@@ -32,7 +32,11 @@ fn subset_logits_equal_full_logits() {
             assert_eq!(sub.len(), n_out * rows.len());
             for t in 0..n_out {
                 for (j, &r) in rows.iter().enumerate() {
-                    assert_eq!(sub[t * rows.len() + j].to_bits(), full[t * vocab + r as usize].to_bits(), "{name} {which:?} t {t} row {r}");
+                    assert_eq!(
+                        sub[t * rows.len() + j].to_bits(),
+                        full[t * vocab + r as usize].to_bits(),
+                        "{name} {which:?} t {t} row {r}"
+                    );
                 }
             }
             // A decode step after the batch: the caches hold the same state.

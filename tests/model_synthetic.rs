@@ -102,7 +102,10 @@ fn tensors(arch: &str) -> Vec<T> {
         let n = dims.iter().product();
         T { name, dims, data: values(n, seed, scale).into_iter().map(|v| v + offset).collect() }
     };
-    let mut v = vec![t("token_embd.weight".into(), vec![DIM, VOCAB], 1.0, 0.0), t("output_norm.weight".into(), vec![DIM], 0.2, 1.0)];
+    let mut v = vec![
+        t("token_embd.weight".into(), vec![DIM, VOCAB], 1.0, 0.0),
+        t("output_norm.weight".into(), vec![DIM], 0.2, 1.0),
+    ];
     for l in 0..N_LAYERS {
         let n = |s: &str| format!("blk.{l}.{s}");
         v.push(t(n("attn_norm.weight"), vec![DIM], 0.2, 1.0));
@@ -152,11 +155,14 @@ fn write(tag: &str, kvs: &[(String, Val)], ts: &[T]) -> PathBuf {
     let kv: Vec<(&str, Val)> = kvs
         .iter()
         .map(|(k, v)| {
-            (k.as_str(), match v {
-                Val::U32(x) => Val::U32(*x),
-                Val::F32(x) => Val::F32(*x),
-                Val::Str(x) => Val::Str(x),
-            })
+            (
+                k.as_str(),
+                match v {
+                    Val::U32(x) => Val::U32(*x),
+                    Val::F32(x) => Val::F32(*x),
+                    Val::Str(x) => Val::Str(x),
+                },
+            )
         })
         .collect();
     let dir = std::env::temp_dir().join(format!("turboinfer-model-synth-{}", std::process::id()));
@@ -199,7 +205,10 @@ fn rope(x: &mut [f64], pos: usize, neox: bool) {
 /// Independent f64 reference: logits `[n, vocab]` for every token of `toks`.
 fn reference(arch: &str, ts: &[T], toks: &[u32]) -> Vec<f64> {
     let emb = get(ts, "token_embd.weight").unwrap();
-    let mut xs: Vec<Vec<f64>> = toks.iter().map(|&t| emb[t as usize * DIM..][..DIM].iter().map(|&v| v as f64).collect()).collect();
+    let mut xs: Vec<Vec<f64>> = toks
+        .iter()
+        .map(|&t| emb[t as usize * DIM..][..DIM].iter().map(|&v| v as f64).collect())
+        .collect();
     let group = N_HEADS / N_KV;
     for l in 0..N_LAYERS {
         let w = |s: &str| get(ts, &format!("blk.{l}.{s}"));
@@ -208,8 +217,14 @@ fn reference(arch: &str, ts: &[T], toks: &[u32]) -> Vec<f64> {
         let mut qs = Vec::new();
         for (p, x) in xs.iter().enumerate() {
             let h = rms(x, w("attn_norm.weight").unwrap());
-            let (mut q, mut k, mut v) = (matvec(w("attn_q.weight").unwrap(), &h), matvec(w("attn_k.weight").unwrap(), &h), matvec(w("attn_v.weight").unwrap(), &h));
-            for (vec, b) in [(&mut q, "attn_q.bias"), (&mut k, "attn_k.bias"), (&mut v, "attn_v.bias")] {
+            let (mut q, mut k, mut v) = (
+                matvec(w("attn_q.weight").unwrap(), &h),
+                matvec(w("attn_k.weight").unwrap(), &h),
+                matvec(w("attn_v.weight").unwrap(), &h),
+            );
+            for (vec, b) in
+                [(&mut q, "attn_q.bias"), (&mut k, "attn_k.bias"), (&mut v, "attn_v.bias")]
+            {
                 if let Some(b) = w(b) {
                     vec.iter_mut().zip(b).for_each(|(a, &c)| *a += c as f64);
                 }
@@ -230,7 +245,13 @@ fn reference(arch: &str, ts: &[T], toks: &[u32]) -> Vec<f64> {
                 let kh = h / group;
                 let qh = &qs[t][h * HEAD_DIM..][..HEAD_DIM];
                 let s: Vec<f64> = (0..=t)
-                    .map(|p| qh.iter().zip(&ks[p][kh * HEAD_DIM..][..HEAD_DIM]).map(|(a, b)| a * b).sum::<f64>() / (HEAD_DIM as f64).sqrt())
+                    .map(|p| {
+                        qh.iter()
+                            .zip(&ks[p][kh * HEAD_DIM..][..HEAD_DIM])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            / (HEAD_DIM as f64).sqrt()
+                    })
                     .collect();
                 let m = s.iter().cloned().fold(f64::MIN, f64::max);
                 let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
@@ -260,7 +281,10 @@ fn check_arch(arch: &'static str) {
     let path = write(arch, &metadata(arch), &ts);
     let model = Model::load(&path).unwrap();
     let c = model.config();
-    assert_eq!((c.q_dim(), c.kv_dim(), c.tied_embeddings, c.qkv_bias, c.qk_norm), (64, 32, arch == "llama", arch == "qwen2", arch == "qwen3"));
+    assert_eq!(
+        (c.q_dim(), c.kv_dim(), c.tied_embeddings, c.qkv_bias, c.qk_norm),
+        (64, 32, arch == "llama", arch == "qwen2", arch == "qwen3")
+    );
     let rt = Runtime::new(2).unwrap();
     let toks = [3u32, 1, 4, 1, 5, 9, 2, 6, 5, 3];
     let want = reference(arch, &ts, &toks);
@@ -272,7 +296,10 @@ fn check_arch(arch: &'static str) {
     assert_eq!(got.len(), want.len());
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((*g as f64 - w).abs() <= 1e-4 * scale.max(1.0), "{arch}: logit {i}: {g} vs reference {w}");
+        assert!(
+            (*g as f64 - w).abs() <= 1e-4 * scale.max(1.0),
+            "{arch}: logit {i}: {g} vs reference {w}"
+        );
     }
 }
 
@@ -299,11 +326,13 @@ fn load_errors_are_typed() {
     let err = Model::load(write("arch", &md, &tensors("llama"))).unwrap_err();
     assert!(matches!(&err, ModelError::UnsupportedArch(a) if a == "mamba"), "{err}");
     // Missing tensor.
-    let ts: Vec<T> = tensors("llama").into_iter().filter(|t| t.name != "blk.1.ffn_up.weight").collect();
+    let ts: Vec<T> =
+        tensors("llama").into_iter().filter(|t| t.name != "blk.1.ffn_up.weight").collect();
     let err = Model::load(write("missing", &metadata("llama"), &ts)).unwrap_err();
     assert!(matches!(&err, ModelError::MissingTensor(n) if n == "blk.1.ffn_up.weight"), "{err}");
     // qwen2 requires its Q/K/V biases.
-    let ts: Vec<T> = tensors("qwen2").into_iter().filter(|t| t.name != "blk.0.attn_k.bias").collect();
+    let ts: Vec<T> =
+        tensors("qwen2").into_iter().filter(|t| t.name != "blk.0.attn_k.bias").collect();
     let err = Model::load(write("bias", &metadata("qwen2"), &ts)).unwrap_err();
     assert!(matches!(&err, ModelError::MissingTensor(n) if n == "blk.0.attn_k.bias"), "{err}");
     // Shape mismatch: a K projection with the wrong number of rows.
@@ -312,10 +341,14 @@ fn load_errors_are_typed() {
     k.dims = vec![DIM, HEAD_DIM];
     k.data.truncate(DIM * HEAD_DIM);
     let err = Model::load(write("shape", &metadata("llama"), &ts)).unwrap_err();
-    assert!(matches!(&err, ModelError::ShapeMismatch { name, .. } if name == "blk.0.attn_k.weight"), "{err}");
+    assert!(
+        matches!(&err, ModelError::ShapeMismatch { name, .. } if name == "blk.0.attn_k.weight"),
+        "{err}"
+    );
     assert!(err.to_string().contains("expected [32, 32]"), "{err}");
     // Missing and inconsistent metadata.
-    let md: Vec<(String, Val)> = metadata("llama").into_iter().filter(|(k, _)| k != "llama.block_count").collect();
+    let md: Vec<(String, Val)> =
+        metadata("llama").into_iter().filter(|(k, _)| k != "llama.block_count").collect();
     let err = Model::load(write("nokey", &md, &tensors("llama"))).unwrap_err();
     assert!(err.to_string().contains("llama.block_count"), "{err}");
     let mut md = metadata("llama");

@@ -26,8 +26,14 @@ fn demo_schema() -> SchemaInfo {
         ref_table: table.into(),
         ref_columns: refs.iter().map(|s| s.to_string()).collect(),
     };
-    let table = |name: &str, comment: &str, cols: &[(&str, &str, bool)], pk: &[&str], fks: Vec<ForeignKey>| {
-        let mut t = cols.iter().fold(Table::new("public", name, TableKind::Table), |t, c| t.column(c.0, c.1, c.2));
+    let table = |name: &str,
+                 comment: &str,
+                 cols: &[(&str, &str, bool)],
+                 pk: &[&str],
+                 fks: Vec<ForeignKey>| {
+        let mut t = cols
+            .iter()
+            .fold(Table::new("public", name, TableKind::Table), |t, c| t.column(c.0, c.1, c.2));
         t.primary_key = pk.iter().map(|s| s.to_string()).collect();
         t.foreign_keys = fks;
         t.comment = Some(comment.into());
@@ -36,7 +42,15 @@ fn demo_schema() -> SchemaInfo {
     let mut users = table(
         "users",
         "Registered customers of the shop.",
-        &[("user_id", "integer", false), ("email", "text", false), ("full_name", "text", false), ("country_code", "character(2)", false), ("signed_up_at", tz, false), ("is_active", "boolean", false), ("birth_year", "integer", true)],
+        &[
+            ("user_id", "integer", false),
+            ("email", "text", false),
+            ("full_name", "text", false),
+            ("country_code", "character(2)", false),
+            ("signed_up_at", tz, false),
+            ("is_active", "boolean", false),
+            ("birth_year", "integer", true),
+        ],
         &["user_id"],
         vec![fk(&["country_code"], "countries", &["country_code"])],
     );
@@ -45,7 +59,16 @@ fn demo_schema() -> SchemaInfo {
     let mut products = table(
         "products",
         "Products for sale.",
-        &[("product_id", "integer", false), ("sku", "text", false), ("name", "text", false), ("category_id", "integer", false), ("price", "numeric(10,2)", false), ("stock", "integer", false), ("is_available", "boolean", false), ("created_at", tz, false)],
+        &[
+            ("product_id", "integer", false),
+            ("sku", "text", false),
+            ("name", "text", false),
+            ("category_id", "integer", false),
+            ("price", "numeric(10,2)", false),
+            ("stock", "integer", false),
+            ("is_available", "boolean", false),
+            ("created_at", tz, false),
+        ],
         &["product_id"],
         vec![fk(&["category_id"], "categories", &["category_id"])],
     );
@@ -54,24 +77,48 @@ fn demo_schema() -> SchemaInfo {
     let mut orders = table(
         "orders",
         "Customer orders; the amount is the sum of its order_items.",
-        &[("order_id", "integer", false), ("user_id", "integer", false), ("shipping_address_id", "integer", false), ("status", "text", false), ("ordered_at", tz, false)],
+        &[
+            ("order_id", "integer", false),
+            ("user_id", "integer", false),
+            ("shipping_address_id", "integer", false),
+            ("status", "text", false),
+            ("ordered_at", tz, false),
+        ],
         &["order_id"],
-        vec![fk(&["user_id"], "users", &["user_id"]), fk(&["shipping_address_id"], "addresses", &["address_id"])],
+        vec![
+            fk(&["user_id"], "users", &["user_id"]),
+            fk(&["shipping_address_id"], "addresses", &["address_id"]),
+        ],
     );
-    orders.columns[3].comment = Some("pending -> paid -> shipped -> delivered, or cancelled/refunded.".into());
+    orders.columns[3].comment =
+        Some("pending -> paid -> shipped -> delivered, or cancelled/refunded.".into());
     let mut items = table(
         "order_items",
         "Lines of an order: product, quantity and the price paid per unit.",
-        &[("order_id", "integer", false), ("line_no", "integer", false), ("product_id", "integer", false), ("quantity", "integer", false), ("unit_price", "numeric(10,2)", false)],
+        &[
+            ("order_id", "integer", false),
+            ("line_no", "integer", false),
+            ("product_id", "integer", false),
+            ("quantity", "integer", false),
+            ("unit_price", "numeric(10,2)", false),
+        ],
         &["order_id", "line_no"],
-        vec![fk(&["order_id"], "orders", &["order_id"]), fk(&["product_id"], "products", &["product_id"])],
+        vec![
+            fk(&["order_id"], "orders", &["order_id"]),
+            fk(&["product_id"], "products", &["product_id"]),
+        ],
     );
     items.columns[4].comment = Some("Price per unit at the time of the order (EUR).".into());
     let tables = vec![
         table(
             "countries",
             "Countries the shop ships to (ISO 3166-1 alpha-2 codes).",
-            &[("country_code", "character(2)", false), ("name", "text", false), ("continent", "text", false), ("currency", "character(3)", false)],
+            &[
+                ("country_code", "character(2)", false),
+                ("name", "text", false),
+                ("continent", "text", false),
+                ("currency", "character(3)", false),
+            ],
             &["country_code"],
             vec![],
         ),
@@ -79,14 +126,29 @@ fn demo_schema() -> SchemaInfo {
         table(
             "addresses",
             "Shipping and billing addresses of users; a user may have several.",
-            &[("address_id", "integer", false), ("user_id", "integer", false), ("kind", "text", false), ("street", "text", false), ("city", "text", false), ("postal_code", "text", false), ("country_code", "character(2)", false)],
+            &[
+                ("address_id", "integer", false),
+                ("user_id", "integer", false),
+                ("kind", "text", false),
+                ("street", "text", false),
+                ("city", "text", false),
+                ("postal_code", "text", false),
+                ("country_code", "character(2)", false),
+            ],
             &["address_id"],
-            vec![fk(&["user_id"], "users", &["user_id"]), fk(&["country_code"], "countries", &["country_code"])],
+            vec![
+                fk(&["user_id"], "users", &["user_id"]),
+                fk(&["country_code"], "countries", &["country_code"]),
+            ],
         ),
         table(
             "categories",
             "Product categories, two levels deep (parent_id NULL for top-level).",
-            &[("category_id", "integer", false), ("name", "text", false), ("parent_id", "integer", true)],
+            &[
+                ("category_id", "integer", false),
+                ("name", "text", false),
+                ("parent_id", "integer", true),
+            ],
             &["category_id"],
             vec![fk(&["parent_id"], "categories", &["category_id"])],
         ),
@@ -96,23 +158,46 @@ fn demo_schema() -> SchemaInfo {
         table(
             "payments",
             "One payment per paid order.",
-            &[("payment_id", "integer", false), ("order_id", "integer", false), ("method", "text", false), ("amount", "numeric(12,2)", false), ("paid_at", tz, false)],
+            &[
+                ("payment_id", "integer", false),
+                ("order_id", "integer", false),
+                ("method", "text", false),
+                ("amount", "numeric(12,2)", false),
+                ("paid_at", tz, false),
+            ],
             &["payment_id"],
             vec![fk(&["order_id"], "orders", &["order_id"])],
         ),
         table(
             "shipments",
             "Shipments of orders; delivered_at is NULL while in transit.",
-            &[("shipment_id", "integer", false), ("order_id", "integer", false), ("carrier", "text", false), ("tracking_no", "text", false), ("shipped_at", tz, false), ("delivered_at", tz, true)],
+            &[
+                ("shipment_id", "integer", false),
+                ("order_id", "integer", false),
+                ("carrier", "text", false),
+                ("tracking_no", "text", false),
+                ("shipped_at", tz, false),
+                ("delivered_at", tz, true),
+            ],
             &["shipment_id"],
             vec![fk(&["order_id"], "orders", &["order_id"])],
         ),
         table(
             "reviews",
             "Product reviews, 1 to 5 stars; at most one per user and product.",
-            &[("review_id", "integer", false), ("product_id", "integer", false), ("user_id", "integer", false), ("rating", "smallint", false), ("title", "text", false), ("created_at", tz, false)],
+            &[
+                ("review_id", "integer", false),
+                ("product_id", "integer", false),
+                ("user_id", "integer", false),
+                ("rating", "smallint", false),
+                ("title", "text", false),
+                ("created_at", tz, false),
+            ],
             &["review_id"],
-            vec![fk(&["product_id"], "products", &["product_id"]), fk(&["user_id"], "users", &["user_id"])],
+            vec![
+                fk(&["product_id"], "products", &["product_id"]),
+                fk(&["user_id"], "users", &["user_id"]),
+            ],
         ),
     ];
     SchemaInfo::new(tables, Some("public"))
@@ -161,7 +246,12 @@ fn active_vocab_covers_the_schema_and_sql() {
     let plan = e.plan(&schema, q, &Options::default()).unwrap();
     let ids: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
     let v = ActiveVocab::build(&base, tok, &schema, &ids, q).unwrap();
-    println!("active vocabulary: base {} + schema/question = {} of {}", base.len(), v.len(), tok.vocab_size());
+    println!(
+        "active vocabulary: base {} + schema/question = {} of {}",
+        base.len(),
+        v.len(),
+        tok.vocab_size()
+    );
     assert!(v.len() < tok.vocab_size() / 5, "{}", v.len());
     for text in [
         "```sql\nSELECT s.carrier, COUNT(*) AS n FROM shipments s JOIN orders o ON o.order_id = s.order_id WHERE s.carrier = 'La Poste' GROUP BY s.carrier ORDER BY n DESC LIMIT 1;\n```",
@@ -218,7 +308,13 @@ fn chooser_with_a_real_tokenizer() {
     let p = c.choose(tok, text, &[9.0, 5.0], Some(&[one("name"), one("names")]));
     assert_eq!((p.id, p.changed, p.acceptable), (one("name"), false, false));
     // A token the decoder backed out of is never picked again; the next acceptable one is.
-    let p = c.choose_excluding(tok, text, &[9.0, 5.0], Some(&[one("email"), one("full")]), &[one("email")]);
+    let p = c.choose_excluding(
+        tok,
+        text,
+        &[9.0, 5.0],
+        Some(&[one("email"), one("full")]),
+        &[one("email")],
+    );
     assert_eq!((p.id, p.changed, p.acceptable), (one("full"), true, true));
     // End of generation is no escape from a dead end: only the model's own first choice.
     let eog = tok.eog_ids()[0];
@@ -241,14 +337,17 @@ struct Row {
 
 /// Path of the measurement's output.
 fn scorecard_path() -> std::path::PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
     dir.join("constrain-scorecard.json")
 }
 
 #[test]
 #[ignore = "measurement: minutes of model time"]
 fn measure() {
-    let name = std::env::var("TURBOINFER_SCORE_MODEL").unwrap_or_else(|_| "qwen2.5-coder-0.5b".into());
+    let name =
+        std::env::var("TURBOINFER_SCORE_MODEL").unwrap_or_else(|_| "qwen2.5-coder-0.5b".into());
     let Some(e) = engine(&name) else { return };
     let rt = Runtime::new(2).unwrap();
     let schema = demo_schema();
@@ -287,7 +386,10 @@ fn measure() {
             if v.contains(id) {
                 inside += 1;
             } else {
-                println!("q{qi}: argmax {:?} outside the active set", String::from_utf8_lossy(tok.piece(id)));
+                println!(
+                    "q{qi}: argmax {:?} outside the active set",
+                    String::from_utf8_lossy(tok.piece(id))
+                );
             }
             if tok.is_eog(id) {
                 break;
@@ -309,18 +411,38 @@ fn measure() {
 
     // The four settings through the engine (one warm prefix cache, accept-all validator), each
     // question under every setting in turn so that load changes on a shared machine hit all alike.
-    let settings = [("plain", false, false), ("pruning", true, false), ("constraints", false, true), ("both", true, true)];
+    let settings = [
+        ("plain", false, false),
+        ("pruning", true, false),
+        ("constraints", false, true),
+        ("both", true, true),
+    ];
     let mut rows = Vec::new();
     let mut cache = PrefixCache::new();
     let mut totals = [(0.0f64, 0usize, 0usize); 4]; // (decode ms, tokens, constrained picks)
     for (qi, (q, _)) in QUESTIONS.iter().enumerate() {
         for (k, &(label, pruning, constraints)) in settings.iter().enumerate() {
-            let opts = Options { max_new_tokens: 96, context_tokens: 2048, vocab_pruning: pruning, schema_constraints: constraints, speculation: false, ..Default::default() };
-            let o = e.run(&rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
+            let opts = Options {
+                max_new_tokens: 96,
+                context_tokens: 2048,
+                vocab_pruning: pruning,
+                schema_constraints: constraints,
+                speculation: false,
+                ..Default::default()
+            };
+            let o =
+                e.run(&rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
             totals[k].0 += o.timings.decode_ms;
             totals[k].1 += o.generated_tokens;
             totals[k].2 += o.constrained_tokens;
-            rows.push(Row { setting: label.into(), question: qi, sql: o.sql.clone(), tokens: o.generated_tokens, decode_ms: o.timings.decode_ms, constrained: o.constrained_tokens });
+            rows.push(Row {
+                setting: label.into(),
+                question: qi,
+                sql: o.sql.clone(),
+                tokens: o.generated_tokens,
+                decode_ms: o.timings.decode_ms,
+                constrained: o.constrained_tokens,
+            });
         }
     }
     for (k, (label, _, _)) in settings.iter().enumerate() {
@@ -345,13 +467,26 @@ fn measure() {
 fn run_sql(sql: &str) -> Result<Vec<String>, String> {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = std::process::Command::new(format!("{root}/scripts/cluster.sh"))
-        .args(["psql", "-d", "turboinfer_demo", "-At", "-v", "ON_ERROR_STOP=1", "-c", &format!("BEGIN READ ONLY; {sql}; ROLLBACK")])
+        .args([
+            "psql",
+            "-d",
+            "turboinfer_demo",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            &format!("BEGIN READ ONLY; {sql}; ROLLBACK"),
+        ])
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").to_string());
     }
-    let mut rows: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().filter(|l| *l != "BEGIN" && *l != "ROLLBACK").map(str::to_string).collect();
+    let mut rows: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| *l != "BEGIN" && *l != "ROLLBACK")
+        .map(str::to_string)
+        .collect();
     rows.sort();
     Ok(rows)
 }
@@ -359,7 +494,10 @@ fn run_sql(sql: &str) -> Result<Vec<String>, String> {
 #[test]
 #[ignore = "needs the demo database; run under the PostgreSQL lock after `measure`"]
 fn execute() {
-    let json: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(scorecard_path()).expect("run `measure` first")).unwrap();
+    let json: Vec<serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(scorecard_path()).expect("run `measure` first"),
+    )
+    .unwrap();
     let rows: Vec<Row> = json
         .iter()
         .map(|v| Row {
@@ -371,7 +509,8 @@ fn execute() {
             constrained: v["constrained"].as_u64().unwrap() as usize,
         })
         .collect();
-    let refs: Vec<Vec<String>> = QUESTIONS.iter().map(|(_, r)| run_sql(r).expect("reference runs")).collect();
+    let refs: Vec<Vec<String>> =
+        QUESTIONS.iter().map(|(_, r)| run_sql(r).expect("reference runs")).collect();
     for setting in ["plain", "pruning", "constraints", "both"] {
         let (mut ok, mut valid, mut n) = (0, 0, 0);
         for r in rows.iter().filter(|r| r.setting == setting) {

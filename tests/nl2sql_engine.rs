@@ -4,7 +4,9 @@
 
 mod common;
 
-use turboinfer::nl2sql::{Engine, ForeignKey, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind};
+use turboinfer::nl2sql::{
+    Engine, ForeignKey, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
+};
 use turboinfer::runtime::Runtime;
 
 /// The fixtures' schema: users and orders.
@@ -23,7 +25,12 @@ fn fixture_schema() -> SchemaInfo {
         .column("status", "text", true)
         .column("ordered_at", "timestamp", true);
     orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(ForeignKey { columns: vec!["user_id".into()], ref_schema: "public".into(), ref_table: "users".into(), ref_columns: vec!["id".into()] });
+    orders.foreign_keys.push(ForeignKey {
+        columns: vec!["user_id".into()],
+        ref_schema: "public".into(),
+        ref_table: "users".into(),
+        ref_columns: vec!["id".into()],
+    });
     SchemaInfo::new(vec![users, orders], Some("public"))
 }
 
@@ -42,10 +49,19 @@ fn prompt_tokens_match_llama_cpp() {
         let want = common::ids(&g["prompt_ids"]);
         // The fixture lists users before orders; render them in that order.
         let schema = fixture_schema();
-        let ddl: String = schema.tables.iter().map(|t| turboinfer::nl2sql::Renderer::new(&schema).table(t)).collect();
+        let ddl: String = schema
+            .tables
+            .iter()
+            .map(|t| turboinfer::nl2sql::Renderer::new(&schema).table(t))
+            .collect();
         let mut ids = turboinfer::nl2sql::prompt::prefix(&ddl).encode(e.tokenizer()).unwrap();
-        ids.extend(turboinfer::nl2sql::prompt::question("How many users are there?").encode(e.tokenizer()).unwrap());
-        let text = turboinfer::nl2sql::prompt::prefix(&ddl).text() + &turboinfer::nl2sql::prompt::question("How many users are there?").text();
+        ids.extend(
+            turboinfer::nl2sql::prompt::question("How many users are there?")
+                .encode(e.tokenizer())
+                .unwrap(),
+        );
+        let text = turboinfer::nl2sql::prompt::prefix(&ddl).text()
+            + &turboinfer::nl2sql::prompt::question("How many users are there?").text();
         assert_eq!(text, g["prompt"].as_str().unwrap(), "{name}: prompt text");
         assert_eq!(ids, want, "{name}: segment-wise tokenization differs from llama.cpp's");
     }
@@ -58,16 +74,28 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let schema = fixture_schema();
     // No repair rounds: a 12-token answer is cut off (rejected by the engine), and this test is
     // about the prefix, not repairs (tested below).
-    let opts = Options { max_new_tokens: 12, context_tokens: 1024, repair_rounds: 0, ..Options::default() };
+    let opts = Options {
+        max_new_tokens: 12,
+        context_tokens: 1024,
+        repair_rounds: 0,
+        ..Options::default()
+    };
     let mut accept = |_: &str| Ok(());
     let mut go = |_: Progress| true;
     let mut cache = PrefixCache::new();
-    let cold = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    let cold = e
+        .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
+        .unwrap();
     assert!(!cold.cache_hit);
-    let warm = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    let warm = e
+        .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
+        .unwrap();
     assert!(warm.cache_hit);
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
-    assert_eq!(cold.attempts[0].raw, warm.attempts[0].raw, "KV prefix reuse must not change the answer");
+    assert_eq!(
+        cold.attempts[0].raw, warm.attempts[0].raw,
+        "KV prefix reuse must not change the answer"
+    );
     assert_eq!(cold.fingerprint, warm.fingerprint);
     // The reported prompt is the exact text of the tokens run (for feeding the same prompt to llama-server).
     let plan = e.plan(&schema, "How many users are there?", &opts).unwrap();
@@ -79,8 +107,15 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
 
     // A different schema is a miss with another fingerprint.
     let mut other = schema.clone();
-    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, ..Default::default() });
-    let third = e.run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    other.tables[0].columns.push(turboinfer::nl2sql::Column {
+        name: "age".into(),
+        data_type: "integer".into(),
+        nullable: true,
+        ..Default::default()
+    });
+    let third = e
+        .run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept)
+        .unwrap();
     assert!(!third.cache_hit);
     assert_ne!(third.fingerprint, cold.fingerprint);
 
@@ -91,9 +126,19 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
         calls += 1;
         calls < 2
     };
-    let r = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut cancel, &mut accept);
+    let r = e.run(
+        &rt,
+        &mut cache,
+        &schema,
+        "How many users are there?",
+        &opts,
+        &mut cancel,
+        &mut accept,
+    );
     assert!(matches!(r, Err(Nl2SqlError::Cancelled)), "{r:?}");
-    let again = e.run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept).unwrap();
+    let again = e
+        .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
+        .unwrap();
     assert!(!again.cache_hit);
     assert_eq!(again.attempts[0].raw, cold.attempts[0].raw);
 
@@ -101,13 +146,27 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     // repeats an earlier rejected statement), then reports the error.
     let mut reject = |_: &str| Err(turboinfer::nl2sql::Rejection::from("nope"));
     let two = Options { repair_rounds: 2, ..opts };
-    let bad = e.run(&rt, &mut cache, &schema, "How many users are there?", &two, &mut go, &mut reject).unwrap();
+    let bad = e
+        .run(&rt, &mut cache, &schema, "How many users are there?", &two, &mut go, &mut reject)
+        .unwrap();
     let n = bad.attempts.len();
     assert!(n == 3 || (n == 2 && bad.attempts[1].sql == bad.attempts[0].sql), "{:?}", bad.attempts);
     let one = Options { repair_rounds: 1, ..opts };
-    assert_eq!(e.run(&rt, &mut cache, &schema, "How many users are there?", &one, &mut go, &mut reject).unwrap().attempts.len(), 2);
+    assert_eq!(
+        e.run(&rt, &mut cache, &schema, "How many users are there?", &one, &mut go, &mut reject)
+            .unwrap()
+            .attempts
+            .len(),
+        2
+    );
     let none = Options { repair_rounds: 0, ..opts };
-    assert_eq!(e.run(&rt, &mut cache, &schema, "How many users are there?", &none, &mut go, &mut reject).unwrap().attempts.len(), 1);
+    assert_eq!(
+        e.run(&rt, &mut cache, &schema, "How many users are there?", &none, &mut go, &mut reject)
+            .unwrap()
+            .attempts
+            .len(),
+        1
+    );
     // "nope", or the engine's own verdict when an answer holds no SQL at all.
     assert!(bad.attempts.iter().all(|a| a.error.is_some()), "{:?}", bad.attempts);
     assert!(bad.error.is_some());
@@ -119,7 +178,12 @@ fn trimming_and_context_errors() {
     let Some(e) = engine("smollm2-135m") else { return };
     // 40 tables of 12 columns: far more than 600 positions.
     let mut tables: Vec<Table> = (0..40)
-        .map(|i| (0..12).fold(Table::new("public", &format!("table_{i:02}"), TableKind::Table), |t, c| t.column(&format!("col_{c}"), "integer", true)))
+        .map(|i| {
+            (0..12)
+                .fold(Table::new("public", &format!("table_{i:02}"), TableKind::Table), |t, c| {
+                    t.column(&format!("col_{c}"), "integer", true)
+                })
+        })
         .collect();
     tables.push(Table::new("public", "users", TableKind::Table).column("id", "integer", false));
     let schema = SchemaInfo::new(tables, Some("public"));
@@ -133,7 +197,10 @@ fn trimming_and_context_errors() {
     assert_eq!(e.plan(&schema, "how many users?", &opts).unwrap().fingerprint, plan.fingerprint);
     // Too small for anything.
     let tiny = Options { max_new_tokens: 16, context_tokens: 100, ..Options::default() };
-    assert!(matches!(e.plan(&schema, "how many users?", &tiny), Err(Nl2SqlError::ContextTooSmall { .. })));
+    assert!(matches!(
+        e.plan(&schema, "how many users?", &tiny),
+        Err(Nl2SqlError::ContextTooSmall { .. })
+    ));
     assert!(matches!(e.plan(&SchemaInfo::default(), "q", &opts), Err(Nl2SqlError::NoTables)));
 }
 
@@ -144,9 +211,21 @@ fn small_coder_answers_the_fixture_question() {
     let mut cache = PrefixCache::new();
     let opts = Options { max_new_tokens: 32, context_tokens: 1024, ..Options::default() };
     let o = e
-        .run(&rt, &mut cache, &fixture_schema(), "How many users are there?", &opts, &mut |_| true, &mut |s: &str| {
-            if s.to_lowercase().starts_with("select") { Ok(()) } else { Err("not a SELECT".into()) }
-        })
+        .run(
+            &rt,
+            &mut cache,
+            &fixture_schema(),
+            "How many users are there?",
+            &opts,
+            &mut |_| true,
+            &mut |s: &str| {
+                if s.to_lowercase().starts_with("select") {
+                    Ok(())
+                } else {
+                    Err("not a SELECT".into())
+                }
+            },
+        )
         .unwrap();
     assert_eq!(o.error, None);
     assert_eq!(o.sql.to_lowercase(), "select count(*) from users", "{:?}", o.attempts);
@@ -161,13 +240,26 @@ fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
     let huge = Options { context_tokens: 131_072, ..Options::default() };
     let plan = e.memory_plan(&huge, 2);
     assert_eq!(plan.positions, cfg.context_length);
-    assert_eq!(plan.kv_cache_bytes, 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4 * cfg.context_length);
+    assert_eq!(
+        plan.kv_cache_bytes,
+        2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4 * cfg.context_length
+    );
     assert!(plan.scratch_bytes > 0 && plan.scratch_bytes < plan.kv_cache_bytes, "{plan:?}");
     assert_eq!(plan.total_bytes(), plan.kv_cache_bytes + plan.scratch_bytes);
     // A call reports the plan it ran with, and its cache is what the plan said.
     let opts = Options { max_new_tokens: 48, context_tokens: 1024, ..Options::default() };
     let mut cache = PrefixCache::new();
-    let out = e.run(&rt, &mut cache, &fixture_schema(), "how many users are there?", &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
+    let out = e
+        .run(
+            &rt,
+            &mut cache,
+            &fixture_schema(),
+            "how many users are there?",
+            &opts,
+            &mut |_| true,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
     assert_eq!(out.memory, e.memory_plan(&opts, 2));
     assert_eq!(cache.capacity(), 1024);
     assert_eq!(e.model().kv_cache_bytes(1024), out.memory.kv_cache_bytes);

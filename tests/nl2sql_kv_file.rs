@@ -8,7 +8,10 @@ use std::fs;
 use std::path::PathBuf;
 use turboinfer::model::Logits;
 use turboinfer::nl2sql::kv_file::{KvFileDir, KvFileError};
-use turboinfer::nl2sql::{Engine, ForeignKey, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind, PREFILL_CHUNK};
+use turboinfer::nl2sql::{
+    Engine, ForeignKey, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind,
+    PREFILL_CHUNK,
+};
 use turboinfer::runtime::Runtime;
 
 /// Users and orders (the fixtures' schema).
@@ -23,13 +26,19 @@ fn schema() -> SchemaInfo {
         .column("user_id", "integer", true)
         .column("amount", "numeric(10,2)", true);
     orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(ForeignKey { columns: vec!["user_id".into()], ref_schema: "public".into(), ref_table: "users".into(), ref_columns: vec!["id".into()] });
+    orders.foreign_keys.push(ForeignKey {
+        columns: vec!["user_id".into()],
+        ref_schema: "public".into(),
+        ref_table: "users".into(),
+        ref_columns: vec!["id".into()],
+    });
     SchemaInfo::new(vec![users, orders], Some("public"))
 }
 
 /// A fresh empty directory for one test.
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("turboinfer-kvfile-it-{name}-{}", std::process::id()));
+    let d =
+        std::env::temp_dir().join(format!("turboinfer-kvfile-it-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     d
 }
@@ -60,11 +69,19 @@ fn file_prefix_gives_bitwise_equal_logits() {
     let got = e.model().forward(&rt, &mut loaded, &plan.question_ids, Logits::Last).unwrap();
     assert_eq!(want.len(), got.len());
     let differing = want.iter().zip(&got).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-    assert_eq!(differing, 0, "logits after a file-loaded prefix must equal the computed ones bitwise");
+    assert_eq!(
+        differing, 0,
+        "logits after a file-loaded prefix must equal the computed ones bitwise"
+    );
 
     // A plan for another schema does not accept this file's tokens.
     let mut other = schema();
-    other.tables[0].columns.push(turboinfer::nl2sql::Column { name: "age".into(), data_type: "integer".into(), nullable: true, ..Default::default() });
+    other.tables[0].columns.push(turboinfer::nl2sql::Column {
+        name: "age".into(),
+        data_type: "integer".into(),
+        nullable: true,
+        ..Default::default()
+    });
     let plan2 = e.plan(&other, "How many users are there?", &opts).unwrap();
     let mut k2 = e.kv_file_key(&plan2);
     k2.fingerprint = key.fingerprint; // same file name, other token ids
@@ -78,7 +95,12 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     let e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
     // No repair rounds: the prefill counts below are of the question alone (a 12-token answer is cut off).
-    let opts = Options { max_new_tokens: 12, context_tokens: 1024, repair_rounds: 0, ..Options::default() };
+    let opts = Options {
+        max_new_tokens: 12,
+        context_tokens: 1024,
+        repair_rounds: 0,
+        ..Options::default()
+    };
     let dir = tmpdir("engine");
     let files = KvFileDir::new(&dir, 1 << 30);
     let mut go = |_: Progress| true;
@@ -121,11 +143,17 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     assert_eq!(redo.attempts[0].raw, cold.attempts[0].raw);
     let mut d = PrefixCache::new();
     d.set_file_dir(Some(files.clone()));
-    assert_eq!(e.run(&rt, &mut d, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source, PrefixSource::File);
+    assert_eq!(
+        e.run(&rt, &mut d, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source,
+        PrefixSource::File
+    );
 
     // Without a directory nothing is read or written.
     let mut m = PrefixCache::new();
-    assert_eq!(e.run(&rt, &mut m, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source, PrefixSource::Computed);
+    assert_eq!(
+        e.run(&rt, &mut m, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source,
+        PrefixSource::Computed
+    );
     assert_eq!(m.stats().file_hits + m.stats().file_writes, 0);
     let _ = fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,9 @@
 mod common;
 
 use turboinfer::model::{Logits, Model};
-use turboinfer::nl2sql::{Engine, ForeignKey, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind};
+use turboinfer::nl2sql::{
+    Engine, ForeignKey, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind,
+};
 use turboinfer::runtime::Runtime;
 
 /// The 21 questions (counts, filters, joins, aggregates, ordering, dates, distinct, exists).
@@ -44,12 +46,20 @@ fn commented(t: Table, col: &str, comment: &str) -> Table {
 
 /// A single-column foreign key `col -> ref_table(ref_col)` in `public`.
 fn fk(col: &str, ref_table: &str, ref_col: &str) -> ForeignKey {
-    ForeignKey { columns: vec![col.into()], ref_schema: "public".into(), ref_table: ref_table.into(), ref_columns: vec![ref_col.into()] }
+    ForeignKey {
+        columns: vec![col.into()],
+        ref_schema: "public".into(),
+        ref_table: ref_table.into(),
+        ref_columns: vec![ref_col.into()],
+    }
 }
 
 /// A table of `public` with columns `(name, type, nullable)`, primary key and comment.
 fn table(name: &str, cols: &[(&str, &str, bool)], pk: &[&str], comment: &str) -> Table {
-    let mut t = cols.iter().fold(Table::new("public", name, TableKind::Table), |t, (n, ty, null)| t.column(n, ty, *null));
+    let mut t =
+        cols.iter().fold(Table::new("public", name, TableKind::Table), |t, (n, ty, null)| {
+            t.column(n, ty, *null)
+        });
     t.primary_key = pk.iter().map(|s| s.to_string()).collect();
     t.comment = Some(comment.to_string());
     t
@@ -59,7 +69,12 @@ fn table(name: &str, cols: &[(&str, &str, bool)], pk: &[&str], comment: &str) ->
 pub fn demo_schema() -> SchemaInfo {
     let countries = table(
         "countries",
-        &[("country_code", "character(2)", false), ("name", "text", false), ("continent", "text", false), ("currency", "character(3)", false)],
+        &[
+            ("country_code", "character(2)", false),
+            ("name", "text", false),
+            ("continent", "text", false),
+            ("currency", "character(3)", false),
+        ],
         &["country_code"],
         "Countries the shop ships to (ISO 3166-1 alpha-2 codes).",
     );
@@ -78,7 +93,11 @@ pub fn demo_schema() -> SchemaInfo {
         "Registered customers of the shop.",
     );
     users.foreign_keys.push(fk("country_code", "countries", "country_code"));
-    let users = commented(commented(users, "is_active", "false once the customer closed the account."), "birth_year", "Optional; NULL when the customer did not say.");
+    let users = commented(
+        commented(users, "is_active", "false once the customer closed the account."),
+        "birth_year",
+        "Optional; NULL when the customer did not say.",
+    );
     let mut addresses = table(
         "addresses",
         &[
@@ -97,7 +116,11 @@ pub fn demo_schema() -> SchemaInfo {
     addresses.foreign_keys.push(fk("country_code", "countries", "country_code"));
     let mut categories = table(
         "categories",
-        &[("category_id", "integer", false), ("name", "text", false), ("parent_id", "integer", true)],
+        &[
+            ("category_id", "integer", false),
+            ("name", "text", false),
+            ("parent_id", "integer", true),
+        ],
         &["category_id"],
         "Product categories, two levels deep (parent_id NULL for top-level).",
     );
@@ -118,7 +141,11 @@ pub fn demo_schema() -> SchemaInfo {
         "Products for sale.",
     );
     products.foreign_keys.push(fk("category_id", "categories", "category_id"));
-    let products = commented(commented(products, "price", "Current list price in EUR, VAT included."), "stock", "Units in the warehouse right now.");
+    let products = commented(
+        commented(products, "price", "Current list price in EUR, VAT included."),
+        "stock",
+        "Units in the warehouse right now.",
+    );
     let mut orders = table(
         "orders",
         &[
@@ -133,7 +160,11 @@ pub fn demo_schema() -> SchemaInfo {
     );
     orders.foreign_keys.push(fk("user_id", "users", "user_id"));
     orders.foreign_keys.push(fk("shipping_address_id", "addresses", "address_id"));
-    let orders = commented(orders, "status", "pending -> paid -> shipped -> delivered, or cancelled/refunded.");
+    let orders = commented(
+        orders,
+        "status",
+        "pending -> paid -> shipped -> delivered, or cancelled/refunded.",
+    );
     let mut items = table(
         "order_items",
         &[
@@ -191,7 +222,13 @@ pub fn demo_schema() -> SchemaInfo {
     );
     reviews.foreign_keys.push(fk("product_id", "products", "product_id"));
     reviews.foreign_keys.push(fk("user_id", "users", "user_id"));
-    SchemaInfo::new(vec![countries, users, addresses, categories, products, orders, items, payments, shipments, reviews], Some("public"))
+    SchemaInfo::new(
+        vec![
+            countries, users, addresses, categories, products, orders, items, payments, shipments,
+            reviews,
+        ],
+        Some("public"),
+    )
 }
 
 /// Loads `name` as an engine, or `None` when the model is absent.
@@ -212,7 +249,13 @@ fn answers_with(e: &Engine, rt: &Runtime, opts: Options) -> Vec<Outcome> {
     let opts = Options { max_new_tokens: 96, context_tokens: 2048, repair_rounds: 0, ..opts };
     let mut cache = PrefixCache::new();
     let schema = demo_schema();
-    QUESTIONS.iter().map(|q| e.run(rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).expect("nl2sql runs")).collect()
+    QUESTIONS
+        .iter()
+        .map(|q| {
+            e.run(rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(()))
+                .expect("nl2sql runs")
+        })
+        .collect()
 }
 
 /// Speculation on vs off over the 21 questions: identical ids, text, stop reasons; prints the
@@ -228,12 +271,28 @@ fn same_answers_fewer_passes(name: &str) {
         assert_eq!(p.attempts.len(), 1);
         assert_eq!(s.attempts.len(), 1);
         let (a, b) = (&p.attempts[0], &s.attempts[0]);
-        println!("{name} | {q} | {:?} | {} tokens, passes {} -> {}, drafted {} accepted {}", a.raw, a.generated_tokens, p.forward_passes, s.forward_passes, s.draft_tokens, s.accepted_tokens);
-        assert_eq!(a.ids, b.ids, "{name}: {q}: token ids differ (plain {:?}, speculative {:?})", a.raw, b.raw);
+        println!(
+            "{name} | {q} | {:?} | {} tokens, passes {} -> {}, drafted {} accepted {}",
+            a.raw,
+            a.generated_tokens,
+            p.forward_passes,
+            s.forward_passes,
+            s.draft_tokens,
+            s.accepted_tokens
+        );
+        assert_eq!(
+            a.ids, b.ids,
+            "{name}: {q}: token ids differ (plain {:?}, speculative {:?})",
+            a.raw, b.raw
+        );
         assert_eq!(a.raw, b.raw, "{name}: {q}");
         assert_eq!(a.stop, b.stop, "{name}: {q}");
         assert_eq!((p.draft_tokens, p.accepted_tokens), (0, 0), "no drafts without speculation");
-        assert_eq!(p.forward_passes, a.generated_tokens - 1, "plain: one pass per token after the first");
+        assert_eq!(
+            p.forward_passes,
+            a.generated_tokens - 1,
+            "plain: one pass per token after the first"
+        );
         assert!(s.forward_passes <= p.forward_passes);
         assert!(s.accepted_tokens <= s.draft_tokens);
         gen += a.generated_tokens;
@@ -277,11 +336,18 @@ fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
     let spec = answers_with(&e, &rt, Options { speculation: true, ..shaped });
     let mut saved = 0;
     for ((q, p), s) in QUESTIONS.iter().zip(&plain).zip(&spec) {
-        assert!(p.active_vocab.is_some_and(|n| n > 0) && p.schema_constraints, "{q}: shaping is on");
+        assert!(
+            p.active_vocab.is_some_and(|n| n > 0) && p.schema_constraints,
+            "{q}: shaping is on"
+        );
         assert_eq!(p.sql, s.sql, "{name}: {q}");
         assert_eq!(p.constrained_tokens, s.constrained_tokens, "{name}: {q}");
         for (a, b) in p.attempts.iter().zip(&s.attempts) {
-            assert_eq!(a.ids, b.ids, "{name}: {q}: token ids differ (plain {:?}, speculative {:?})", a.raw, b.raw);
+            assert_eq!(
+                a.ids, b.ids,
+                "{name}: {q}: token ids differ (plain {:?}, speculative {:?})",
+                a.raw, b.raw
+            );
             assert_eq!(a.stop, b.stop, "{name}: {q}");
         }
         saved += p.forward_passes - s.forward_passes;
@@ -303,7 +369,16 @@ fn fixture_prompts_are_identical_with_speculation() {
             let spec = e.complete(&rt, &mut kv, &prompt, n, true).unwrap();
             println!(
                 "{name} {:?}: {} tokens, passes {} -> {}, drafted {} accepted {}",
-                g["prompt"].as_str().unwrap().chars().rev().take(30).collect::<String>().chars().rev().collect::<String>(),
+                g["prompt"]
+                    .as_str()
+                    .unwrap()
+                    .chars()
+                    .rev()
+                    .take(30)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>(),
                 plain.ids.len(),
                 plain.stats.forward_passes,
                 spec.stats.forward_passes,
@@ -325,7 +400,12 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Runs `tokens` one at a time into `kv`, returning the last logits.
-fn one_by_one(m: &Model, rt: &Runtime, kv: &mut turboinfer::model::KvCache, tokens: &[u32]) -> Vec<f32> {
+fn one_by_one(
+    m: &Model,
+    rt: &Runtime,
+    kv: &mut turboinfer::model::KvCache,
+    tokens: &[u32],
+) -> Vec<f32> {
     let mut out = Vec::new();
     for &t in tokens {
         out = m.forward(rt, kv, &[t], Logits::Last).unwrap();
@@ -340,7 +420,8 @@ fn kv_rollback_equals_a_fresh_computation() {
         let Some(e) = engine(name) else { continue };
         let m = e.model();
         let prompt = e.tokenizer().encode("SELECT name, email FROM users WHERE", false).unwrap();
-        let draft_a = e.tokenizer().encode(" country = 'FR' AND created_at > now()", false).unwrap();
+        let draft_a =
+            e.tokenizer().encode(" country = 'FR' AND created_at > now()", false).unwrap();
         let draft_b = e.tokenizer().encode(" id = 42 ORDER BY name DESC LIMIT 3;", false).unwrap();
         assert!(draft_a.len() >= 6 && draft_b.len() >= 6);
         let keep = 2; // accepted draft tokens
@@ -364,7 +445,10 @@ fn kv_rollback_equals_a_fresh_computation() {
         m.forward(&rt, &mut fresh, &other, Logits::All).unwrap();
         fresh.truncate(l0 + keep);
         let after_other = m.forward(&rt, &mut fresh, &next, Logits::All).unwrap();
-        assert_eq!(after_rollback, after_other, "{name}: rolled-back positions leak into the logits");
+        assert_eq!(
+            after_rollback, after_other,
+            "{name}: rolled-back positions leak into the logits"
+        );
 
         // And against computing the kept tokens one by one on a fresh cache (equal up to the
         // batch-size rounding of the kernels).
@@ -375,7 +459,11 @@ fn kv_rollback_equals_a_fresh_computation() {
         let d = max_diff(&after_rollback, &after_seq);
         println!("{name}: rollback vs one-by-one max |logit diff| = {d:e}");
         assert!(d < 1e-2, "{name}: rolled-back cache differs from a fresh computation by {d}");
-        assert_eq!(turboinfer::sampler::argmax(&after_rollback), turboinfer::sampler::argmax(&after_seq), "{name}");
+        assert_eq!(
+            turboinfer::sampler::argmax(&after_rollback),
+            turboinfer::sampler::argmax(&after_seq),
+            "{name}"
+        );
     }
 }
 
@@ -414,7 +502,10 @@ fn backing_out_of_a_dead_end() {
     let (m, tok) = (e.model(), e.tokenizer());
     let prompt = tok.encode("SELECT name, email FROM users WHERE", false).unwrap();
     let argmax_excluding = |row: &[f32], excluded: &[u32]| {
-        (0..row.len() as u32).filter(|id| !excluded.contains(id)).max_by(|a, b| row[*a as usize].total_cmp(&row[*b as usize]).then(b.cmp(a))).unwrap()
+        (0..row.len() as u32)
+            .filter(|id| !excluded.contains(id))
+            .max_by(|a, b| row[*a as usize].total_cmp(&row[*b as usize]).then(b.cmp(a)))
+            .unwrap()
     };
     // One decode: `dead` is the token the chooser finds no way past (a dead end wherever it is
     // the best remaining choice); rows seen per text are recorded.
@@ -450,7 +541,11 @@ fn backing_out_of_a_dead_end() {
     let (backed, rows) = run(Some(dead), 8, false);
     assert_eq!(backed.ids[..2], plain.ids[..2], "before the back-out: unchanged");
     let text2 = tok.decode(&plain.ids[..2]);
-    assert_eq!(backed.ids[2], argmax_excluding(&plain_rows[&text2], &[plain.ids[2]]), "the next best token where the path was taken back");
+    assert_eq!(
+        backed.ids[2],
+        argmax_excluding(&plain_rows[&text2], &[plain.ids[2]]),
+        "the next best token where the path was taken back"
+    );
     assert!(!backed.ids.contains(&dead), "the dead end is never taken: {:?}", backed.text);
     // The rows after the back-out are those of a fresh computation of the new path.
     let mut kv = m.new_cache(256);

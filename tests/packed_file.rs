@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
 use turboinfer::kernels::packed::{unpack_block, unpack_block_q6_k, PACK_ROWS};
-use turboinfer::quant::GgmlType;
 use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
 use turboinfer::model::{Logits, Model, ModelError, PackStatus};
+use turboinfer::quant::GgmlType;
 use turboinfer::runtime::Runtime;
 
 /// The Q4_K/Q6_K test model.
@@ -67,7 +67,12 @@ fn fix_table(b: &mut [u8], n: usize) {
 }
 
 /// Applies `edit` to a copy of the pack at `src` and opens the copy against `gguf`.
-fn open_edited(src: &Path, gguf: &GgufFile, name: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Result<PackedFile, PackedError> {
+fn open_edited(
+    src: &Path,
+    gguf: &GgufFile,
+    name: &str,
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> Result<PackedFile, PackedError> {
     let mut b = std::fs::read(src).unwrap();
     edit(&mut b);
     let p = src.with_file_name(name);
@@ -82,7 +87,12 @@ fn open_edited(src: &Path, gguf: &GgufFile, name: &str, edit: impl FnOnce(&mut V
 fn write_and_open() {
     let Some((gguf, out, _cleanup)) = model_and_pack("open") else { return };
     let p = PackedFile::open(&out, &gguf).unwrap();
-    let want: Vec<&str> = gguf.tensors().iter().filter(|t| packed::worth_packing(&gguf, t)).map(|t| t.name.as_str()).collect();
+    let want: Vec<&str> = gguf
+        .tensors()
+        .iter()
+        .filter(|t| packed::worth_packing(&gguf, t))
+        .map(|t| t.name.as_str())
+        .collect();
     let got: Vec<&str> = p.entries().iter().map(|e| e.name.as_str()).collect();
     assert!(!want.is_empty());
     assert_eq!(got, want);
@@ -98,7 +108,8 @@ fn write_and_open() {
         assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o644);
     }
     // No temporary file is left behind.
-    let names: Vec<_> = std::fs::read_dir(out.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(out.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 1, "{names:?}");
     println!("packed {} tensors, {} bytes", p.entries().len(), p.len());
 }
@@ -121,7 +132,12 @@ fn pack_unpack_round_trips_real_tensors() {
                         GgmlType::Q6_K => (unpack_block_q6_k(group, b, r).to_vec(), 210),
                         _ => (unpack_block(group, b, r).to_vec(), 144),
                     };
-                    assert_eq!(&got[..], &row[b * bb..(b + 1) * bb], "{} group {g} row {r} block {b}", e.name);
+                    assert_eq!(
+                        &got[..],
+                        &row[b * bb..(b + 1) * bb],
+                        "{} group {g} row {r} block {b}",
+                        e.name
+                    );
                 }
             }
         }
@@ -166,7 +182,9 @@ fn bad_files_are_refused() {
     }));
     assert!(matches!(e, PackedError::WrongVersion { found: 1, .. }), "{e}");
     // A future format with another header layout: the version is still what is reported.
-    let e = msg(open_edited(&out, &gguf, "version-raw", |b| b[8..12].copy_from_slice(&7u32.to_le_bytes())));
+    let e = msg(open_edited(&out, &gguf, "version-raw", |b| {
+        b[8..12].copy_from_slice(&7u32.to_le_bytes())
+    }));
     assert!(matches!(e, PackedError::WrongVersion { found: 7, .. }), "{e}");
 
     // The source changed: another header hash, or another length.
@@ -220,16 +238,24 @@ fn bad_files_are_refused() {
         b[66] = b'X';
         fix_table(b, n);
     }));
-    assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("no such tensor"), "{e}");
+    assert!(
+        matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("no such tensor"),
+        "{e}"
+    );
     // A tensor of the model that is not a packable matrix (a norm vector, a Q5_0/Q8_0
     // matrix) under the first entry's name, with the same name length so the layout stays.
     let nl = std::fs::read(&out).unwrap()[64] as usize;
-    if let Some(t) = gguf.tensors().iter().find(|t| packed::packable_shape(t).is_none() && t.name.len() == nl) {
+    if let Some(t) =
+        gguf.tensors().iter().find(|t| packed::packable_shape(t).is_none() && t.name.len() == nl)
+    {
         let e = msg(open_edited(&out, &gguf, "unpackable", |b| {
             b[66..66 + nl].copy_from_slice(t.name.as_bytes());
             fix_table(b, n);
         }));
-        assert!(matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("packable"), "{e}");
+        assert!(
+            matches!(e, PackedError::BadEntry { .. }) && e.to_string().contains("packable"),
+            "{e}"
+        );
         println!("{e}");
     }
 
@@ -284,7 +310,11 @@ fn load_policy() {
     let n = m.packed_matrices();
     assert!(n > 0 && m.packed_bytes() > 0);
     assert!(matches!(m.pack_status(), PackStatus::Attached { matrices, .. } if *matrices == n));
-    assert!(m.pack_status().to_string().starts_with(&format!("kx16 ({n} matrices)")), "{}", m.pack_status());
+    assert!(
+        m.pack_status().to_string().starts_with(&format!("kx16 ({n} matrices)")),
+        "{}",
+        m.pack_status()
+    );
     println!("attached: {}", m.pack_status());
 
     let mut b = std::fs::read(&side).unwrap();
@@ -307,8 +337,13 @@ fn packed_logits_equal_unpacked() {
     let Some((gguf, out, _cleanup)) = model_and_pack("logits") else { return };
     let kset = turboinfer::kernels::kernels();
     match kset.packed_q4_k() {
-        Some(_) => println!("kernel path: packed Q4_K/Q6_K x16 kernels of tier {}", kset.tier().name()),
-        None => println!("kernel path: tier {} has no packed kernel, both runs use the unpacked kernels", kset.tier().name()),
+        Some(_) => {
+            println!("kernel path: packed Q4_K/Q6_K x16 kernels of tier {}", kset.tier().name())
+        }
+        None => println!(
+            "kernel path: tier {} has no packed kernel, both runs use the unpacked kernels",
+            kset.tier().name()
+        ),
     }
     let plain = Model::from_gguf(gguf.clone()).unwrap();
     let mut packed_model = Model::from_gguf(gguf.clone()).unwrap();
@@ -341,7 +376,10 @@ fn cli_pack_is_idempotent() {
     let out = tmp_dir("cli").join("p.kx16");
     let _cleanup = Cleanup(out.parent().unwrap().to_path_buf());
     let run = |args: &[&str]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_turboinfer")).args(args).output().unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_turboinfer"))
+            .args(args)
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };

@@ -11,7 +11,9 @@ use turboinfer::quant::{self, GgmlType};
 
 /// True when `a` and `b` agree bit-for-bit or within 1e-6 relative (NaN matches NaN).
 fn close(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
+    a.to_bits() == b.to_bits()
+        || (a.is_nan() && b.is_nan())
+        || (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
 }
 
 /// Every fixture row dequantizes bit-identically to gguf-py's numpy dequantizer.
@@ -41,7 +43,10 @@ fn dequantize_matches_numpy_fixtures() {
         assert_eq!(exact, f.values.len(), "{}: scalar reference should be bit-exact", f.name);
         covered.insert(f.ty.name());
     }
-    for t in ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"] {
+    for t in [
+        "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K",
+        "q5_K", "q6_K",
+    ] {
         assert!(covered.contains(t), "no fixture for {t}");
     }
 }
@@ -68,7 +73,13 @@ fn q8_0_quantize_matches_gguf_py_bytes() {
         let mut out = vec![0u8; f.raw.len()];
         quant::quantize_row(f.ty, &f.values, &mut out).unwrap();
         let mismatches: Vec<usize> = (0..out.len()).filter(|&i| out[i] != f.raw[i]).collect();
-        assert!(mismatches.is_empty(), "{}: {} bytes differ, first at {:?}", f.name, mismatches.len(), &mismatches[..mismatches.len().min(8)]);
+        assert!(
+            mismatches.is_empty(),
+            "{}: {} bytes differ, first at {:?}",
+            f.name,
+            mismatches.len(),
+            &mismatches[..mismatches.len().min(8)]
+        );
     }
 }
 
@@ -89,7 +100,11 @@ fn real_models_dequantize_every_tensor() {
             for r in 0..n_rows {
                 quant::dequantize_row(info.ty, &data[r * row_bytes..(r + 1) * row_bytes], &mut row)
                     .unwrap_or_else(|e| panic!("{model}/{} row {r}: {e}", info.name));
-                assert!(row.iter().all(|v| v.is_finite()), "{model}/{} row {r}: non-finite value", info.name);
+                assert!(
+                    row.iter().all(|v| v.is_finite()),
+                    "{model}/{} row {r}: non-finite value",
+                    info.name
+                );
             }
             // Dot products on real rows: the integer kernels against the dequantized definition.
             let act_ty = quant::activation_type(info.ty);
@@ -101,7 +116,11 @@ fn real_models_dequantize_every_tensor() {
                 let got = quant::vec_dot(info.ty, row_len, w, &act).unwrap() as f64;
                 let (want, scale) = reference_dot(info.ty, row_len, w, &act);
                 let tol = 1e-4 * scale + 1e-30;
-                assert!((got - want).abs() <= tol, "{model}/{} row {r}: vec_dot {got} vs {want}", info.name);
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{model}/{} row {r}: vec_dot {got} vs {want}",
+                    info.name
+                );
             }
             *counts.entry(info.ty.name()).or_default() += 1;
         }

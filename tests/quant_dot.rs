@@ -48,9 +48,21 @@ fn quantize_act(weight: GgmlType, x: &[f32]) -> Vec<u8> {
 #[test]
 fn activation_types_are_ggmls_vec_dot_types() {
     use GgmlType::*;
-    for (w, a) in [(Q4_0, Q8_0), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_1, Q8_1), (Q5_1, Q8_1), (Q2_K, Q8_K), (Q3_K, Q8_K), (Q4_K, Q8_K), (Q5_K, Q8_K), (Q6_K, Q8_K),
-        (F32, F32), (F16, F32), (BF16, F32)]
-    {
+    for (w, a) in [
+        (Q4_0, Q8_0),
+        (Q5_0, Q8_0),
+        (Q8_0, Q8_0),
+        (Q4_1, Q8_1),
+        (Q5_1, Q8_1),
+        (Q2_K, Q8_K),
+        (Q3_K, Q8_K),
+        (Q4_K, Q8_K),
+        (Q5_K, Q8_K),
+        (Q6_K, Q8_K),
+        (F32, F32),
+        (F16, F32),
+        (BF16, F32),
+    ] {
         assert_eq!(quant::activation_type(w), a, "{w}");
         assert!(quant::vec_dot_fn(w).is_some(), "{w}");
         assert!(quant::dequantize_row_fn(w).is_some(), "{w}");
@@ -75,10 +87,17 @@ fn vec_dot_equals_dequantized_dot_random_rows() {
             for _ in 0..8 {
                 let w = random_row(&mut rng, ty, n);
                 let got = quant::vec_dot(ty, n, &w, &act).unwrap();
-                assert_eq!(got.to_bits(), f(n, &w, &act).to_bits(), "{ty}: checked and unchecked entry points differ");
+                assert_eq!(
+                    got.to_bits(),
+                    f(n, &w, &act).to_bits(),
+                    "{ty}: checked and unchecked entry points differ"
+                );
                 let (want, scale) = reference_dot(ty, n, &w, &act);
                 let err = (got as f64 - want).abs() / scale.max(1e-30);
-                assert!(err <= 1e-4, "{ty} n={n}: vec_dot {got} vs dequantized {want} (rel {err:e})");
+                assert!(
+                    err <= 1e-4,
+                    "{ty} n={n}: vec_dot {got} vs dequantized {want} (rel {err:e})"
+                );
                 worst = worst.max(err);
             }
         }
@@ -150,7 +169,10 @@ fn check_budget(ty: GgmlType, n: usize, w: &[u8], x: &[f32]) -> (f64, f64) {
     let exact = dot_f64(&wf, x);
     let err = (got - exact).abs();
     let bound = activation_error_bound(ty, w, &wf, x, &act);
-    assert!(err <= bound, "{ty} n={n}: |vec_dot − exact| = {err:e} exceeds budget {bound:e} (exact {exact})");
+    assert!(
+        err <= bound,
+        "{ty} n={n}: |vec_dot − exact| = {err:e} exceeds budget {bound:e} (exact {exact})"
+    );
     let rms = expected_rms(quant::activation_type(ty), &wf, x);
     (err / abs_dot_f64(&wf, x).max(1e-30), if rms > 0.0 { err / rms } else { 0.0 })
 }
@@ -175,7 +197,10 @@ fn activation_quantization_error_within_budget_random_rows() {
         eprintln!("{ty}: worst err/Σ|wx| = {worst_rel:.2e}, observed/predicted RMS error = {rms_ratio:.2}");
         // Rounding to nearest gives errors of about the predicted size (ratio ≈ 1); a biased or
         // too-coarse quantizer (e.g. truncation, wrong scale) would push this well above 1.
-        assert!(rms_ratio <= 2.0, "{ty}: errors {rms_ratio:.2}× larger than rounding noise predicts");
+        assert!(
+            rms_ratio <= 2.0,
+            "{ty}: errors {rms_ratio:.2}× larger than rounding noise predicts"
+        );
     }
 }
 
@@ -229,7 +254,11 @@ fn vec_dot_on_block_prefixes_of_real_rows() {
             let act = quantize_act(f.ty, &activations(&mut rng, n));
             let got = dot(n, w, &act) as f64;
             let (want, scale) = reference_dot(f.ty, n, w, &act);
-            assert!((got - want).abs() <= 1e-4 * scale + 1e-30, "{} first {k} blocks: {got} vs {want}", f.name);
+            assert!(
+                (got - want).abs() <= 1e-4 * scale + 1e-30,
+                "{} first {k} blocks: {got} vs {want}",
+                f.name
+            );
         }
     }
 }

@@ -32,15 +32,30 @@ fn unsupported_types_are_errors() {
     for ty in [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K] {
         assert!(quant::dequantize_row_fn(ty).is_some() && quant::vec_dot_fn(ty).is_some(), "{ty}");
     }
-    assert!(matches!(quant::vec_dot(I8, 4, &[0; 4], &[0; 16]), Err(QuantError::Unsupported { .. })));
+    assert!(matches!(
+        quant::vec_dot(I8, 4, &[0; 4], &[0; 16]),
+        Err(QuantError::Unsupported { .. })
+    ));
 }
 
 /// Buffers of the wrong size and partial blocks are `WrongLength` / `NotBlockMultiple`.
 #[test]
 fn wrong_lengths_are_errors() {
-    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-        GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K]
-    {
+    for ty in [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
         let bs = ty.block_size();
         let n = bs * 3;
         let good = ty.row_bytes(n as u64).unwrap() as usize;
@@ -60,9 +75,11 @@ fn wrong_lengths_are_errors() {
         if bs > 1 {
             // Element counts that are not whole blocks.
             for n_bad in [1, bs - 1, bs + 1, 2 * bs + 7] {
-                let e = quant::dequantize_row(ty, &vec![0u8; good], &mut vec![0f32; n_bad]).unwrap_err();
+                let e = quant::dequantize_row(ty, &vec![0u8; good], &mut vec![0f32; n_bad])
+                    .unwrap_err();
                 assert!(matches!(e, QuantError::NotBlockMultiple { .. }), "{ty}: {e}");
-                let e = quant::vec_dot(ty, n_bad, &vec![0u8; good], &vec![0u8; good_act]).unwrap_err();
+                let e =
+                    quant::vec_dot(ty, n_bad, &vec![0u8; good], &vec![0u8; good_act]).unwrap_err();
                 assert!(matches!(e, QuantError::NotBlockMultiple { .. }), "{ty}: {e}");
             }
         }
@@ -77,7 +94,8 @@ fn wrong_lengths_are_errors() {
         let e = quant::quantize_row(ty, &[0f32; 33], &mut [0u8; 64]).unwrap_err();
         assert!(matches!(e, QuantError::NotBlockMultiple { .. }), "{ty}: {e}");
         let n = ty.block_size();
-        let e = quant::quantize_row(ty, &vec![0f32; n], &mut vec![0u8; ty.type_size() - 1]).unwrap_err();
+        let e = quant::quantize_row(ty, &vec![0f32; n], &mut vec![0u8; ty.type_size() - 1])
+            .unwrap_err();
         assert!(matches!(e, QuantError::WrongLength { .. }), "{ty}: {e}");
     }
 }
@@ -117,7 +135,12 @@ fn garbage_blocks_do_not_panic() {
         deq(&bytes, &mut out);
         if let Some(dot) = quant::vec_dot_fn(ty) {
             let act_ty = quant::activation_type(ty);
-            let act: Vec<u8> = bytes.iter().cycle().take(act_ty.row_bytes(n as u64).unwrap() as usize).copied().collect();
+            let act: Vec<u8> = bytes
+                .iter()
+                .cycle()
+                .take(act_ty.row_bytes(n as u64).unwrap() as usize)
+                .copied()
+                .collect();
             let _ = dot(n, &bytes, &act);
         }
     }

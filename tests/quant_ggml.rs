@@ -24,7 +24,8 @@ fn activation_quantizers_match_ggml_bytes() {
     assert_eq!(entries.len(), 3, "Q8_0, Q8_1 and Q8_K");
     for e in entries {
         let ty = type_by_name(e["type"].as_str().unwrap());
-        let (n, rows) = (e["row_len"].as_u64().unwrap() as usize, e["rows"].as_u64().unwrap() as usize);
+        let (n, rows) =
+            (e["row_len"].as_u64().unwrap() as usize, e["rows"].as_u64().unwrap() as usize);
         let x = read_f32s(&dir.join(e["f32"].as_str().unwrap()));
         let want = std::fs::read(dir.join(e["raw"].as_str().unwrap())).unwrap();
         let rb = ty.row_bytes(n as u64).unwrap() as usize;
@@ -34,7 +35,12 @@ fn activation_quantizers_match_ggml_bytes() {
             quant::quantize_row(ty, &x[r * n..(r + 1) * n], &mut got).unwrap();
             let w = &want[r * rb..(r + 1) * rb];
             let diff: Vec<usize> = (0..rb).filter(|&i| got[i] != w[i]).collect();
-            assert!(diff.is_empty(), "{ty} row {r}: {} bytes differ from ggml, first at {:?}", diff.len(), &diff[..diff.len().min(8)]);
+            assert!(
+                diff.is_empty(),
+                "{ty} row {r}: {} bytes differ from ggml, first at {:?}",
+                diff.len(),
+                &diff[..diff.len().min(8)]
+            );
         }
     }
 }
@@ -49,7 +55,8 @@ fn vec_dot_matches_ggml_generic_kernels() {
     let (mut exact, mut total) = (0, 0);
     for e in entries {
         let name = e["weights"].as_str().unwrap();
-        let f = fixtures.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no fixture {name}"));
+        let f =
+            fixtures.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no fixture {name}"));
         let act_ty = quant::activation_type(f.ty);
         assert_eq!(act_ty.name(), e["act_type"].as_str().unwrap(), "{name}");
         let n = f.row_len;
@@ -59,7 +66,11 @@ fn vec_dot_matches_ggml_generic_kernels() {
         let mut act = vec![0u8; act_ty.row_bytes(n as u64).unwrap() as usize];
         quant::quantize_row(act_ty, &x, &mut act).unwrap();
         let sum: u64 = act.iter().map(|&b| b as u64).sum();
-        assert_eq!(sum, e["act_sum_bytes"].as_u64().unwrap(), "{name}: activations differ from the generator's");
+        assert_eq!(
+            sum,
+            e["act_sum_bytes"].as_u64().unwrap(),
+            "{name}: activations differ from the generator's"
+        );
         let rb = f.ty.row_bytes(n as u64).unwrap() as usize;
         for (r, want) in e["results"].as_array().unwrap().iter().enumerate() {
             let want = want.as_f64().unwrap() as f32;
@@ -68,7 +79,11 @@ fn vec_dot_matches_ggml_generic_kernels() {
             let (_, scale) = reference_dot(f.ty, n, w, &act);
             // Same integer sums and the same f32 operations in the same order (including ggml's 8-lane
             // accumulation in the K-quant kernels), so the results are bit-identical, not merely close.
-            assert_eq!(got.to_bits(), want.to_bits(), "{name} row {r}: ours {got:e} ggml {want:e} (Σ|w·a| = {scale:e})");
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{name} row {r}: ours {got:e} ggml {want:e} (Σ|w·a| = {scale:e})"
+            );
             exact += 1;
             total += 1;
         }

@@ -35,14 +35,19 @@ fn check_round_trip(ty: GgmlType, x: &[f32]) -> f64 {
         let (stored_d, qs): (f64, &[u8]) = match ty {
             GgmlType::Q8_0 => (f16_at(blk) as f64, &blk[2..]),
             GgmlType::Q8_1 => (f16_at(blk) as f64, &blk[4..]),
-            GgmlType::Q8_K => (f32::from_le_bytes(blk[0..4].try_into().unwrap()) as f64, &blk[4..260]),
+            GgmlType::Q8_K => {
+                (f32::from_le_bytes(blk[0..4].try_into().unwrap()) as f64, &blk[4..260])
+            }
             _ => unreachable!(),
         };
         // Float slack: 1e-6·d for the f32 products x·(1/d) and q·d.
         let bound = d / 2.0 + 127.0 * (stored_d - d).abs() + 1e-6 * d;
         for (i, (&a, &r)) in xb.iter().zip(yb).enumerate() {
             let err = (a as f64 - r as f64).abs();
-            assert!(err <= bound, "{ty} block {b} elem {i}: x={a:e} x̂={r:e} err={err:e} > {bound:e} (d={d:e})");
+            assert!(
+                err <= bound,
+                "{ty} block {b} elem {i}: x={a:e} x̂={r:e} err={err:e} > {bound:e} (d={d:e})"
+            );
             if d > 0.0 {
                 worst = worst.max(err / d);
             }
@@ -53,14 +58,21 @@ fn check_round_trip(ty: GgmlType, x: &[f32]) -> f64 {
             let code = qs[imax] as i8;
             assert_eq!(code.unsigned_abs(), 127, "{ty} block {b}: largest element got code {code}");
         } else {
-            assert!(blk.iter().all(|&v| v == 0), "{ty} block {b}: all-zero input must give an all-zero block");
+            assert!(
+                blk.iter().all(|&v| v == 0),
+                "{ty} block {b}: all-zero input must give an all-zero block"
+            );
         }
         match ty {
             GgmlType::Q8_1 => {
                 // s = f16(d·Σq) with the unrounded f32 d (ggml's quantize_row_q8_1_ref).
                 let sum: i32 = qs.iter().map(|&v| v as i8 as i32).sum();
                 let d32 = amax / 127.0;
-                assert_eq!(f16_at(&blk[2..4]).to_bits(), half::f16::from_f32(sum as f32 * d32).to_f32().to_bits(), "{ty} block {b}: s");
+                assert_eq!(
+                    f16_at(&blk[2..4]).to_bits(),
+                    half::f16::from_f32(sum as f32 * d32).to_f32().to_bits(),
+                    "{ty} block {b}: s"
+                );
             }
             GgmlType::Q8_K => {
                 for g in 0..16 {

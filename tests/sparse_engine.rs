@@ -10,7 +10,9 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use turboinfer::nl2sql::kv_file::KvFileDir;
-use turboinfer::nl2sql::{Engine, Options, PrefixCache, PrefixSource, SchemaInfo, Table, TableKind};
+use turboinfer::nl2sql::{
+    Engine, Options, PrefixCache, PrefixSource, SchemaInfo, Table, TableKind,
+};
 use turboinfer::runtime::Runtime;
 use turboinfer::sparse::{self, corpus, sidecar, CalibOptions, FfnHook, SparseConfig, SparseError};
 
@@ -26,7 +28,9 @@ fn tmp(name: &str) -> PathBuf {
 
 /// One users table.
 fn schema() -> SchemaInfo {
-    let mut users = Table::new("public", "users", TableKind::Table).column("id", "integer", false).column("name", "text", false);
+    let mut users = Table::new("public", "users", TableKind::Table)
+        .column("id", "integer", false)
+        .column("name", "text", false);
     users.primary_key = vec!["id".into()];
     SchemaInfo::new(vec![users], Some("public"))
 }
@@ -36,7 +40,8 @@ fn engine_with_sidecar(name: &str) -> Option<(Engine, Runtime, PathBuf)> {
     let path = common::model_path("smollm2-135m")?;
     let mut e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
-    let (spec, layers, _) = e.calibrate_sparse(&rt, &corpus::nl2sql_prompts(Some(0)), &tiny(), &|| false).unwrap();
+    let (spec, layers, _) =
+        e.calibrate_sparse(&rt, &corpus::nl2sql_prompts(Some(0)), &tiny(), &|| false).unwrap();
     let sc = tmp(name);
     sidecar::write(&sc, &spec, &layers).unwrap();
     Some((e, rt, sc))
@@ -87,7 +92,10 @@ fn cancel_callback_stops_calibration_and_restores_the_hook() {
         let _ = e.calibrate_sparse(&rt, &texts, &opts, &|| panic!("interrupt"));
     }));
     assert!(r.is_err());
-    assert!(Arc::ptr_eq(e.model().ffn_hook().unwrap(), &hook), "the previous hook is back after unwinding");
+    assert!(
+        Arc::ptr_eq(e.model().ffn_hook().unwrap(), &hook),
+        "the previous hook is back after unwinding"
+    );
     assert!(matches!(&**e.model().ffn_hook().unwrap(), FfnHook::Sparse(_)));
     fs::remove_file(&sc).unwrap();
 }
@@ -106,15 +114,25 @@ fn sparse_and_dense_prefixes_never_mix() {
     assert_ne!(dense_key, e.kv_file_key(&sparse_plan).model_hash);
     assert_eq!(dense_plan.prefix_ids, sparse_plan.prefix_ids, "same prompt, other identity");
     e.set_ffn_hook(e.model().ffn_hook().cloned(), "sidecar=abc|level=0.3");
-    assert_ne!(sparse_plan.fingerprint, e.plan(&schema(), q, &opts).unwrap().fingerprint, "the tag is part of the key");
+    assert_ne!(
+        sparse_plan.fingerprint,
+        e.plan(&schema(), q, &opts).unwrap().fingerprint,
+        "the tag is part of the key"
+    );
     e.set_ffn_hook(None, "");
-    assert_eq!(dense_plan.fingerprint, e.plan(&schema(), q, &opts).unwrap().fingerprint, "dense keys are stable");
+    assert_eq!(
+        dense_plan.fingerprint,
+        e.plan(&schema(), q, &opts).unwrap().fingerprint,
+        "dense keys are stable"
+    );
 
     let dir = tmp("kvdir");
     let _ = fs::remove_dir_all(&dir);
     let files = || Some(KvFileDir::new(&dir, 1 << 30));
     let run = |e: &Engine, cache: &mut PrefixCache| {
-        e.run(&rt, cache, &schema(), q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap().prefix_source
+        e.run(&rt, cache, &schema(), q, &opts, &mut |_| true, &mut |_| Ok(()))
+            .unwrap()
+            .prefix_source
     };
     // Dense: computed (file written), then served from memory.
     let mut mem = PrefixCache::new();
@@ -134,7 +152,11 @@ fn sparse_and_dense_prefixes_never_mix() {
     let mut third = PrefixCache::new();
     third.set_file_dir(files());
     assert_eq!(run(&e, &mut third), PrefixSource::File);
-    assert_eq!(run(&e, &mut mem), PrefixSource::File, "back to dense: the sparse memory prefix is not reused");
+    assert_eq!(
+        run(&e, &mut mem),
+        PrefixSource::File,
+        "back to dense: the sparse memory prefix is not reused"
+    );
     assert_eq!(KvFileDir::new(&dir, 1 << 30).stats().files, 2, "one file per (prefix, hook)");
     let _ = fs::remove_dir_all(&dir);
     fs::remove_file(&sc).unwrap();
@@ -149,18 +171,32 @@ fn speculation_is_exact_or_off_under_a_sparse_hook() {
     let Some((mut e, rt, sc)) = engine_with_sidecar("spec") else { return };
     let q = "How many users are there?";
     let answer = |e: &Engine, speculation: bool| {
-        let opts = Options { max_new_tokens: 24, context_tokens: 1024, speculation, ..Options::default() };
-        e.run(&rt, &mut PrefixCache::new(), &schema(), q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap()
+        let opts =
+            Options { max_new_tokens: 24, context_tokens: 1024, speculation, ..Options::default() };
+        e.run(&rt, &mut PrefixCache::new(), &schema(), q, &opts, &mut |_| true, &mut |_| Ok(()))
+            .unwrap()
     };
     for batches in [false, true] {
-        let hook = sparse::load_for(e.model(), &sc, 0.5, SparseConfig { batches, ..SparseConfig::default() }).unwrap();
+        let hook = sparse::load_for(
+            e.model(),
+            &sc,
+            0.5,
+            SparseConfig { batches, ..SparseConfig::default() },
+        )
+        .unwrap();
         assert_eq!(hook.batch_invariant(), batches);
         e.set_ffn_hook(Some(hook), &format!("spec-test-{batches}"));
         let (plain, spec) = (answer(&e, false), answer(&e, true));
-        assert_eq!(plain.attempts[0].ids, spec.attempts[0].ids, "batches {batches}: speculation changed the answer");
+        assert_eq!(
+            plain.attempts[0].ids, spec.attempts[0].ids,
+            "batches {batches}: speculation changed the answer"
+        );
         assert_eq!(spec.speculation, batches, "speculation runs only over a batch-invariant hook");
         if !batches {
-            assert_eq!(spec.forward_passes, plain.forward_passes, "no drafts when speculation is off");
+            assert_eq!(
+                spec.forward_passes, plain.forward_passes,
+                "no drafts when speculation is off"
+            );
         }
     }
     e.set_ffn_hook(None, "");

@@ -29,7 +29,8 @@ struct TmpDir(PathBuf);
 impl TmpDir {
     /// Creates the directory.
     fn new(tag: &str) -> TmpDir {
-        let d = std::env::temp_dir().join(format!("turboinfer-special-{tag}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("turboinfer-special-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         TmpDir(d)
@@ -89,7 +90,8 @@ fn model_pack_and_sidecar_refuse_fifos_and_links() {
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
     let e = err_text("pack FIFO", promptly("pack FIFO", &fifo, || PackedFile::open(&fifo, &gguf)));
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
-    let e = err_text("sidecar FIFO", promptly("sidecar FIFO", &fifo, || Sidecar::open(&fifo, None)));
+    let e =
+        err_text("sidecar FIFO", promptly("sidecar FIFO", &fifo, || Sidecar::open(&fifo, None)));
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
 
     // A symbolic link as the pack or the sidecar is not followed (here: to the model file).
@@ -105,7 +107,10 @@ fn model_pack_and_sidecar_refuse_fifos_and_links() {
     // A directory is refused too (not a regular file), missing files stay "missing".
     let e = err_text("sidecar dir", Sidecar::open(&tmp.0, None));
     assert!(e.contains("is a directory, not a regular file"), "{e}");
-    assert!(matches!(PackedFile::open(tmp.0.join("absent.kx16"), &gguf), Err(PackedError::Missing { .. })));
+    assert!(matches!(
+        PackedFile::open(tmp.0.join("absent.kx16"), &gguf),
+        Err(PackedError::Missing { .. })
+    ));
 }
 
 #[test]
@@ -114,7 +119,10 @@ fn kv_cache_file_fifo_or_link_is_a_miss() {
     let e = Engine::load(&model, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
     let opts = Options { max_new_tokens: 4, context_tokens: 1024, ..Options::default() };
-    let schema = SchemaInfo::new(vec![Table::new("public", "users", TableKind::Table).column("id", "integer", false)], Some("public"));
+    let schema = SchemaInfo::new(
+        vec![Table::new("public", "users", TableKind::Table).column("id", "integer", false)],
+        Some("public"),
+    );
     let plan = e.plan(&schema, "How many users?", &opts).unwrap();
     let key = e.kv_file_key(&plan);
     let mut kv = e.model().new_cache(1024);
@@ -149,4 +157,3 @@ fn kv_cache_file_fifo_or_link_is_a_miss() {
     good_files.load(&key, &mut kv).unwrap();
     assert_eq!(kv.len(), plan.prefix_ids.len());
 }
-

@@ -56,14 +56,32 @@ fn check_generate(name: &str) {
 /// control tokens are not produced when parsing is off.
 fn check_round_trip(name: &str) {
     let Some((tok, fx)) = load(name) else { return };
-    let mut texts: Vec<String> = fx["tokenize"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap().to_string()).collect();
-    texts.extend(fx["generate"].as_array().unwrap().iter().map(|g| g["prompt"].as_str().unwrap().to_string()));
+    let mut texts: Vec<String> = fx["tokenize"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
+    texts.extend(
+        fx["generate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["prompt"].as_str().unwrap().to_string()),
+    );
     for text in &texts {
         for parse_special in [true, false] {
             let ids = tok.encode(text, parse_special).unwrap();
-            assert_eq!(&tok.decode(&ids), text, "{name}: round trip (parse_special={parse_special})");
+            assert_eq!(
+                &tok.decode(&ids),
+                text,
+                "{name}: round trip (parse_special={parse_special})"
+            );
             if !parse_special {
-                assert!(ids.iter().all(|&t| !tok.is_special(t)), "{name}: special token in plain encoding of {text:?}: {ids:?}");
+                assert!(
+                    ids.iter().all(|&t| !tok.is_special(t)),
+                    "{name}: special token in plain encoding of {text:?}: {ids:?}"
+                );
             }
         }
     }

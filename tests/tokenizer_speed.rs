@@ -83,7 +83,10 @@ fn measure(name: &str) {
     // freed heap to the OS.
     let peak = rss_mib() - rss_before;
     trim_heap();
-    println!("{name}: RSS growth {peak:.1} MiB during the build, {:.1} MiB held by the tokenizer", rss_mib() - rss_before);
+    println!(
+        "{name}: RSS growth {peak:.1} MiB during the build, {:.1} MiB held by the tokenizer",
+        rss_mib() - rss_before
+    );
     let text = long_text();
     let t1 = Instant::now();
     let ids = tok.encode(&text, true).unwrap();

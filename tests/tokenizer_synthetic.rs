@@ -2,7 +2,7 @@
 //! clear error for every kind of missing or bad metadata. Needs no model file.
 
 use turboinfer::gguf::{parse_header, GgufFile};
-use turboinfer::tokenizer::{Tokenizer, TokenizerError, TokenType};
+use turboinfer::tokenizer::{TokenType, Tokenizer, TokenizerError};
 
 /// A metadata value to write.
 #[derive(Clone)]
@@ -71,7 +71,9 @@ fn gguf_bytes(kvs: &[(&str, Val)]) -> Vec<u8> {
 
 /// The GPT-2 byte-level character of byte `b` (written out independently of the crate's table).
 fn byte_char(b: u8) -> char {
-    let printable = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x);
+    let printable = |x: u8| {
+        (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x)
+    };
     if printable(b) {
         return b as char;
     }
@@ -94,7 +96,17 @@ const PAD: u32 = 264;
 fn base_kvs() -> Vec<(&'static str, Val)> {
     let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
     let mut types = vec![1i32; 256];
-    for (t, ty) in [("he", 1), ("ll", 1), ("hell", 1), ("hello", 1), ("Ġw", 1), ("<|im_start|>", 3), ("<|im_end|>", 3), ("<tool>", 4), ("[PAD]", 5)] {
+    for (t, ty) in [
+        ("he", 1),
+        ("ll", 1),
+        ("hell", 1),
+        ("hello", 1),
+        ("Ġw", 1),
+        ("<|im_start|>", 3),
+        ("<|im_end|>", 3),
+        ("<tool>", 4),
+        ("[PAD]", 5),
+    ] {
         tokens.push(t.to_string());
         types.push(ty);
     }
@@ -133,7 +145,10 @@ fn hand_made_vocabulary_encodes_exactly() {
     assert_eq!(tok.vocab_size(), 265);
     let b = |c: u8| c as u32;
     // "hello" merges fully; " world" -> "Ġw" + single bytes.
-    assert_eq!(tok.encode("hello world", false).unwrap(), vec![HELLO, SPACE_W, b(b'o'), b(b'r'), b(b'l'), b(b'd')]);
+    assert_eq!(
+        tok.encode("hello world", false).unwrap(),
+        vec![HELLO, SPACE_W, b(b'o'), b(b'r'), b(b'l'), b(b'd')]
+    );
     // Merge priority: "he" (rank 0) before "ll" (rank 1) -> "hell" (rank 2); "hel" stays "he"+"l".
     assert_eq!(tok.encode("hel", false).unwrap(), vec![HE, b(b'l')]);
     assert_eq!(tok.encode("ll", false).unwrap(), vec![LL]);
@@ -200,7 +215,8 @@ fn every_byte_round_trips_and_streams() {
 #[test]
 fn open_from_file_matches_from_metadata() {
     let bytes = gguf_bytes(&base_kvs());
-    let path = std::env::temp_dir().join(format!("turboinfer-tokenizer-{}.gguf", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("turboinfer-tokenizer-{}.gguf", std::process::id()));
     std::fs::write(&path, &bytes).unwrap();
     let file = GgufFile::open(&path).unwrap();
     let from_file = Tokenizer::from_gguf(&file);
@@ -218,14 +234,23 @@ fn expect_err(kvs: Vec<(&'static str, Val)>, check: fn(&TokenizerError) -> bool,
         Ok(_) => panic!("expected an error mentioning {needle:?}"),
         Err(e) => {
             assert!(check(&e), "unexpected error variant: {e:?}");
-            assert!(e.to_string().contains(needle), "message {:?} should mention {needle:?}", e.to_string());
+            assert!(
+                e.to_string().contains(needle),
+                "message {:?} should mention {needle:?}",
+                e.to_string()
+            );
         }
     }
 }
 
 #[test]
 fn missing_keys_are_named() {
-    for key in ["tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
+    for key in [
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.pre",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.merges",
+    ] {
         match build(&without(key)) {
             Err(TokenizerError::MissingKey(k)) => assert_eq!(k, key),
             other => panic!("{key}: expected MissingKey, got {other:?}"),
@@ -240,21 +265,67 @@ fn missing_keys_are_named() {
 
 #[test]
 fn unsupported_model_and_pre_tokenizer() {
-    expect_err(with("tokenizer.ggml.model", Val::Str("llama")), |e| matches!(e, TokenizerError::UnsupportedModel(_)), "llama");
-    expect_err(with("tokenizer.ggml.pre", Val::Str("llama-bpe")), |e| matches!(e, TokenizerError::UnsupportedPreTokenizer(_)), "llama-bpe");
+    expect_err(
+        with("tokenizer.ggml.model", Val::Str("llama")),
+        |e| matches!(e, TokenizerError::UnsupportedModel(_)),
+        "llama",
+    );
+    expect_err(
+        with("tokenizer.ggml.pre", Val::Str("llama-bpe")),
+        |e| matches!(e, TokenizerError::UnsupportedPreTokenizer(_)),
+        "llama-bpe",
+    );
     // The same vocabulary works with the SmolLM pre-tokenizer.
-    assert_eq!(build(&with("tokenizer.ggml.pre", Val::Str("smollm"))).unwrap().encode("hello", false).unwrap(), vec![HELLO]);
+    assert_eq!(
+        build(&with("tokenizer.ggml.pre", Val::Str("smollm")))
+            .unwrap()
+            .encode("hello", false)
+            .unwrap(),
+        vec![HELLO]
+    );
 }
 
 #[test]
 fn bad_values_are_rejected() {
-    expect_err(with("tokenizer.ggml.tokens", Val::Str("oops")), |e| matches!(e, TokenizerError::WrongType { .. }), "tokenizer.ggml.tokens");
-    expect_err(with("tokenizer.ggml.pre", Val::U32(2)), |e| matches!(e, TokenizerError::WrongType { .. }), "tokenizer.ggml.pre");
-    expect_err(with("tokenizer.ggml.tokens", Val::Strs(vec![])), |e| matches!(e, TokenizerError::InvalidVocab(_)), "empty");
-    expect_err(with("tokenizer.ggml.token_type", Val::I32s(vec![1; 3])), |e| matches!(e, TokenizerError::InvalidVocab(_)), "token_type");
-    expect_err(with("tokenizer.ggml.eos_token_id", Val::U32(9999)), |e| matches!(e, TokenizerError::InvalidVocab(_)), "eos_token_id");
-    expect_err(with("tokenizer.ggml.add_bos_token", Val::U32(1)), |e| matches!(e, TokenizerError::WrongType { .. }), "add_bos_token");
-    expect_err(with("tokenizer.ggml.merges", Val::Strs(vec!["nospace".into()])), |e| matches!(e, TokenizerError::InvalidVocab(_)), "nospace");
+    expect_err(
+        with("tokenizer.ggml.tokens", Val::Str("oops")),
+        |e| matches!(e, TokenizerError::WrongType { .. }),
+        "tokenizer.ggml.tokens",
+    );
+    expect_err(
+        with("tokenizer.ggml.pre", Val::U32(2)),
+        |e| matches!(e, TokenizerError::WrongType { .. }),
+        "tokenizer.ggml.pre",
+    );
+    expect_err(
+        with("tokenizer.ggml.tokens", Val::Strs(vec![])),
+        |e| matches!(e, TokenizerError::InvalidVocab(_)),
+        "empty",
+    );
+    expect_err(
+        with("tokenizer.ggml.token_type", Val::I32s(vec![1; 3])),
+        |e| matches!(e, TokenizerError::InvalidVocab(_)),
+        "token_type",
+    );
+    expect_err(
+        with("tokenizer.ggml.eos_token_id", Val::U32(9999)),
+        |e| matches!(e, TokenizerError::InvalidVocab(_)),
+        "eos_token_id",
+    );
+    expect_err(
+        with("tokenizer.ggml.add_bos_token", Val::U32(1)),
+        |e| matches!(e, TokenizerError::WrongType { .. }),
+        "add_bos_token",
+    );
+    expect_err(
+        with("tokenizer.ggml.merges", Val::Strs(vec!["nospace".into()])),
+        |e| matches!(e, TokenizerError::InvalidVocab(_)),
+        "nospace",
+    );
     // A merge whose result is not in the vocabulary.
-    expect_err(with("tokenizer.ggml.merges", Val::Strs(vec!["q z".into()])), |e| matches!(e, TokenizerError::Build(_)), "qz");
+    expect_err(
+        with("tokenizer.ggml.merges", Val::Strs(vec!["q z".into()])),
+        |e| matches!(e, TokenizerError::Build(_)),
+        "qz",
+    );
 }

@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(h2.alignment, h1.alignment);
     for (a, b) in h1.tensors.iter().zip(&h2.tensors) {
         assert_eq!((&a.name, a.ty, &a.dims, a.size), (&b.name, b.ty, &b.dims, b.size));
-        assert_eq!(data[a.offset as usize..][..a.size as usize], b1[b.offset as usize..][..b.size as usize]);
+        assert_eq!(
+            data[a.offset as usize..][..a.size as usize],
+            b1[b.offset as usize..][..b.size as usize]
+        );
     }
     // Bytes, not values, are compared: NaN metadata is not equal to itself.
     let b2 = rewrite(&h2, &b1).expect("the writer accepts its own output").to_bytes().unwrap();

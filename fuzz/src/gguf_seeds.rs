@@ -34,7 +34,10 @@ fn all_types() -> GgufWriter<'static> {
         ("a.bool", vec![true, false].into()),
         ("a.str", vec!["a".to_string(), "bc".to_string()].into()),
         ("a.u64", vec![9u64].into()),
-        ("a.nested", MetaArray::Array(vec![MetaArray::U16(vec![1]), MetaArray::Array(vec![])]).into()),
+        (
+            "a.nested",
+            MetaArray::Array(vec![MetaArray::U16(vec![1]), MetaArray::Array(vec![])]).into(),
+        ),
     ];
     for (k, v) in kv {
         w.add_metadata(k, v).expect("valid seed metadata");

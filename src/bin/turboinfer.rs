@@ -38,9 +38,15 @@ const DEFAULT_N: usize = 128;
 #[derive(Debug, PartialEq)]
 enum Command {
     Run(RunArgs),
-    Info { model: String },
+    Info {
+        model: String,
+    },
     /// `pack`: the model, the output path (default `<model>.kx16`), rewrite even if valid.
-    Pack { model: String, out: Option<String>, force: bool },
+    Pack {
+        model: String,
+        out: Option<String>,
+        force: bool,
+    },
     Help,
 }
 
@@ -93,7 +99,8 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     };
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
+        let mut val =
+            |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
         /// Parses an option value.
         fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
             v.parse().map_err(|_| format!("option {name}: invalid value {v:?}"))
@@ -129,8 +136,14 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         "run" => {
             run.model = model;
             run.prompt = prompt.ok_or("missing -p PROMPT")?;
-            if run.sampler.top_p.is_nan() || run.sampler.top_p <= 0.0 || run.sampler.repeat_penalty <= 0.0 || !run.sampler.temperature.is_finite() {
-                return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
+            if run.sampler.top_p.is_nan()
+                || run.sampler.top_p <= 0.0
+                || run.sampler.repeat_penalty <= 0.0
+                || !run.sampler.temperature.is_finite()
+            {
+                return Err(
+                    "--top-p and --repeat-penalty must be positive and --temp finite".into()
+                );
             }
             Ok(Command::Run(run))
         }
@@ -160,7 +173,8 @@ fn parse_pack(args: &[String]) -> Result<Command, String> {
 fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
     use turboinfer::model::packed;
     let file = GgufFile::open(model).map_err(|e| e.to_string())?;
-    let out = out.map(std::path::PathBuf::from).unwrap_or_else(|| packed::sidecar_path(file.path()));
+    let out =
+        out.map(std::path::PathBuf::from).unwrap_or_else(|| packed::sidecar_path(file.path()));
     if !file.tensors().iter().any(|t| packed::worth_packing(&file, t)) {
         println!("{model}: no packable Q4_K or Q6_K matrix, nothing to pack");
         return Ok(());
@@ -168,7 +182,12 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
     if !force {
         match packed::PackedFile::open(&out, &file) {
             Ok(p) => {
-                println!("{}: valid pack already present ({} tensors, {} bytes), skipped", out.display(), p.entries().len(), p.len());
+                println!(
+                    "{}: valid pack already present ({} tensors, {} bytes), skipped",
+                    out.display(),
+                    p.entries().len(),
+                    p.len()
+                );
                 return Ok(());
             }
             Err(packed::PackedError::Missing { .. }) => {}
@@ -178,27 +197,46 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
     let t = std::time::Instant::now();
     let s = packed::write(&file, &out).map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
-    println!("{}: {} tensors, {} bytes ({:.1} MiB) in {secs:.2} s", s.path.display(), s.tensors, s.bytes, s.bytes as f64 / (1 << 20) as f64);
+    println!(
+        "{}: {} tensors, {} bytes ({:.1} MiB) in {secs:.2} s",
+        s.path.display(),
+        s.tensors,
+        s.bytes,
+        s.bytes as f64 / (1 << 20) as f64
+    );
     Ok(())
 }
 
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
-    let mut model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", a.model))?.with_options(a.opts);
+    let mut model = Model::from_gguf(file.clone())
+        .map_err(|e| format!("cannot load model {}: {e}", a.model))?
+        .with_options(a.opts);
     if let turboinfer::model::PackStatus::Ignored { .. } = model.attach_default_pack() {
         eprintln!("turboinfer: warning: packed weights {}", model.pack_status());
     }
     if a.sparsity > 0.0 {
-        let sc = a.sparse_sidecar.as_ref().map(std::path::PathBuf::from).unwrap_or_else(|| turboinfer::sparse::sidecar::default_path(a.model.as_ref()));
+        let sc = a
+            .sparse_sidecar
+            .as_ref()
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| turboinfer::sparse::sidecar::default_path(a.model.as_ref()));
         let cfg = turboinfer::sparse::SparseConfig { selector: a.selector, ..Default::default() };
-        let hook = turboinfer::sparse::load_for(&model, &sc, a.sparsity, cfg).map_err(|e| e.to_string())?;
+        let hook = turboinfer::sparse::load_for(&model, &sc, a.sparsity, cfg)
+            .map_err(|e| e.to_string())?;
         model.set_ffn_hook(Some(hook));
     }
-    let tok = Tokenizer::from_gguf(&file).map_err(|e| format!("cannot load tokenizer of {}: {e}", a.model))?;
+    let tok = Tokenizer::from_gguf(&file)
+        .map_err(|e| format!("cannot load tokenizer of {}: {e}", a.model))?;
     let rt = Runtime::new(a.threads).map_err(|e| e.to_string())?;
     let mut cache = model.new_cache(a.ctx);
-    let params = GenerateParams { max_tokens: a.n, sampler: a.sampler.clone(), stop: a.stop.clone(), parse_special: a.parse_special };
+    let params = GenerateParams {
+        max_tokens: a.n,
+        sampler: a.sampler.clone(),
+        stop: a.stop.clone(),
+        parse_special: a.parse_special,
+    };
     let mut out = std::io::stdout().lock();
     let mut on_text = |s: &str| {
         if !a.json {
@@ -206,7 +244,8 @@ fn cmd_run(a: &RunArgs) -> Result<(), String> {
             let _ = out.flush();
         }
     };
-    let g = generate(&model, &tok, &rt, &mut cache, &a.prompt, &params, &mut on_text).map_err(|e| e.to_string())?;
+    let g = generate(&model, &tok, &rt, &mut cache, &a.prompt, &params, &mut on_text)
+        .map_err(|e| e.to_string())?;
     let t = &g.timings;
     if a.json {
         writeln!(out, "{}", json_of(&g)).map_err(|e| e.to_string())?;
@@ -245,7 +284,8 @@ fn json_of(g: &Generation) -> serde_json::Value {
 /// `turboinfer info`.
 fn cmd_info(path: &str) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(path).map_err(|e| e.to_string())?);
-    let mut model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {path}: {e}"))?;
+    let mut model =
+        Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {path}: {e}"))?;
     model.attach_default_pack();
     let c = model.config();
     let mut types: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
@@ -257,7 +297,11 @@ fn cmd_info(path: &str) -> Result<(), String> {
         n_params += t.n_elements();
     }
     println!("file:            {path}");
-    println!("file size:       {} bytes ({:.1} MiB)", file.len(), file.len() as f64 / (1 << 20) as f64);
+    println!(
+        "file size:       {} bytes ({:.1} MiB)",
+        file.len(),
+        file.len() as f64 / (1 << 20) as f64
+    );
     if let Ok(name) = file.get_str("general.name") {
         println!("name:            {name}");
     }
@@ -330,57 +374,163 @@ mod tests {
     #[test]
     fn parses_run_options() {
         let c = parse_args(&args(&[
-            "run", "-m", "m.gguf", "-p", "hi", "-n", "7", "--temp", "0.8", "--top-k", "5", "--top-p", "0.9",
-            "--repeat-penalty", "1.1", "--seed", "9", "-t", "2", "--ctx", "512", "--stop", ";", "--json", "--no-special",
+            "run",
+            "-m",
+            "m.gguf",
+            "-p",
+            "hi",
+            "-n",
+            "7",
+            "--temp",
+            "0.8",
+            "--top-k",
+            "5",
+            "--top-p",
+            "0.9",
+            "--repeat-penalty",
+            "1.1",
+            "--seed",
+            "9",
+            "-t",
+            "2",
+            "--ctx",
+            "512",
+            "--stop",
+            ";",
+            "--json",
+            "--no-special",
         ]))
         .unwrap();
         let Command::Run(r) = c else { panic!("not run") };
-        assert_eq!((r.model.as_str(), r.prompt.as_str(), r.n, r.threads, r.ctx), ("m.gguf", "hi", 7, 2, 512));
-        assert_eq!((r.sampler.temperature, r.sampler.top_k, r.sampler.top_p, r.sampler.repeat_penalty, r.sampler.seed), (0.8, 5, 0.9, 1.1, 9));
+        assert_eq!(
+            (r.model.as_str(), r.prompt.as_str(), r.n, r.threads, r.ctx),
+            ("m.gguf", "hi", 7, 2, 512)
+        );
+        assert_eq!(
+            (
+                r.sampler.temperature,
+                r.sampler.top_k,
+                r.sampler.top_p,
+                r.sampler.repeat_penalty,
+                r.sampler.seed
+            ),
+            (0.8, 5, 0.9, 1.1, 9)
+        );
         assert_eq!(r.stop, vec![";".to_string()]);
         assert!(r.json && !r.parse_special);
     }
 
     #[test]
     fn defaults_and_errors() {
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else { panic!() };
-        assert_eq!((r.n, r.ctx, r.sampler.temperature, r.json, r.parse_special), (DEFAULT_N, DEFAULT_CTX, 0.0, false, true));
-        assert_eq!(parse_args(&args(&["info", "-m", "x"])).unwrap(), Command::Info { model: "x".into() });
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (r.n, r.ctx, r.sampler.temperature, r.json, r.parse_special),
+            (DEFAULT_N, DEFAULT_CTX, 0.0, false, true)
+        );
+        assert_eq!(
+            parse_args(&args(&["info", "-m", "x"])).unwrap(),
+            Command::Info { model: "x".into() }
+        );
         assert!(parse_args(&args(&[])).is_err());
         assert!(parse_args(&args(&["run", "-m", "x"])).unwrap_err().contains("-p"));
         assert!(parse_args(&args(&["run", "-p", "x"])).unwrap_err().contains("-m"));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n"])).unwrap_err().contains("needs a value"));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n", "abc"])).unwrap_err().contains("invalid"));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--bogus"])).unwrap_err().contains("unknown option"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n"]))
+            .unwrap_err()
+            .contains("needs a value"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "-n", "abc"]))
+            .unwrap_err()
+            .contains("invalid"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--bogus"]))
+            .unwrap_err()
+            .contains("unknown option"));
         assert!(parse_args(&args(&["info", "-m", "x", "-p", "y"])).is_err());
         assert!(parse_args(&args(&["frobnicate", "-m", "x"])).is_err());
-        assert_eq!(parse_args(&args(&["pack", "m.gguf"])).unwrap(), Command::Pack { model: "m.gguf".into(), out: None, force: false });
-        assert_eq!(parse_args(&args(&["pack", "-m", "m.gguf", "-o", "o", "--force"])).unwrap(), Command::Pack { model: "m.gguf".into(), out: Some("o".into()), force: true });
+        assert_eq!(
+            parse_args(&args(&["pack", "m.gguf"])).unwrap(),
+            Command::Pack { model: "m.gguf".into(), out: None, force: false }
+        );
+        assert_eq!(
+            parse_args(&args(&["pack", "-m", "m.gguf", "-o", "o", "--force"])).unwrap(),
+            Command::Pack { model: "m.gguf".into(), out: Some("o".into()), force: true }
+        );
         assert!(parse_args(&args(&["pack"])).unwrap_err().contains("MODEL"));
         assert!(parse_args(&args(&["pack", "a", "b"])).unwrap_err().contains("unexpected"));
-        assert!(parse_args(&args(&["pack", "a", "--bogus"])).unwrap_err().contains("unknown option"));
+        assert!(parse_args(&args(&["pack", "a", "--bogus"]))
+            .unwrap_err()
+            .contains("unknown option"));
     }
 
     #[test]
     fn parses_precision_options() {
         use turboinfer::model::KvDtype;
         use turboinfer::ops::AttnPrecision;
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else { panic!() };
+        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else {
+            panic!()
+        };
         assert_eq!(r.opts, ModelOptions::default());
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "f32", "--attn-precision", "exact"])).unwrap() else {
+        let Command::Run(r) = parse_args(&args(&[
+            "run",
+            "-m",
+            "x",
+            "-p",
+            "y",
+            "--kv-type",
+            "f32",
+            "--attn-precision",
+            "exact",
+        ]))
+        .unwrap() else {
             panic!()
         };
         assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F32, AttnPrecision::Exact));
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "f16", "--attn-precision", "ggml"])).unwrap() else {
+        let Command::Run(r) = parse_args(&args(&[
+            "run",
+            "-m",
+            "x",
+            "-p",
+            "y",
+            "--kv-type",
+            "f16",
+            "--attn-precision",
+            "ggml",
+        ]))
+        .unwrap() else {
             panic!()
         };
-        assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F16, AttnPrecision::GgmlF16));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "q8"])).unwrap_err().contains("KV cache type"));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--attn-precision", "fast"])).unwrap_err().contains("attention precision"));
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y", "--sparsity", "0.3", "--sparse-sidecar", "s", "--selector", "gate"])).unwrap() else {
+        assert_eq!(
+            (r.opts.kv_dtype, r.opts.attn_precision),
+            (KvDtype::F16, AttnPrecision::GgmlF16)
+        );
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--kv-type", "q8"]))
+            .unwrap_err()
+            .contains("KV cache type"));
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--attn-precision", "fast"]))
+            .unwrap_err()
+            .contains("attention precision"));
+        let Command::Run(r) = parse_args(&args(&[
+            "run",
+            "-m",
+            "x",
+            "-p",
+            "y",
+            "--sparsity",
+            "0.3",
+            "--sparse-sidecar",
+            "s",
+            "--selector",
+            "gate",
+        ]))
+        .unwrap() else {
             panic!()
         };
-        assert_eq!((r.sparsity, r.sparse_sidecar.as_deref(), r.selector), (0.3, Some("s"), turboinfer::sparse::Selector::Gate));
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--selector", "magic"])).unwrap_err().contains("selector"));
+        assert_eq!(
+            (r.sparsity, r.sparse_sidecar.as_deref(), r.selector),
+            (0.3, Some("s"), turboinfer::sparse::Selector::Gate)
+        );
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--selector", "magic"]))
+            .unwrap_err()
+            .contains("selector"));
     }
 }

@@ -14,7 +14,9 @@ mod tests;
 
 pub use reader::parse_header;
 pub use value::{type_id, MetaArray, MetaValue};
-pub use writer::{GgufLayout, GgufWriter, ALIGNMENT_KEY, MAX_KEY_LEN, MAX_TENSOR_NAME, WRITE_VERSION};
+pub use writer::{
+    GgufLayout, GgufWriter, ALIGNMENT_KEY, MAX_KEY_LEN, MAX_TENSOR_NAME, WRITE_VERSION,
+};
 
 use crate::quant::GgmlType;
 use memmap2::Mmap;
@@ -150,10 +152,16 @@ impl GgufFile {
         let path = path.as_ref().to_path_buf();
         let io = |source| GgufError::Io { path: path.clone(), source };
         // Non-blocking, regular files only; a symlink is followed (the caller resolved the path).
-        let file = crate::regular_file::open(&path, crate::regular_file::Links::Follow).map_err(io)?;
+        let file =
+            crate::regular_file::open(&path, crate::regular_file::Links::Follow).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         if meta.len() < 4 {
-            return Err(GgufError::Truncated { what: "magic", offset: 0, needed: 4, file_len: meta.len() });
+            return Err(GgufError::Truncated {
+                what: "magic",
+                offset: 0,
+                needed: 4,
+                file_len: meta.len(),
+            });
         }
         // SAFETY: the mapping is read-only and private to this process's address space; the file
         // could still be truncated by another process while mapped, which we cannot prevent, but
@@ -165,7 +173,11 @@ impl GgufFile {
     }
 
     /// Parses the header of an existing mapping and indexes tensors by name.
-    fn from_map(path: PathBuf, watch: crate::mapguard::MapWatch, map: Mmap) -> Result<GgufFile, GgufError> {
+    fn from_map(
+        path: PathBuf,
+        watch: crate::mapguard::MapWatch,
+        map: Mmap,
+    ) -> Result<GgufFile, GgufError> {
         let header = parse_header(&map)?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());
         for (i, t) in header.tensors.iter().enumerate() {
@@ -215,25 +227,41 @@ impl GgufFile {
     /// A required string value.
     pub fn get_str(&self, key: &str) -> Result<&str, GgufError> {
         let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
-        v.as_str().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "string", found: v.type_name() })
+        v.as_str().ok_or_else(|| GgufError::WrongType {
+            key: key.into(),
+            expected: "string",
+            found: v.type_name(),
+        })
     }
 
     /// A required non-negative integer value (any integer width).
     pub fn get_u64(&self, key: &str) -> Result<u64, GgufError> {
         let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
-        v.as_u64().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "unsigned integer", found: v.type_name() })
+        v.as_u64().ok_or_else(|| GgufError::WrongType {
+            key: key.into(),
+            expected: "unsigned integer",
+            found: v.type_name(),
+        })
     }
 
     /// A required numeric value as f64.
     pub fn get_f64(&self, key: &str) -> Result<f64, GgufError> {
         let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
-        v.as_f64().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "number", found: v.type_name() })
+        v.as_f64().ok_or_else(|| GgufError::WrongType {
+            key: key.into(),
+            expected: "number",
+            found: v.type_name(),
+        })
     }
 
     /// A required array value.
     pub fn get_array(&self, key: &str) -> Result<&MetaArray, GgufError> {
         let v = self.get(key).ok_or_else(|| GgufError::MissingKey(key.to_string()))?;
-        v.as_array().ok_or_else(|| GgufError::WrongType { key: key.into(), expected: "array", found: v.type_name() })
+        v.as_array().ok_or_else(|| GgufError::WrongType {
+            key: key.into(),
+            expected: "array",
+            found: v.type_name(),
+        })
     }
 
     /// All tensor infos, in file order.
@@ -257,4 +285,3 @@ impl GgufFile {
         &self.map[info.offset as usize..(info.offset + info.size) as usize]
     }
 }
-

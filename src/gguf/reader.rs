@@ -1,6 +1,9 @@
 //! Bounds-checked parsing of the GGUF header (works on any byte slice, so it can be fuzzed).
 
-use super::{GgufError, GgufHeader, MetaArray, MetaValue, TensorInfo, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS};
+use super::{
+    GgufError, GgufHeader, MetaArray, MetaValue, TensorInfo, DEFAULT_ALIGNMENT, MAX_ALIGNMENT,
+    MAX_ARRAY_DEPTH, MAX_DIMS,
+};
 use crate::quant::GgmlType;
 use std::collections::HashMap;
 
@@ -18,7 +21,12 @@ impl<'a> Cursor<'a> {
     fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8], GgufError> {
         let remaining = (self.buf.len() - self.pos) as u64;
         if n > remaining {
-            return Err(GgufError::Truncated { what, offset: self.pos as u64, needed: n, file_len: self.buf.len() as u64 });
+            return Err(GgufError::Truncated {
+                what,
+                offset: self.pos as u64,
+                needed: n,
+                file_len: self.buf.len() as u64,
+            });
         }
         let s = &self.buf[self.pos..self.pos + n as usize];
         self.pos += n as usize;
@@ -64,11 +72,24 @@ impl<'a> Cursor<'a> {
     /// so an absurd count is refused before anything is allocated.
     /// A count whose minimum size is computable but larger than the rest of the file is reported
     /// as `Truncated` (it is what a cut file looks like); one whose size overflows u64 is `Corrupt`.
-    fn check_count(&self, count: u64, min_size: u64, what: &'static str) -> Result<usize, GgufError> {
+    fn check_count(
+        &self,
+        count: u64,
+        min_size: u64,
+        what: &'static str,
+    ) -> Result<usize, GgufError> {
         match count.checked_mul(min_size) {
             Some(need) if need <= self.remaining() => Ok(count as usize),
-            Some(need) => Err(GgufError::Truncated { what, offset: self.pos as u64, needed: need, file_len: self.buf.len() as u64 }),
-            None => Err(GgufError::Corrupt(format!("{what} count {count} at offset {} is impossibly large", self.pos))),
+            Some(need) => Err(GgufError::Truncated {
+                what,
+                offset: self.pos as u64,
+                needed: need,
+                file_len: self.buf.len() as u64,
+            }),
+            None => Err(GgufError::Corrupt(format!(
+                "{what} count {count} at offset {} is impossibly large",
+                self.pos
+            ))),
         }
     }
 }
@@ -79,8 +100,8 @@ fn min_value_size(ty: u32) -> Option<u64> {
         0 | 1 | 7 => 1,
         2 | 3 => 2,
         4..=6 => 4,
-        8 => 8,      // string: u64 length
-        9 => 4 + 8,  // array: type + count
+        8 => 8,     // string: u64 length
+        9 => 4 + 8, // array: type + count
         10..=12 => 8,
         _ => return None,
     })
@@ -101,7 +122,10 @@ fn read_bool(c: &mut Cursor, key: &str) -> Result<bool, GgufError> {
     match c.u8("metadata bool")? {
         0 => Ok(false),
         1 => Ok(true),
-        b => Err(GgufError::Corrupt(format!("metadata key {:?}: bool byte {b} at offset {at} (must be 0 or 1)", short(key)))),
+        b => Err(GgufError::Corrupt(format!(
+            "metadata key {:?}: bool byte {b} at offset {at} (must be 0 or 1)",
+            short(key)
+        ))),
     }
 }
 
@@ -129,11 +153,15 @@ fn read_value(c: &mut Cursor, key: &str, ty: u32, depth: usize) -> Result<MetaVa
 /// Reads an array value: element type, count, elements.
 fn read_array(c: &mut Cursor, key: &str, depth: usize) -> Result<MetaArray, GgufError> {
     if depth >= MAX_ARRAY_DEPTH {
-        return Err(GgufError::Corrupt(format!("metadata key {:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}", short(key))));
+        return Err(GgufError::Corrupt(format!(
+            "metadata key {:?}: arrays nested deeper than {MAX_ARRAY_DEPTH}",
+            short(key)
+        )));
     }
     let ety = c.u32("array element type")?;
     let count = c.u64("array length")?;
-    let min = min_value_size(ety).ok_or_else(|| GgufError::UnknownValueType { key: key.to_string(), ty: ety })?;
+    let min = min_value_size(ety)
+        .ok_or_else(|| GgufError::UnknownValueType { key: key.to_string(), ty: ety })?;
     let n = c.check_count(count, min, "array elements")?;
     const W: &str = "array element";
     macro_rules! dense {
@@ -193,13 +221,17 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
 
     let alignment = match metadata.get("general.alignment") {
         None => DEFAULT_ALIGNMENT,
-        Some(v) => match v.as_u64() {
-            Some(a) if a > 0 && a.is_power_of_two() && a <= MAX_ALIGNMENT => a,
-            _ => {
-                let shown = v.as_u64().map_or_else(|| format!("of type {}", v.type_name()), |a| a.to_string());
-                return Err(GgufError::Corrupt(format!("general.alignment {shown} is not an unsigned power of two <= {MAX_ALIGNMENT}")));
+        Some(v) => {
+            match v.as_u64() {
+                Some(a) if a > 0 && a.is_power_of_two() && a <= MAX_ALIGNMENT => a,
+                _ => {
+                    let shown = v
+                        .as_u64()
+                        .map_or_else(|| format!("of type {}", v.type_name()), |a| a.to_string());
+                    return Err(GgufError::Corrupt(format!("general.alignment {shown} is not an unsigned power of two <= {MAX_ALIGNMENT}")));
+                }
             }
-        },
+        }
     };
 
     let n_tensors = c.check_count(n_tensors, 32, "tensor infos")?;
@@ -213,7 +245,10 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         }
         let n_dims = c.u32("tensor dimension count")? as usize;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(GgufError::Corrupt(format!("tensor {:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)", short(&name))));
+            return Err(GgufError::Corrupt(format!(
+                "tensor {:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)",
+                short(&name)
+            )));
         }
         let mut dims = Vec::with_capacity(n_dims);
         for _ in 0..n_dims {
@@ -228,15 +263,24 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
     let data_offset = header_end.div_ceil(alignment) * alignment;
     let file_len = buf.len() as u64;
     if data_offset > file_len && n_tensors > 0 {
-        return Err(GgufError::Truncated { what: "tensor data section", offset: header_end, needed: data_offset - header_end, file_len });
+        return Err(GgufError::Truncated {
+            what: "tensor data section",
+            offset: header_end,
+            needed: data_offset - header_end,
+            file_len,
+        });
     }
     let data_len = file_len.saturating_sub(data_offset);
 
     let mut tensors = Vec::with_capacity(n_tensors);
     for (name, id, dims, rel) in raw {
-        let ty = GgmlType::from_id(id).ok_or_else(|| GgufError::UnknownTensorType { name: name.clone(), id })?;
+        let ty = GgmlType::from_id(id)
+            .ok_or_else(|| GgufError::UnknownTensorType { name: name.clone(), id })?;
         if dims.contains(&0) {
-            return Err(GgufError::Corrupt(format!("tensor {:?} has a zero dimension {dims:?}", short(&name))));
+            return Err(GgufError::Corrupt(format!(
+                "tensor {:?} has a zero dimension {dims:?}",
+                short(&name)
+            )));
         }
         let rows = dims[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
         if !dims[0].is_multiple_of(ty.block_size() as u64) {
@@ -251,9 +295,17 @@ pub fn parse_header(buf: &[u8]) -> Result<GgufHeader, GgufError> {
         let size = rows
             .zip(ty.row_bytes(dims[0]))
             .and_then(|(r, row_bytes)| r.checked_mul(row_bytes))
-            .ok_or_else(|| GgufError::Corrupt(format!("tensor {:?}: size of dims {dims:?} overflows", short(&name))))?;
+            .ok_or_else(|| {
+                GgufError::Corrupt(format!(
+                    "tensor {:?}: size of dims {dims:?} overflows",
+                    short(&name)
+                ))
+            })?;
         if rel % alignment != 0 {
-            return Err(GgufError::Corrupt(format!("tensor {:?}: offset {rel} is not aligned to {alignment}", short(&name))));
+            return Err(GgufError::Corrupt(format!(
+                "tensor {:?}: offset {rel} is not aligned to {alignment}",
+                short(&name)
+            )));
         }
         match rel.checked_add(size) {
             Some(end) if end <= data_len => {}

@@ -37,7 +37,10 @@ fn all_values() -> Vec<(&'static str, MetaValue)> {
         ("a.i16", MetaArray::I16(vec![-1, i16::MAX]).into()),
         ("a.u32", MetaArray::U32(vec![7, u32::MAX]).into()),
         ("a.i32", MetaArray::I32(vec![-7, 1, 2, 3]).into()),
-        ("a.f32", MetaArray::F32(vec![0.0, -0.0, f32::MAX, f32::MIN_POSITIVE, f32::INFINITY]).into()),
+        (
+            "a.f32",
+            MetaArray::F32(vec![0.0, -0.0, f32::MAX, f32::MIN_POSITIVE, f32::INFINITY]).into(),
+        ),
         ("a.bool", MetaArray::Bool(vec![true, false, true]).into()),
         ("a.string", MetaArray::String(vec!["a".into(), String::new(), "Ġthe".into()]).into()),
         ("a.u64", MetaArray::U64(vec![u64::MAX, 0]).into()),
@@ -65,7 +68,8 @@ fn sample_writer() -> GgufWriter<'static> {
         w.add_metadata(k, v).unwrap();
     }
     // [2 rows, 3 cols] f32: 24 bytes, not a multiple of 32, so padding follows it.
-    w.add_tensor("a.weight", GgmlType::F32, &[3, 2], f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])).unwrap();
+    w.add_tensor("a.weight", GgmlType::F32, &[3, 2], f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+        .unwrap();
     // One Q8_0 row of 64 elements: 2 blocks × 34 bytes.
     w.add_tensor("b.weight", GgmlType::Q8_0, &[64, 1], filler(68, 7)).unwrap();
     // One Q4_K super-block: 144 bytes.
@@ -144,7 +148,9 @@ impl Raw {
 #[track_caller]
 fn assert_corrupt<T: std::fmt::Debug>(r: Result<T, GgufError>, needle: &str) {
     match r {
-        Err(GgufError::Corrupt(msg)) => assert!(msg.contains(needle), "Corrupt({msg:?}) does not mention {needle:?}"),
+        Err(GgufError::Corrupt(msg)) => {
+            assert!(msg.contains(needle), "Corrupt({msg:?}) does not mention {needle:?}")
+        }
         other => panic!("expected Corrupt(..{needle}..), got {other:?}"),
     }
 }
@@ -218,14 +224,20 @@ fn round_trip_tensors_layout_and_data() {
         ("c.weight", GgmlType::Q4_K, vec![256], filler(144, 99)),
     ];
     assert_eq!(h.tensors.len(), 3);
-    for ((t, (name, ty, dims, data)), off) in h.tensors.iter().zip(&expect).zip(&layout.tensor_offsets) {
+    for ((t, (name, ty, dims, data)), off) in
+        h.tensors.iter().zip(&expect).zip(&layout.tensor_offsets)
+    {
         assert_eq!(&t.name, name);
         assert_eq!(t.ty, *ty);
         assert_eq!(&t.dims, dims);
         assert_eq!(t.offset, *off);
         assert_eq!(t.offset % 32, 0, "{name} offset aligned");
         assert_eq!(t.size, data.len() as u64);
-        assert_eq!(&bytes[t.offset as usize..(t.offset + t.size) as usize], &data[..], "{name} data");
+        assert_eq!(
+            &bytes[t.offset as usize..(t.offset + t.size) as usize],
+            &data[..],
+            "{name} data"
+        );
     }
     // F32 [3, 2]: 3 per row, 2 rows, 12 bytes per row.
     let a = &h.tensors[0];
@@ -252,7 +264,10 @@ fn writer_honours_general_alignment() {
         for t in &h.tensors {
             assert_eq!(t.offset % align as u64, 0, "align {align}: {} at {}", t.name, t.offset);
         }
-        assert_eq!(h.tensors[1].offset, h.tensors[0].offset + 20u64.div_ceil(align as u64) * align as u64);
+        assert_eq!(
+            h.tensors[1].offset,
+            h.tensors[0].offset + 20u64.div_ceil(align as u64) * align as u64
+        );
         assert_eq!(&bytes[h.tensors[1].offset as usize..][..6], &[1, 2, 3, 4, 5, 6]);
     }
 }
@@ -337,7 +352,9 @@ fn write_to_reports_io_errors() {
 #[track_caller]
 fn assert_bad_meta<T: std::fmt::Debug>(r: Result<T, GgufError>, needle: &str) {
     match r {
-        Err(GgufError::InvalidMetadata { reason, .. }) => assert!(reason.contains(needle), "{reason:?} lacks {needle:?}"),
+        Err(GgufError::InvalidMetadata { reason, .. }) => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
         other => panic!("expected InvalidMetadata(..{needle}..), got {other:?}"),
     }
 }
@@ -346,7 +363,9 @@ fn assert_bad_meta<T: std::fmt::Debug>(r: Result<T, GgufError>, needle: &str) {
 #[track_caller]
 fn assert_bad_tensor<T: std::fmt::Debug>(r: Result<T, GgufError>, needle: &str) {
     match r {
-        Err(GgufError::InvalidTensor { reason, .. }) => assert!(reason.contains(needle), "{reason:?} lacks {needle:?}"),
+        Err(GgufError::InvalidTensor { reason, .. }) => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
         other => panic!("expected InvalidTensor(..{needle}..), got {other:?}"),
     }
 }
@@ -358,7 +377,13 @@ fn writer_rejects_invalid_metadata() {
     assert_bad_meta(w.add_metadata("k", 2u8), "duplicate");
     assert_bad_meta(w.add_metadata("", 2u8), "empty");
     assert_bad_meta(w.add_metadata("é".repeat(40_000), 1u8), "more than");
-    for bad in [MetaValue::U32(0), MetaValue::U32(48), MetaValue::U32(1 << 21), MetaValue::U64(32), MetaValue::from("32")] {
+    for bad in [
+        MetaValue::U32(0),
+        MetaValue::U32(48),
+        MetaValue::U32(1 << 21),
+        MetaValue::U64(32),
+        MetaValue::from("32"),
+    ] {
         assert_bad_meta(GgufWriter::new().add_metadata(ALIGNMENT_KEY, bad), "power of two");
     }
     // Depth 4 is the deepest the reader accepts; 5 is refused up front.
@@ -384,12 +409,24 @@ fn writer_rejects_invalid_tensors() {
     assert_bad_tensor(w.add_tensor("n".repeat(64), GgmlType::F32, &[1], vec![0; 4]), "name");
     w.add_tensor("n".repeat(63), GgmlType::F32, &[1], vec![0; 4]).unwrap();
     assert_bad_tensor(w.add_tensor("d0", GgmlType::F32, &[], vec![]), "0 dimensions");
-    assert_bad_tensor(w.add_tensor("d5", GgmlType::F32, &[1, 1, 1, 1, 1], vec![0; 4]), "5 dimensions");
+    assert_bad_tensor(
+        w.add_tensor("d5", GgmlType::F32, &[1, 1, 1, 1, 1], vec![0; 4]),
+        "5 dimensions",
+    );
     assert_bad_tensor(w.add_tensor("z", GgmlType::F32, &[4, 0], vec![]), "zero dimension");
-    assert_bad_tensor(w.add_tensor("q", GgmlType::Q4_0, &[48], vec![0; 27]), "multiple of the q4_0 block size");
-    assert_bad_tensor(w.add_tensor("o", GgmlType::F32, &[1 << 32, 1 << 31, 2], vec![]), "overflows");
+    assert_bad_tensor(
+        w.add_tensor("q", GgmlType::Q4_0, &[48], vec![0; 27]),
+        "multiple of the q4_0 block size",
+    );
+    assert_bad_tensor(
+        w.add_tensor("o", GgmlType::F32, &[1 << 32, 1 << 31, 2], vec![]),
+        "overflows",
+    );
     assert_bad_tensor(w.add_tensor("o1", GgmlType::F32, &[1 << 62], vec![]), "overflows");
-    assert_bad_tensor(w.add_tensor("short", GgmlType::Q8_0, &[32, 2], vec![0; 67]), "needs 68 bytes");
+    assert_bad_tensor(
+        w.add_tensor("short", GgmlType::Q8_0, &[32, 2], vec![0; 67]),
+        "needs 68 bytes",
+    );
     assert_bad_tensor(w.add_tensor("long", GgmlType::F16, &[3], vec![0; 7]), "needs 6 bytes");
     assert_eq!(w.tensor_count(), 2);
 }
@@ -414,7 +451,10 @@ fn unsupported_versions() {
     for v in [0u32, 1, 4, 0x0300_0000, u32::MAX] {
         let mut b = sample_bytes();
         b[4..8].copy_from_slice(&v.to_le_bytes());
-        assert!(matches!(parse_header(&b), Err(GgufError::UnsupportedVersion(x)) if x == v), "version {v}");
+        assert!(
+            matches!(parse_header(&b), Err(GgufError::UnsupportedVersion(x)) if x == v),
+            "version {v}"
+        );
     }
     // Version 2 has the same layout as 3 and is read.
     let mut b = sample_bytes();
@@ -483,21 +523,38 @@ fn absurd_counts_fail_fast() {
     for n in [u64::MAX, 1 << 40, u64::MAX / 13 + 1, u64::MAX / 32 + 1] {
         // Tensor count.
         let r = Raw::new(3, n, 0).zeros(64).parse();
-        assert!(matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))), "tensors {n}: {r:?}");
+        assert!(
+            matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))),
+            "tensors {n}: {r:?}"
+        );
         // Metadata count.
         let r = Raw::new(3, 0, n).zeros(64).parse();
-        assert!(matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))), "kv {n}: {r:?}");
+        assert!(
+            matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))),
+            "kv {n}: {r:?}"
+        );
         // Array length, for a 1-byte, a string and an array element type.
         for ety in [type_id::U8, type_id::STRING, type_id::ARRAY, type_id::F64] {
-            let r = Raw::new(3, 0, 1).str(b"k").u32(type_id::ARRAY).u32(ety).u64(n).zeros(64).parse();
-            assert!(matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))), "array {ety} x {n}: {r:?}");
+            let r =
+                Raw::new(3, 0, 1).str(b"k").u32(type_id::ARRAY).u32(ety).u64(n).zeros(64).parse();
+            assert!(
+                matches!(r, Err(GgufError::Truncated { .. } | GgufError::Corrupt(_))),
+                "array {ety} x {n}: {r:?}"
+            );
         }
         // String lengths: key, string value, string array element, tensor name.
         let r = Raw::new(3, 0, 1).u64(n).zeros(64).parse();
         assert_eq!(assert_truncated(r), "metadata key");
         let r = Raw::new(3, 0, 1).str(b"k").u32(type_id::STRING).u64(n).zeros(64).parse();
         assert_eq!(assert_truncated(r), "metadata string");
-        let r = Raw::new(3, 0, 1).str(b"k").u32(type_id::ARRAY).u32(type_id::STRING).u64(1).u64(n).zeros(64).parse();
+        let r = Raw::new(3, 0, 1)
+            .str(b"k")
+            .u32(type_id::ARRAY)
+            .u32(type_id::STRING)
+            .u64(1)
+            .u64(n)
+            .zeros(64)
+            .parse();
         assert_eq!(assert_truncated(r), "array string");
         let r = Raw::new(3, 1, 0).u64(n).zeros(64).parse();
         assert_eq!(assert_truncated(r), "tensor name");
@@ -513,7 +570,9 @@ fn tensor_offset_past_eof() {
     // One f32[4] tensor (16 bytes) whose data would start at 32 but the file stops at 16 bytes in.
     let base = Raw::new(3, 1, 0).tensor("t", &[4], 0, 32).pad(32).zeros(16);
     match base.parse() {
-        Err(GgufError::TensorOutOfBounds { name, offset: 32, size: 16, data_len: 16 }) => assert_eq!(name, "t"),
+        Err(GgufError::TensorOutOfBounds { name, offset: 32, size: 16, data_len: 16 }) => {
+            assert_eq!(name, "t")
+        }
         other => panic!("expected TensorOutOfBounds, got {other:?}"),
     }
     // An offset near u64::MAX (aligned) must not overflow offset + size.
@@ -527,20 +586,37 @@ fn tensor_offset_past_eof() {
 #[test]
 fn tensor_size_overflow() {
     // f32 with dims whose byte size is > 2^64.
-    for dims in [&[1u64 << 62, 8][..], &[1 << 32, 1 << 32, 1 << 2][..], &[u64::MAX][..], &[2, u64::MAX / 2 + 1][..]] {
-        assert_corrupt(Raw::new(3, 1, 0).tensor("t", dims, 0, 0).pad(32).zeros(64).parse(), "overflows");
+    for dims in [
+        &[1u64 << 62, 8][..],
+        &[1 << 32, 1 << 32, 1 << 2][..],
+        &[u64::MAX][..],
+        &[2, u64::MAX / 2 + 1][..],
+    ] {
+        assert_corrupt(
+            Raw::new(3, 1, 0).tensor("t", dims, 0, 0).pad(32).zeros(64).parse(),
+            "overflows",
+        );
     }
     // A huge but representable size is simply out of bounds.
     let r = Raw::new(3, 1, 0).tensor("t", &[1 << 20, 1 << 20], 0, 0).pad(32).zeros(64).parse();
-    assert!(matches!(r, Err(GgufError::TensorOutOfBounds { size, .. }) if size == 4 << 40), "{r:?}");
+    assert!(
+        matches!(r, Err(GgufError::TensorOutOfBounds { size, .. }) if size == 4 << 40),
+        "{r:?}"
+    );
 }
 
 #[test]
 fn misaligned_tensor_offset() {
-    assert_corrupt(Raw::new(3, 1, 0).tensor("t", &[4], 0, 4).pad(32).zeros(64).parse(), "not aligned");
+    assert_corrupt(
+        Raw::new(3, 1, 0).tensor("t", &[4], 0, 4).pad(32).zeros(64).parse(),
+        "not aligned",
+    );
     // With general.alignment = 8 the same offset 8 is fine and 4 is not.
     let base = || Raw::new(3, 1, 1).kv_u32("general.alignment", 8);
-    assert_eq!(base().tensor("t", &[4], 0, 8).pad(8).zeros(64).parse().unwrap().tensors[0].offset % 8, 0);
+    assert_eq!(
+        base().tensor("t", &[4], 0, 8).pad(8).zeros(64).parse().unwrap().tensors[0].offset % 8,
+        0
+    );
     assert_corrupt(base().tensor("t", &[4], 0, 4).pad(8).zeros(64).parse(), "not aligned to 8");
 }
 
@@ -549,7 +625,9 @@ fn unknown_tensor_type() {
     // 4/5 are the removed Q4_2/Q4_3; 16 is an i-quant we do not read; 39+ does not exist.
     for id in [4u32, 5, 16, 23, 29, 39, 1000, u32::MAX] {
         match Raw::new(3, 1, 0).tensor("t", &[256], id, 0).pad(32).zeros(2048).parse() {
-            Err(GgufError::UnknownTensorType { name, id: got }) => assert_eq!((name.as_str(), got), ("t", id)),
+            Err(GgufError::UnknownTensorType { name, id: got }) => {
+                assert_eq!((name.as_str(), got), ("t", id))
+            }
             other => panic!("id {id}: expected UnknownTensorType, got {other:?}"),
         }
     }
@@ -559,12 +637,17 @@ fn unknown_tensor_type() {
 fn unknown_value_type() {
     for ty in [13u32, 100, u32::MAX] {
         match Raw::new(3, 0, 1).str(b"key").u32(ty).zeros(16).parse() {
-            Err(GgufError::UnknownValueType { key, ty: got }) => assert_eq!((key.as_str(), got), ("key", ty)),
+            Err(GgufError::UnknownValueType { key, ty: got }) => {
+                assert_eq!((key.as_str(), got), ("key", ty))
+            }
             other => panic!("type {ty}: expected UnknownValueType, got {other:?}"),
         }
         // As an array's element type.
         let r = Raw::new(3, 0, 1).str(b"arr").u32(type_id::ARRAY).u32(ty).u64(1).zeros(16).parse();
-        assert!(matches!(r, Err(GgufError::UnknownValueType { ty: got, .. }) if got == ty), "{r:?}");
+        assert!(
+            matches!(r, Err(GgufError::UnknownValueType { ty: got, .. }) if got == ty),
+            "{r:?}"
+        );
     }
 }
 
@@ -578,20 +661,34 @@ fn bad_dimension_counts() {
 
 #[test]
 fn zero_dimension() {
-    assert_corrupt(Raw::new(3, 1, 0).tensor("t", &[4, 0], 0, 0).pad(32).zeros(64).parse(), "zero dimension");
+    assert_corrupt(
+        Raw::new(3, 1, 0).tensor("t", &[4, 0], 0, 0).pad(32).zeros(64).parse(),
+        "zero dimension",
+    );
     assert_corrupt(Raw::new(3, 1, 0).tensor("t", &[0], 0, 0).pad(32).parse(), "zero dimension");
 }
 
 #[test]
 fn row_not_a_whole_number_of_blocks() {
     // Q4_K rows must be multiples of 256 elements, Q8_0 rows of 32.
-    assert_corrupt(Raw::new(3, 1, 0).tensor("t", &[896], 12, 0).pad(32).zeros(4096).parse(), "not a multiple");
-    assert_corrupt(Raw::new(3, 1, 0).tensor("t", &[33, 2], 8, 0).pad(32).zeros(4096).parse(), "block size 32");
+    assert_corrupt(
+        Raw::new(3, 1, 0).tensor("t", &[896], 12, 0).pad(32).zeros(4096).parse(),
+        "not a multiple",
+    );
+    assert_corrupt(
+        Raw::new(3, 1, 0).tensor("t", &[33, 2], 8, 0).pad(32).zeros(4096).parse(),
+        "block size 32",
+    );
 }
 
 #[test]
 fn duplicate_tensor_name() {
-    let r = Raw::new(3, 2, 0).tensor("w", &[8], 0, 0).tensor("w", &[8], 0, 32).pad(32).zeros(64).parse();
+    let r = Raw::new(3, 2, 0)
+        .tensor("w", &[8], 0, 0)
+        .tensor("w", &[8], 0, 32)
+        .pad(32)
+        .zeros(64)
+        .parse();
     assert_corrupt(r, "duplicate tensor name \"w\"");
 }
 
@@ -605,11 +702,29 @@ fn duplicate_metadata_key() {
 fn invalid_utf8_strings() {
     let bad: &[u8] = &[b'k', 0xff, 0xfe];
     assert_corrupt(Raw::new(3, 0, 1).str(bad).u32(type_id::U8).u8(0).parse(), "metadata key");
-    assert_corrupt(Raw::new(3, 0, 1).str(b"k").u32(type_id::STRING).str(bad).parse(), "metadata string");
-    let r = Raw::new(3, 0, 1).str(b"k").u32(type_id::ARRAY).u32(type_id::STRING).u64(2).str(b"ok").str(bad).parse();
+    assert_corrupt(
+        Raw::new(3, 0, 1).str(b"k").u32(type_id::STRING).str(bad).parse(),
+        "metadata string",
+    );
+    let r = Raw::new(3, 0, 1)
+        .str(b"k")
+        .u32(type_id::ARRAY)
+        .u32(type_id::STRING)
+        .u64(2)
+        .str(b"ok")
+        .str(bad)
+        .parse();
     assert_corrupt(r, "array string");
     // A lone surrogate half encoded as UTF-8 (CESU) is invalid too.
-    let r = Raw::new(3, 1, 0).str(&[0xed, 0xa0, 0x80]).u32(1).u64(4).u32(0).u64(0).pad(32).zeros(16).parse();
+    let r = Raw::new(3, 1, 0)
+        .str(&[0xed, 0xa0, 0x80])
+        .u32(1)
+        .u64(4)
+        .u32(0)
+        .u64(0)
+        .pad(32)
+        .zeros(16)
+        .parse();
     assert_corrupt(r, "tensor name");
 }
 
@@ -620,11 +735,13 @@ fn bad_alignment_values() {
         assert_corrupt(r, "general.alignment");
     }
     // Negative, string or float alignments.
-    let r = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::I32).u32(-32i32 as u32).parse();
+    let r =
+        Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::I32).u32(-32i32 as u32).parse();
     assert_corrupt(r, "general.alignment");
     let r = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::STRING).str(b"32").parse();
     assert_corrupt(r, "general.alignment");
-    let r = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::F32).u32(32f32.to_bits()).parse();
+    let r =
+        Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::F32).u32(32f32.to_bits()).parse();
     assert_corrupt(r, "general.alignment");
     // Other integer widths holding a power of two are read (llama.cpp writes u32).
     let h = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::U64).u64(64).parse().unwrap();
@@ -635,7 +752,15 @@ fn bad_alignment_values() {
 fn bool_bytes_other_than_0_or_1() {
     for b in [2u8, 0x80, 0xff] {
         assert_corrupt(Raw::new(3, 0, 1).str(b"k").u32(type_id::BOOL).u8(b).parse(), "bool byte");
-        let r = Raw::new(3, 0, 1).str(b"k").u32(type_id::ARRAY).u32(type_id::BOOL).u64(3).u8(1).u8(0).u8(b).parse();
+        let r = Raw::new(3, 0, 1)
+            .str(b"k")
+            .u32(type_id::ARRAY)
+            .u32(type_id::BOOL)
+            .u64(3)
+            .u8(1)
+            .u8(0)
+            .u8(b)
+            .parse();
         assert_corrupt(r, "bool byte");
     }
 }
@@ -696,15 +821,27 @@ fn random_byte_flips_never_panic() {
 fn error_messages_stay_short_for_huge_names() {
     // A 1 MB key repeated, and a general.alignment holding a big array: messages stay bounded.
     let key = "k".repeat(1 << 20);
-    let r = Raw::new(3, 0, 2).str(key.as_bytes()).u32(type_id::U8).u8(0).str(key.as_bytes()).u32(type_id::U8).u8(0).parse();
+    let r = Raw::new(3, 0, 2)
+        .str(key.as_bytes())
+        .u32(type_id::U8)
+        .u8(0)
+        .str(key.as_bytes())
+        .u32(type_id::U8)
+        .u8(0)
+        .parse();
     let msg = r.unwrap_err().to_string();
     assert!(msg.contains("duplicate metadata key") && msg.len() < 200, "{} bytes", msg.len());
-    let r = Raw::new(3, 0, 1).str(b"general.alignment").u32(type_id::ARRAY).u32(type_id::STRING).u64(1000);
+    let r = Raw::new(3, 0, 1)
+        .str(b"general.alignment")
+        .u32(type_id::ARRAY)
+        .u32(type_id::STRING)
+        .u64(1000);
     let r = (0..1000).fold(r, |r, _| r.str("long string".repeat(100).as_bytes()));
     let msg = r.parse().unwrap_err().to_string();
     assert!(msg.contains("general.alignment of type array") && msg.len() < 200, "{msg}");
     // The name of a tensor with a bad dimension count is shortened too.
     let name = "t".repeat(10_000);
-    let msg = Raw::new(3, 1, 0).str(name.as_bytes()).u32(9).zeros(64).parse().unwrap_err().to_string();
+    let msg =
+        Raw::new(3, 1, 0).str(name.as_bytes()).u32(9).zeros(64).parse().unwrap_err().to_string();
     assert!(msg.contains("9 dimensions") && msg.contains('…') && msg.len() < 200, "{msg}");
 }

@@ -35,7 +35,9 @@
 //!
 //! [`parse_header`]: super::parse_header
 
-use super::{GgufError, MetaArray, MetaValue, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS};
+use super::{
+    GgufError, MetaArray, MetaValue, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS,
+};
 use crate::quant::GgmlType;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -118,7 +120,11 @@ impl<'a> GgufWriter<'a> {
     /// Fails on an empty, over-long or duplicate key, on arrays nested deeper than the reader
     /// accepts, and on a `general.alignment` that is not a `u32` power of two `<= MAX_ALIGNMENT`
     /// (the spec types it as `u32`). Setting `general.alignment` changes the data alignment.
-    pub fn add_metadata(&mut self, key: impl Into<String>, value: impl Into<MetaValue>) -> Result<&mut Self, GgufError> {
+    pub fn add_metadata(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<MetaValue>,
+    ) -> Result<&mut Self, GgufError> {
         let key = key.into();
         let value = value.into();
         if key.is_empty() {
@@ -126,20 +132,33 @@ impl<'a> GgufWriter<'a> {
         }
         if key.len() > MAX_KEY_LEN {
             let shown: String = key.chars().take(64).collect();
-            return Err(bad_meta(&shown, format!("key is {} bytes, more than {MAX_KEY_LEN}", key.len())));
+            return Err(bad_meta(
+                &shown,
+                format!("key is {} bytes, more than {MAX_KEY_LEN}", key.len()),
+            ));
         }
         if self.keys.contains(&key) {
             return Err(bad_meta(&key, "duplicate key"));
         }
         if let MetaValue::Array(a) = &value {
             if a.depth() > MAX_ARRAY_DEPTH {
-                return Err(bad_meta(&key, format!("arrays nested {} deep (at most {MAX_ARRAY_DEPTH})", a.depth())));
+                return Err(bad_meta(
+                    &key,
+                    format!("arrays nested {} deep (at most {MAX_ARRAY_DEPTH})", a.depth()),
+                ));
             }
         }
         if key == ALIGNMENT_KEY {
             match value {
-                MetaValue::U32(a) if a.is_power_of_two() && a as u64 <= MAX_ALIGNMENT => self.alignment = a as u64,
-                _ => return Err(bad_meta(&key, format!("must be a u32 power of two <= {MAX_ALIGNMENT}, got {value:?}"))),
+                MetaValue::U32(a) if a.is_power_of_two() && a as u64 <= MAX_ALIGNMENT => {
+                    self.alignment = a as u64
+                }
+                _ => {
+                    return Err(bad_meta(
+                        &key,
+                        format!("must be a u32 power of two <= {MAX_ALIGNMENT}, got {value:?}"),
+                    ))
+                }
             }
         }
         self.keys.insert(key.clone());
@@ -168,19 +187,32 @@ impl<'a> GgufWriter<'a> {
         let name = name.into();
         let data = data.into();
         if name.is_empty() || name.len() > MAX_TENSOR_NAME {
-            return Err(bad_tensor(&name, format!("name must be 1..={MAX_TENSOR_NAME} bytes, is {}", name.len())));
+            return Err(bad_tensor(
+                &name,
+                format!("name must be 1..={MAX_TENSOR_NAME} bytes, is {}", name.len()),
+            ));
         }
         if self.names.contains(&name) {
             return Err(bad_tensor(&name, "duplicate tensor name"));
         }
         if dims.is_empty() || dims.len() > MAX_DIMS {
-            return Err(bad_tensor(&name, format!("{} dimensions (1..={MAX_DIMS} allowed)", dims.len())));
+            return Err(bad_tensor(
+                &name,
+                format!("{} dimensions (1..={MAX_DIMS} allowed)", dims.len()),
+            ));
         }
         if dims.contains(&0) {
             return Err(bad_tensor(&name, format!("zero dimension in {dims:?}")));
         }
         if !dims[0].is_multiple_of(ty.block_size() as u64) {
-            return Err(bad_tensor(&name, format!("row length {} is not a multiple of the {ty} block size {}", dims[0], ty.block_size())));
+            return Err(bad_tensor(
+                &name,
+                format!(
+                    "row length {} is not a multiple of the {ty} block size {}",
+                    dims[0],
+                    ty.block_size()
+                ),
+            ));
         }
         // `row_bytes` is None here only when the row's byte size overflows u64.
         let size = dims[1..]
@@ -188,7 +220,10 @@ impl<'a> GgufWriter<'a> {
             .fold(ty.row_bytes(dims[0]), |acc, &d| acc.and_then(|a| a.checked_mul(d)))
             .ok_or_else(|| bad_tensor(&name, format!("size of {ty} {dims:?} overflows")))?;
         if size != data.len() as u64 {
-            return Err(bad_tensor(&name, format!("{ty} {dims:?} needs {size} bytes of data, got {}", data.len())));
+            return Err(bad_tensor(
+                &name,
+                format!("{ty} {dims:?} needs {size} bytes of data, got {}", data.len()),
+            ));
         }
         self.names.insert(name.clone());
         self.tensors.push(PendingTensor { name, ty, dims: dims.to_vec(), data });
@@ -246,7 +281,13 @@ impl<'a> GgufWriter<'a> {
             tensor_offsets.push(at);
             at = pad_to(at + t.data.len() as u64, self.alignment);
         }
-        GgufLayout { header_len, data_offset, tensor_offsets, file_len: at, alignment: self.alignment }
+        GgufLayout {
+            header_len,
+            data_offset,
+            tensor_offsets,
+            file_len: at,
+            alignment: self.alignment,
+        }
     }
 
     /// Streams the whole file to `out` (header, padding, tensor data) and returns the bytes written.
@@ -323,7 +364,8 @@ fn temp_path_for(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     // Distinguishes concurrent writes of the same path from one process.
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "gguf".into());
+    let name =
+        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "gguf".into());
     let tmp = format!(".{name}.tmp.{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
     path.with_file_name(tmp)
 }

@@ -14,7 +14,10 @@ mod tier;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use set::{kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH, OVERRIDE_ENV};
+pub use set::{
+    kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH,
+    OVERRIDE_ENV,
+};
 pub use tier::{parse_override, KernelError, Tier};
 
 pub use crate::quant::{QuantizeFn, VecDotFn};
@@ -29,7 +32,11 @@ pub const NUMERICS_REVISION: u32 = 3;
 
 /// The identity of this process's arithmetic: crate version, numerics revision and kernel tier.
 pub fn numerics_id() -> String {
-    format!("turboinfer {} numerics {NUMERICS_REVISION} tier {}", env!("CARGO_PKG_VERSION"), kernels().tier())
+    format!(
+        "turboinfer {} numerics {NUMERICS_REVISION} tier {}",
+        env!("CARGO_PKG_VERSION"),
+        kernels().tier()
+    )
 }
 
 #[cfg(test)]

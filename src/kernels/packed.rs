@@ -48,7 +48,11 @@ pub type PackedDotFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &
 
 /// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed (Q4_K or Q6_K).
 pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) && rows > 0 && rows.is_multiple_of(PACK_ROWS) && cols > 0 && cols.is_multiple_of(QK_K)
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+        && rows > 0
+        && rows.is_multiple_of(PACK_ROWS)
+        && cols > 0
+        && cols.is_multiple_of(QK_K)
 }
 
 /// Packs a matrix of `ty` (Q4_K or Q6_K; see `pack_q4_k`, `pack_q6_k`).
@@ -61,7 +65,14 @@ pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) 
 
 /// Copies `len`-byte unit `u` of each of the sixteen `rows` (GGUF blocks at `row(r)`, the unit at
 /// byte `from + len*u`) to `dst[at + 64u + 4r]`: the "four bytes of every row" interleave.
-fn interleave(dst: &mut [u8], at: usize, units: usize, from: usize, row: impl Fn(usize) -> usize, src: &[u8]) {
+fn interleave(
+    dst: &mut [u8],
+    at: usize,
+    units: usize,
+    from: usize,
+    row: impl Fn(usize) -> usize,
+    src: &[u8],
+) {
     for r in 0..PACK_ROWS {
         for u in 0..units {
             let o = at + 64 * u + 4 * r;
@@ -76,7 +87,8 @@ fn interleave(dst: &mut [u8], at: usize, units: usize, from: usize, row: impl Fn
 fn deinterleave(x: &mut [u8], pd: &[u8], r: usize, parts: &[(usize, usize, usize)]) {
     for &(at, units, to) in parts {
         for u in 0..units {
-            x[to + 4 * u..to + 4 * u + 4].copy_from_slice(&pd[at + 64 * u + 4 * r..at + 64 * u + 4 * r + 4]);
+            x[to + 4 * u..to + 4 * u + 4]
+                .copy_from_slice(&pd[at + 64 * u + 4 * r..at + 64 * u + 4 * r + 4]);
         }
     }
 }
@@ -149,7 +161,10 @@ pub fn unpack_block(group: &[u8], b: usize, r: usize) -> [u8; Q4K] {
 pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
     let nb = n / QK_K;
-    assert!(n.is_multiple_of(QK_K) && w.len() >= nb * Q4K && act.len() >= nb * AB, "q4_k_exact_dot: short rows");
+    assert!(
+        n.is_multiple_of(QK_K) && w.len() >= nb * Q4K && act.len() >= nb * AB,
+        "q4_k_exact_dot: short rows"
+    );
     let mut acc = 0.0f32;
     for (x, y) in w.chunks_exact(Q4K).zip(act.chunks_exact(AB)).take(nb) {
         let (mut isum, mut msum) = (0i32, 0i32);
@@ -158,11 +173,13 @@ pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             let c = j / 2; // 32-byte code chunk: low nibbles for even j, high for odd
             let mut s = 0i32;
             for l in 0..32 {
-                let code = if j % 2 == 0 { x[16 + 32 * c + l] & 0x0F } else { x[16 + 32 * c + l] >> 4 };
+                let code =
+                    if j % 2 == 0 { x[16 + 32 * c + l] & 0x0F } else { x[16 + 32 * c + l] >> 4 };
                 s += code as i32 * y[QS + 32 * j + l] as i8 as i32;
             }
             isum += sc as i32 * s;
-            let bs = bytes::i16_at(&y[BSUMS + 4 * j..]) as i32 + bytes::i16_at(&y[BSUMS + 4 * j + 2..]) as i32;
+            let bs = bytes::i16_at(&y[BSUMS + 4 * j..]) as i32
+                + bytes::i16_at(&y[BSUMS + 4 * j + 2..]) as i32;
             msum += m as i32 * bs;
         }
         let dy = bytes::f32_at(y);
@@ -180,7 +197,10 @@ pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 pub fn q6_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
     let nb = n / QK_K;
-    assert!(n.is_multiple_of(QK_K) && w.len() >= nb * Q6K && act.len() >= nb * AB, "q6_k_exact_dot: short rows");
+    assert!(
+        n.is_multiple_of(QK_K) && w.len() >= nb * Q6K && act.len() >= nb * AB,
+        "q6_k_exact_dot: short rows"
+    );
     let mut acc = 0.0f32;
     for (x, y) in w.chunks_exact(Q6K).zip(act.chunks_exact(AB)).take(nb) {
         let mut total = 0i32;

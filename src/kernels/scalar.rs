@@ -48,18 +48,32 @@ fn quant_q8_k(x: &[f32], d: &mut [u8]) {
 /// in element order, the plain definition (the SIMD tiers sum in vector lanes instead).
 fn score_f32(n: usize, k: &[u8], q: &[u8]) -> f32 {
     assert!(k.len() >= 4 * n && q.len() >= 4 * n, "score rows too short");
-    k.chunks_exact(4).zip(q.chunks_exact(4)).take(n).map(|(k, q)| bytes::f32_at(k) * bytes::f32_at(q)).sum()
+    k.chunks_exact(4)
+        .zip(q.chunks_exact(4))
+        .take(n)
+        .map(|(k, q)| bytes::f32_at(k) * bytes::f32_at(q))
+        .sum()
 }
 
 /// Reference attention score of `n` f16 key elements (widened exactly) with `n` f32 query elements.
 fn score_f16(n: usize, k: &[u8], q: &[u8]) -> f32 {
     assert!(k.len() >= 2 * n && q.len() >= 4 * n, "score rows too short");
-    k.chunks_exact(2).zip(q.chunks_exact(4)).take(n).map(|(k, q)| bytes::f16_at(k) * bytes::f32_at(q)).sum()
+    k.chunks_exact(2)
+        .zip(q.chunks_exact(4))
+        .take(n)
+        .map(|(k, q)| bytes::f16_at(k) * bytes::f32_at(q))
+        .sum()
 }
 
 /// Reference weighted sum (`WeightedSumFn`) of rows of `S`-byte elements decoded by `conv`: zero,
 /// then `out[d] += p[j] * v[j][d]` row by row.
-fn wsum<const S: usize>(hd: usize, p: &[f32], v: &[u8], out: &mut [f32], conv: impl Fn(&[u8]) -> f32) {
+fn wsum<const S: usize>(
+    hd: usize,
+    p: &[f32],
+    v: &[u8],
+    out: &mut [f32],
+    conv: impl Fn(&[u8]) -> f32,
+) {
     assert_eq!(out.len(), hd, "weighted sum output length");
     assert!(v.len() >= p.len() * hd * S, "weighted sum rows too short");
     out.fill(0.0);

@@ -84,7 +84,10 @@ impl KernelSet {
     }
 
     /// The table of `tier` if `features` (which must describe this CPU) support it.
-    fn for_tier_with(tier: Tier, features: &CpuFeatures) -> Result<&'static KernelSet, KernelError> {
+    fn for_tier_with(
+        tier: Tier,
+        features: &CpuFeatures,
+    ) -> Result<&'static KernelSet, KernelError> {
         tier.check(features)?;
         Ok(match tier {
             Tier::Scalar => &super::scalar::SET,

@@ -21,7 +21,9 @@ pub enum Tier {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
     /// The override names no known tier.
-    #[error("unknown kernel tier {0:?} (expected one of: scalar, avx2, avxvnni, avx512, avx512vnni)")]
+    #[error(
+        "unknown kernel tier {0:?} (expected one of: scalar, avx2, avxvnni, avx512, avx512vnni)"
+    )]
     UnknownTier(String),
     /// The tier needs an instruction-set extension this CPU (or this build's architecture) lacks.
     #[error("kernel tier {tier} is not available on this CPU: missing {missing}")]
@@ -37,7 +39,8 @@ impl std::fmt::Display for Tier {
 
 impl Tier {
     /// Every tier, slowest first.
-    pub const ALL: [Tier; 5] = [Tier::Scalar, Tier::Avx2, Tier::AvxVnni, Tier::Avx512, Tier::Avx512Vnni];
+    pub const ALL: [Tier; 5] =
+        [Tier::Scalar, Tier::Avx2, Tier::AvxVnni, Tier::Avx512, Tier::Avx512Vnni];
 
     /// The tier's name as accepted by `TURBOINFER_KERNELS`.
     pub fn name(self) -> &'static str {
@@ -56,11 +59,14 @@ impl Tier {
         // Each tier needs its base tier's extensions plus its own.
         let (base, own): (Option<Tier>, &[(&'static str, bool)]) = match self {
             Tier::Scalar => (None, &[]),
-            Tier::Avx2 => (None, &[("x86_64", arch_x86), ("avx2", f.avx2), ("fma", f.fma), ("f16c", f.f16c)]),
-            Tier::AvxVnni => (Some(Tier::Avx2), &[("avxvnni", f.avxvnni)]),
-            Tier::Avx512 => {
-                (Some(Tier::Avx2), &[("avx512f", f.avx512f), ("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl)])
+            Tier::Avx2 => {
+                (None, &[("x86_64", arch_x86), ("avx2", f.avx2), ("fma", f.fma), ("f16c", f.f16c)])
             }
+            Tier::AvxVnni => (Some(Tier::Avx2), &[("avxvnni", f.avxvnni)]),
+            Tier::Avx512 => (
+                Some(Tier::Avx2),
+                &[("avx512f", f.avx512f), ("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl)],
+            ),
             Tier::Avx512Vnni => (Some(Tier::Avx512), &[("avx512vnni", f.avx512vnni)]),
         };
         if let Some(Err(KernelError::Unsupported { missing, .. })) = base.map(|b| b.check(f)) {
@@ -114,7 +120,10 @@ mod tests {
         let none = CpuFeatures::default();
         assert_eq!(parse_override(" Scalar ", &none), Ok(Tier::Scalar));
         assert!(matches!(parse_override("avx3", &none), Err(KernelError::UnknownTier(_))));
-        assert!(matches!(parse_override("avx2", &none), Err(KernelError::Unsupported { tier: Tier::Avx2, .. })));
+        assert!(matches!(
+            parse_override("avx2", &none),
+            Err(KernelError::Unsupported { tier: Tier::Avx2, .. })
+        ));
         assert_eq!(Tier::best(&none), Tier::Scalar);
         if cfg!(target_arch = "x86_64") {
             let avx2 = CpuFeatures { avx2: true, fma: true, f16c: true, ..CpuFeatures::default() };

@@ -82,7 +82,10 @@ impl Config {
             let full = key(k);
             let v = file.get_u64(&full)?;
             if v == 0 || v > MAX_SIZE {
-                return Err(ModelError::BadMetadata { key: full, reason: format!("value {v} out of range") });
+                return Err(ModelError::BadMetadata {
+                    key: full,
+                    reason: format!("value {v} out of range"),
+                });
             }
             Ok(v as usize)
         };
@@ -110,7 +113,9 @@ impl Config {
                 if dim % n_heads != 0 {
                     return Err(ModelError::BadMetadata {
                         key: key("attention.head_count"),
-                        reason: format!("embedding length {dim} is not a multiple of {n_heads} heads"),
+                        reason: format!(
+                            "embedding length {dim} is not a multiple of {n_heads} heads"
+                        ),
                     });
                 }
                 dim / n_heads
@@ -140,21 +145,35 @@ impl Config {
         let rope_theta = opt_f32("rope.freq_base", DEFAULT_ROPE_THETA)?;
         let rms_eps = opt_f32("attention.layer_norm_rms_epsilon", DEFAULT_RMS_EPS)?;
         if !(rope_theta > 0.0 && rope_theta.is_finite() && rms_eps >= 0.0 && rms_eps.is_finite()) {
-            return Err(ModelError::BadMetadata { key: key("rope.freq_base"), reason: "non-finite or negative".into() });
+            return Err(ModelError::BadMetadata {
+                key: key("rope.freq_base"),
+                reason: "non-finite or negative".into(),
+            });
         }
         if let Some(MetaValue::String(s)) = file.get(&key("rope.scaling.type")) {
             if s != "none" {
-                return Err(ModelError::BadMetadata { key: key("rope.scaling.type"), reason: format!("RoPE scaling {s:?} is not supported") });
+                return Err(ModelError::BadMetadata {
+                    key: key("rope.scaling.type"),
+                    reason: format!("RoPE scaling {s:?} is not supported"),
+                });
             }
         }
         // The vocabulary size: explicit key, else the embedding matrix's row count.
         let vocab_size = match opt_size("vocab_size")? {
             Some(v) => v,
             None => {
-                let t = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+                let t = file
+                    .tensor("token_embd.weight")
+                    .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
                 match t.info.dims.as_slice() {
                     [_, v] if *v > 0 && *v <= MAX_SIZE => *v as usize,
-                    d => return Err(ModelError::ShapeMismatch { name: "token_embd.weight".into(), expected: vec![dim as u64, 0], found: d.to_vec() }),
+                    d => {
+                        return Err(ModelError::ShapeMismatch {
+                            name: "token_embd.weight".into(),
+                            expected: vec![dim as u64, 0],
+                            found: d.to_vec(),
+                        })
+                    }
                 }
             }
         };

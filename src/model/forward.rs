@@ -55,7 +55,15 @@ impl Model {
     pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
         let cfg = Config::from_gguf(&file)?;
         let w = Weights::load(&file, &cfg)?;
-        Ok(Model { file, cfg, w, opts: ModelOptions::default(), ffn_hook: None, packed: None, pack_status: PackStatus::None })
+        Ok(Model {
+            file,
+            cfg,
+            w,
+            opts: ModelOptions::default(),
+            ffn_hook: None,
+            packed: None,
+            pack_status: PackStatus::None,
+        })
     }
 
     /// The hyper-parameters.
@@ -107,7 +115,9 @@ impl Model {
     pub fn attach_packed(&mut self, pack: Arc<PackedFile>) -> Result<usize, ModelError> {
         let stale = |reason: String| PackedError::Stale { path: pack.path().to_path_buf(), reason };
         if !pack.matches(&self.file) {
-            return Err(stale(format!("it was not made from {}", self.file.path().display())).into());
+            return Err(
+                stale(format!("it was not made from {}", self.file.path().display())).into()
+            );
         }
         let mut ranges = Vec::new();
         for m in self.w.matmul_matrices() {
@@ -115,13 +125,29 @@ impl Model {
                 ranges.push(None);
                 continue;
             };
-            let bad = |reason: String| PackedError::BadEntry { path: pack.path().to_path_buf(), name: m.name.clone(), reason };
+            let bad = |reason: String| PackedError::BadEntry {
+                path: pack.path().to_path_buf(),
+                name: m.name.clone(),
+                reason,
+            };
             if !crate::kernels::packed::packable(m.ty, m.rows, m.cols) {
-                return Err(bad(format!("matrix {} [{}x{}] is not packable", m.ty, m.rows, m.cols)).into());
+                return Err(bad(format!(
+                    "matrix {} [{}x{}] is not packable",
+                    m.ty, m.rows, m.cols
+                ))
+                .into());
             }
             // Bounds were validated at open; the length must still be this matrix's.
-            if e.len != m.byte_len() as u64 || e.offset.checked_add(e.len).is_none_or(|end| end > pack.len()) {
-                return Err(bad(format!("{} bytes at {}, the matrix has {}", e.len, e.offset, m.byte_len())).into());
+            if e.len != m.byte_len() as u64
+                || e.offset.checked_add(e.len).is_none_or(|end| end > pack.len())
+            {
+                return Err(bad(format!(
+                    "{} bytes at {}, the matrix has {}",
+                    e.len,
+                    e.offset,
+                    m.byte_len()
+                ))
+                .into());
             }
             ranges.push(Some(e.offset as usize..(e.offset + e.len) as usize));
         }
@@ -130,8 +156,15 @@ impl Model {
             n += r.is_some() as usize;
             m.set_packed(r);
         }
-        let bytes = self.w.matmul_matrices().iter().filter_map(|m| m.packed_range()).map(|r| r.len() as u64).sum();
-        self.pack_status = PackStatus::Attached { path: pack.path().to_path_buf(), matrices: n, bytes };
+        let bytes = self
+            .w
+            .matmul_matrices()
+            .iter()
+            .filter_map(|m| m.packed_range())
+            .map(|r| r.len() as u64)
+            .sum();
+        self.pack_status =
+            PackStatus::Attached { path: pack.path().to_path_buf(), matrices: n, bytes };
         self.packed = Some(pack);
         Ok(n)
     }
@@ -151,7 +184,9 @@ impl Model {
     pub fn attach_default_pack(&mut self) -> &PackStatus {
         let path = packed::sidecar_path(self.file.path());
         self.detach_packed();
-        let res = PackedFile::open(&path, &self.file).map_err(ModelError::from).and_then(|p| self.attach_packed(Arc::new(p)));
+        let res = PackedFile::open(&path, &self.file)
+            .map_err(ModelError::from)
+            .and_then(|p| self.attach_packed(Arc::new(p)));
         match res {
             Ok(_) => {}
             Err(ModelError::Packed(PackedError::Missing { .. })) => {}
@@ -178,7 +213,12 @@ impl Model {
 
     /// Bytes of the attached packed matrices.
     pub fn packed_bytes(&self) -> u64 {
-        self.w.matmul_matrices().iter().filter_map(|m| m.packed_range()).map(|r| r.len() as u64).sum()
+        self.w
+            .matmul_matrices()
+            .iter()
+            .filter_map(|m| m.packed_range())
+            .map(|r| r.len() as u64)
+            .sum()
     }
 
     /// A fresh KV cache for up to `n_ctx` positions (clamped to the training context), of the
@@ -212,15 +252,21 @@ impl Model {
             + n_out * c.dim // final-normed hidden states
             + 2 * n_out * c.vocab_size // logits and the LM head's matmul output
             + threads.max(1) * n_ctx; // attention scores
-        // Quantized activations: at most ~1.1 bytes per f32 input (8-bit blocks plus scales);
-        // 2 bytes per value bounds every supported activation type.
+                                      // Quantized activations: at most ~1.1 bytes per f32 input (8-bit blocks plus scales);
+                                      // 2 bytes per value bounds every supported activation type.
         floats * 4 + 2 * n_tok * widest
     }
 
     /// Runs `tokens` at positions `cache.len()..` through the network, appends their keys and
     /// values to `cache`, and returns logits `[n_out, vocab]` (`n_out` = 1 for `Last`, `tokens.len()`
     /// for `All`). A batch is processed layer by layer, so each weight row is read once per batch.
-    pub fn forward(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, ModelError> {
+    pub fn forward(
+        &self,
+        rt: &Runtime,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Vec<f32>, ModelError> {
         self.forward_checked(rt, cache, tokens, which, &mut || true)
     }
 
@@ -230,7 +276,14 @@ impl Model {
     /// [`ModelError::Interrupted`] and `cache` is as before the call (its length only advances
     /// at the end). This bounds the time between cancellation checks by one layer instead of a
     /// whole pass, which at long contexts is hundreds of milliseconds for a prefill batch.
-    pub fn forward_checked(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, ModelError> {
+    pub fn forward_checked(
+        &self,
+        rt: &Runtime,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyBatch);
         }
@@ -242,8 +295,15 @@ impl Model {
         }
         let hn = self.hidden(rt, cache, tokens, which, between_layers)?;
         rt.install(|| {
-            let mut logits = try_zeroed(hn.len() / self.cfg.dim * vocab).map_err(ModelError::oom("logits"))?; // [n_out, vocab]
-            mul(&self.file, self.packed.as_deref(), &self.w.output, &mut SharedActs::new(&hn, self.cfg.dim), &mut logits)?;
+            let mut logits =
+                try_zeroed(hn.len() / self.cfg.dim * vocab).map_err(ModelError::oom("logits"))?; // [n_out, vocab]
+            mul(
+                &self.file,
+                self.packed.as_deref(),
+                &self.w.output,
+                &mut SharedActs::new(&hn, self.cfg.dim),
+                &mut logits,
+            )?;
             Ok(logits)
         })
         .and_then(|l| self.unchanged().map(|()| l))
@@ -265,7 +325,14 @@ impl Model {
     /// token ids): returns `[n_out, rows.len()]`, each value bitwise equal to the same entry of
     /// the full logits (same kernels, same quantized activations), while reading only those rows
     /// of the output matrix.
-    pub fn forward_rows(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, rows: &[u32]) -> Result<Vec<f32>, ModelError> {
+    pub fn forward_rows(
+        &self,
+        rt: &Runtime,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        rows: &[u32],
+    ) -> Result<Vec<f32>, ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::EmptyBatch);
         }
@@ -277,10 +344,18 @@ impl Model {
         }
         let hn = self.hidden(rt, cache, tokens, which, &mut || true)?;
         rt.install(|| {
-            let mut logits = try_zeroed(hn.len() / self.cfg.dim * rows.len()).map_err(ModelError::oom("logits"))?; // [n_out, rows.len()]
+            let mut logits = try_zeroed(hn.len() / self.cfg.dim * rows.len())
+                .map_err(ModelError::oom("logits"))?; // [n_out, rows.len()]
             let mut acts = SharedActs::new(&hn, self.cfg.dim);
             let (a, arb) = acts.get(self.w.output.act_ty)?;
-            ops::matmul_rows(self.w.output.rows(&self.file), a, arb, hn.len() / self.cfg.dim, rows, &mut logits);
+            ops::matmul_rows(
+                self.w.output.rows(&self.file),
+                a,
+                arb,
+                hn.len() / self.cfg.dim,
+                rows,
+                &mut logits,
+            );
             Ok(logits)
         })
         .and_then(|l| self.unchanged().map(|()| l))
@@ -290,7 +365,14 @@ impl Model {
     /// `cache` and returns the final-normed hidden states `[n_out, dim]`. Each layer runs in the
     /// pool; for a batch, `between_layers` runs before each on the calling thread (false: stop,
     /// see [`Model::forward_checked`]).
-    fn hidden(&self, rt: &Runtime, cache: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, ModelError> {
+    fn hidden(
+        &self,
+        rt: &Runtime,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
         let pk = self.packed.as_deref();
@@ -298,7 +380,8 @@ impl Model {
         let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
         let pos0 = cache.len();
 
-        let scratch = |len: usize| try_zeroed::<f32>(len).map_err(ModelError::oom("forward-pass scratch"));
+        let scratch =
+            |len: usize| try_zeroed::<f32>(len).map_err(ModelError::oom("forward-pass scratch"));
         let mut x = scratch(n * dim)?; // [n, dim] residual stream
         let embd = &self.w.token_embd;
         let deq = quant::dequantize_row_fn(embd.ty).expect("checked at load");
@@ -338,7 +421,13 @@ impl Model {
                 rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
             }
             cache.store(l, &k, &v);
-            let shape = AttnShape { n_heads: c.n_heads, n_kv_heads: c.n_kv_heads, head_dim: hd, max_seq: cache.capacity(), pos0 };
+            let shape = AttnShape {
+                n_heads: c.n_heads,
+                n_kv_heads: c.n_kv_heads,
+                head_dim: hd,
+                max_seq: cache.capacity(),
+                pos0,
+            };
             ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
             mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
             add_in_place(&mut x, &proj);
@@ -397,7 +486,13 @@ fn norm_rows(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
 
 /// `out = acts · mᵀ` (`[n_tok, m.rows]`), quantizing the activations to `m`'s format once; uses
 /// `m`'s packed copy in `pack` when it has one and the kernel tier has a packed kernel.
-fn mul(file: &GgufFile, pack: Option<&PackedFile>, m: &Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) -> Result<(), ModelError> {
+fn mul(
+    file: &GgufFile,
+    pack: Option<&PackedFile>,
+    m: &Matrix,
+    acts: &mut SharedActs<'_>,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
     let n_tok = acts.n_tok();
     let (a, rb) = acts.get(m.act_ty)?;
     ops::matmul(m.rows_with(file, pack), a, rb, n_tok, out);

@@ -79,24 +79,47 @@ impl KvCache {
             KvDtype::F32 => 4,
             KvDtype::F16 => 2,
         };
-        [cfg.n_layers, cfg.n_kv_heads, KvCache::capacity_for(cfg, n_ctx), cfg.head_dim, elem].iter().fold(2usize, |a, &b| a.saturating_mul(b))
+        [cfg.n_layers, cfg.n_kv_heads, KvCache::capacity_for(cfg, n_ctx), cfg.head_dim, elem]
+            .iter()
+            .fold(2usize, |a, &b| a.saturating_mul(b))
     }
 
     /// [`KvCache::with_dtype`] that fails with `ModelError::OutOfMemory` (the whole cache's
     /// bytes) instead of aborting when the allocator refuses a buffer.
-    pub fn try_with_dtype(cfg: &Config, n_ctx: usize, dtype: KvDtype) -> Result<KvCache, ModelError> {
+    pub fn try_with_dtype(
+        cfg: &Config,
+        n_ctx: usize,
+        dtype: KvDtype,
+    ) -> Result<KvCache, ModelError> {
         let capacity = KvCache::capacity_for(cfg, n_ctx);
-        let oom = |_: AllocError| ModelError::OutOfMemory { what: "KV cache", bytes: KvCache::bytes_for(cfg, n_ctx, dtype) };
+        let oom = |_: AllocError| ModelError::OutOfMemory {
+            what: "KV cache",
+            bytes: KvCache::bytes_for(cfg, n_ctx, dtype),
+        };
         let per_layer = cfg.n_kv_heads.saturating_mul(capacity).saturating_mul(cfg.head_dim);
-        fn layers<T: Zeroable>(n_layers: usize, per_layer: usize) -> Result<Vec<Vec<T>>, AllocError> {
+        fn layers<T: Zeroable>(
+            n_layers: usize,
+            per_layer: usize,
+        ) -> Result<Vec<Vec<T>>, AllocError> {
             (0..n_layers).map(|_| try_zeroed(per_layer)).collect()
         }
         let (nl, pl) = (cfg.n_layers, per_layer);
         let store = match dtype {
-            KvDtype::F32 => Store::F32 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? },
-            KvDtype::F16 => Store::F16 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? },
+            KvDtype::F32 => {
+                Store::F32 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? }
+            }
+            KvDtype::F16 => {
+                Store::F16 { k: layers(nl, pl).map_err(oom)?, v: layers(nl, pl).map_err(oom)? }
+            }
         };
-        Ok(KvCache { n_layers: cfg.n_layers, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, capacity, len: 0, store })
+        Ok(KvCache {
+            n_layers: cfg.n_layers,
+            n_kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+            capacity,
+            len: 0,
+            store,
+        })
     }
 
     /// Element type of the stored keys and values.
@@ -143,7 +166,10 @@ impl KvCache {
 
     /// Fails with `CacheMismatch` unless the cache was built for `cfg`'s shape.
     pub(crate) fn check_shape(&self, cfg: &Config) -> Result<(), ModelError> {
-        if self.n_layers != cfg.n_layers || self.n_kv_heads != cfg.n_kv_heads || self.head_dim != cfg.head_dim {
+        if self.n_layers != cfg.n_layers
+            || self.n_kv_heads != cfg.n_kv_heads
+            || self.head_dim != cfg.head_dim
+        {
             return Err(ModelError::CacheMismatch);
         }
         Ok(())
@@ -216,7 +242,11 @@ impl KvCache {
 
     /// Calls `sink` with consecutive pieces of the payload of the first `n` positions (at most
     /// `len()`), in file order. Pieces are one head's keys or values: `[n, head_dim]`.
-    pub fn export_prefix(&self, n: usize, sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+    pub fn export_prefix(
+        &self,
+        n: usize,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let n = n.min(self.len);
         let hd = self.head_dim;
         let mut buf: Vec<u8> = Vec::with_capacity(n * hd * 4);
@@ -228,11 +258,15 @@ impl KvCache {
                     match &self.store {
                         Store::F32 { k, v } => {
                             let src = if kv == 0 { &k[l] } else { &v[l] };
-                            src[start..start + n * hd].iter().for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+                            src[start..start + n * hd]
+                                .iter()
+                                .for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
                         }
                         Store::F16 { k, v } => {
                             let src = if kv == 0 { &k[l] } else { &v[l] };
-                            src[start..start + n * hd].iter().for_each(|x| buf.extend_from_slice(&x.to_bits().to_le_bytes()));
+                            src[start..start + n * hd]
+                                .iter()
+                                .for_each(|x| buf.extend_from_slice(&x.to_bits().to_le_bytes()));
                         }
                     }
                     sink(&buf)?;
@@ -259,17 +293,25 @@ impl KvCache {
             for kv in 0..2 {
                 for h in 0..self.n_kv_heads {
                     let start = h * self.capacity * hd;
-                    let src = if piece == 0 { &[][..] } else { chunks.next().expect("payload size checked above") };
+                    let src = if piece == 0 {
+                        &[][..]
+                    } else {
+                        chunks.next().expect("payload size checked above")
+                    };
                     match &mut self.store {
                         Store::F32 { k, v } => {
                             let dst = if kv == 0 { &mut k[l] } else { &mut v[l] };
-                            for (d, s) in dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(4)) {
+                            for (d, s) in
+                                dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(4))
+                            {
                                 *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
                             }
                         }
                         Store::F16 { k, v } => {
                             let dst = if kv == 0 { &mut k[l] } else { &mut v[l] };
-                            for (d, s) in dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(2)) {
+                            for (d, s) in
+                                dst[start..start + n * hd].iter_mut().zip(src.chunks_exact(2))
+                            {
                                 *d = f16::from_bits(u16::from_le_bytes([s[0], s[1]]));
                             }
                         }
@@ -351,14 +393,26 @@ mod prefix_io_tests {
                 match (va, vb) {
                     (KvView::F32 { k: ka, v: xa }, KvView::F32 { k: kb, v: xb }) => {
                         for h in 0..c.n_kv_heads {
-                            assert_eq!(&ka[h * 16 * 4..h * 16 * 4 + 20], &kb[h * 8 * 4..h * 8 * 4 + 20]);
-                            assert_eq!(&xa[h * 16 * 4..h * 16 * 4 + 20], &xb[h * 8 * 4..h * 8 * 4 + 20]);
+                            assert_eq!(
+                                &ka[h * 16 * 4..h * 16 * 4 + 20],
+                                &kb[h * 8 * 4..h * 8 * 4 + 20]
+                            );
+                            assert_eq!(
+                                &xa[h * 16 * 4..h * 16 * 4 + 20],
+                                &xb[h * 8 * 4..h * 8 * 4 + 20]
+                            );
                         }
                     }
                     (KvView::F16 { k: ka, v: xa }, KvView::F16 { k: kb, v: xb }) => {
                         for h in 0..c.n_kv_heads {
-                            assert_eq!(&ka[h * 16 * 4..h * 16 * 4 + 20], &kb[h * 8 * 4..h * 8 * 4 + 20]);
-                            assert_eq!(&xa[h * 16 * 4..h * 16 * 4 + 20], &xb[h * 8 * 4..h * 8 * 4 + 20]);
+                            assert_eq!(
+                                &ka[h * 16 * 4..h * 16 * 4 + 20],
+                                &kb[h * 8 * 4..h * 8 * 4 + 20]
+                            );
+                            assert_eq!(
+                                &xa[h * 16 * 4..h * 16 * 4 + 20],
+                                &xb[h * 8 * 4..h * 8 * 4 + 20]
+                            );
                         }
                     }
                     _ => panic!("dtype changed"),

@@ -122,7 +122,11 @@ impl SourceId {
     /// The identity of `gguf` (hashes its header region: metadata and tensor table).
     pub fn of(gguf: &GgufFile) -> SourceId {
         let header_len = gguf.header().data_offset.min(gguf.len());
-        SourceId { len: gguf.len(), header_len, header_hash: fnv1a64(&gguf.bytes()[..header_len as usize]) }
+        SourceId {
+            len: gguf.len(),
+            header_len,
+            header_hash: fnv1a64(&gguf.bytes()[..header_len as usize]),
+        }
     }
 }
 
@@ -146,7 +150,8 @@ pub fn packable_shape(t: &TensorInfo) -> Option<(usize, usize)> {
 /// Whether `write` packs `t`: every packable matrix except an untied token embedding (with an
 /// `output.weight` present, the embedding is only read row by row, never multiplied).
 pub fn worth_packing(gguf: &GgufFile, t: &TensorInfo) -> bool {
-    packable_shape(t).is_some() && !(t.name == "token_embd.weight" && gguf.tensor("output.weight").is_some())
+    packable_shape(t).is_some()
+        && !(t.name == "token_embd.weight" && gguf.tensor("output.weight").is_some())
 }
 
 /// Rounds `x` up to the packed-data alignment (None on overflow).
@@ -208,7 +213,12 @@ fn encode_header(src: SourceId, n: u32, table_hash: u64, file_len: u64) -> [u8; 
 /// Writes the pack of `gguf` to `out`: streams one chunk of row groups at a time into a temporary
 /// file in the same directory, fsyncs it, makes it world-readable (0644) and renames it over `out`.
 pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
-    let todo: Vec<(&TensorInfo, usize, usize)> = gguf.tensors().iter().filter(|t| worth_packing(gguf, t)).filter_map(|t| packable_shape(t).map(|(r, c)| (t, r, c))).collect();
+    let todo: Vec<(&TensorInfo, usize, usize)> = gguf
+        .tensors()
+        .iter()
+        .filter(|t| worth_packing(gguf, t))
+        .filter_map(|t| packable_shape(t).map(|(r, c)| (t, r, c)))
+        .collect();
     if todo.is_empty() {
         return Err(PackedError::NothingToPack { path: gguf.path().to_path_buf() });
     }
@@ -223,10 +233,20 @@ pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
         table_len += (ENTRY_FIXED + t.name.len()) as u64;
     }
     let mut entries = Vec::with_capacity(todo.len());
-    let mut at = align_up(HEADER as u64 + table_len).ok_or_else(|| bad("layout overflows".into()))?;
+    let mut at =
+        align_up(HEADER as u64 + table_len).ok_or_else(|| bad("layout overflows".into()))?;
     for (t, ..) in &todo {
-        entries.push(PackedEntry { name: t.name.clone(), offset: at, len: t.size, source_sample: 0, packed_sample: 0 });
-        at = at.checked_add(t.size).and_then(align_up).ok_or_else(|| bad("layout overflows".into()))?;
+        entries.push(PackedEntry {
+            name: t.name.clone(),
+            offset: at,
+            len: t.size,
+            source_sample: 0,
+            packed_sample: 0,
+        });
+        at = at
+            .checked_add(t.size)
+            .and_then(align_up)
+            .ok_or_else(|| bad("layout overflows".into()))?;
     }
     let file_len = entries.last().map(|e| e.offset + e.len).unwrap_or(HEADER as u64);
 
@@ -270,7 +290,8 @@ pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
         for e in &entries {
             e.encode(&mut table);
         }
-        let header = encode_header(SourceId::of(gguf), entries.len() as u32, fnv1a64(&table), file_len);
+        let header =
+            encode_header(SourceId::of(gguf), entries.len() as u32, fnv1a64(&table), file_len);
         f.seek(SeekFrom::Start(0)).map_err(terr)?;
         f.write_all(&header).map_err(terr)?;
         f.write_all(&table).map_err(terr)?;
@@ -327,7 +348,11 @@ pub struct PackedFile {
 impl std::fmt::Debug for PackedFile {
     /// Short summary (the data is not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PackedFile").field("path", &self.path).field("len", &self.map.len()).field("entries", &self.entries.len()).finish()
+        f.debug_struct("PackedFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .field("entries", &self.entries.len())
+            .finish()
     }
 }
 
@@ -339,10 +364,13 @@ impl PackedFile {
         // Non-blocking, regular files only, no symlink followed (packs are written by rename).
         let file = match crate::regular_file::open(&path, crate::regular_file::Links::Refuse) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PackedError::Missing { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(PackedError::Missing { path })
+            }
             Err(source) => return Err(PackedError::Io { path, source }),
         };
-        let meta = file.metadata().map_err(|source| PackedError::Io { path: path.clone(), source })?;
+        let meta =
+            file.metadata().map_err(|source| PackedError::Io { path: path.clone(), source })?;
         if meta.len() < HEADER as u64 {
             // Still tell a foreign file from a short pack.
             let mut head = Vec::new();
@@ -351,11 +379,16 @@ impl PackedFile {
             if head.len() == 8 && head != MAGIC {
                 return Err(PackedError::BadMagic { path, found: head });
             }
-            return Err(PackedError::Truncated { path, needed: HEADER as u64, file_len: meta.len() });
+            return Err(PackedError::Truncated {
+                path,
+                needed: HEADER as u64,
+                file_len: meta.len(),
+            });
         }
         // SAFETY: read-only shared mapping. Packs are replaced by rename, never rewritten in place;
         // every range handed out below is checked against the length seen here.
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| PackedError::Io { path: path.clone(), source })?;
+        let map = unsafe { Mmap::map(&file) }
+            .map_err(|source| PackedError::Io { path: path.clone(), source })?;
         let watch = crate::mapguard::MapWatch::new(file, &map);
         let (entries, source) = parse(&path, &map, gguf)?;
         let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
@@ -414,7 +447,11 @@ impl PackedFile {
 }
 
 /// Validates a mapped pack against `gguf`; returns its entries and source identity.
-fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, SourceId), PackedError> {
+fn parse(
+    path: &Path,
+    b: &[u8],
+    gguf: &GgufFile,
+) -> Result<(Vec<PackedEntry>, SourceId), PackedError> {
     let p = || path.to_path_buf();
     let corrupt = |reason: String| PackedError::Corrupt { path: p(), reason };
     if b[0..8] != MAGIC {
@@ -432,7 +469,8 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
         return Err(PackedError::WrongVersion { path: p(), found: version });
     }
     let n = u32_at(b, 12) as usize;
-    let source = SourceId { len: u64_at(b, 16), header_len: u64_at(b, 24), header_hash: u64_at(b, 32) };
+    let source =
+        SourceId { len: u64_at(b, 16), header_len: u64_at(b, 24), header_hash: u64_at(b, 32) };
     let file_len = b.len() as u64;
     let want_len = u64_at(b, 40);
     if file_len < want_len {
@@ -443,14 +481,33 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
     }
     // Identity of the source before the entries: a stale pack is the common case.
     if source.len != gguf.len() {
-        return Err(PackedError::Stale { path: p(), reason: format!("made from a model file of {} bytes, {} has {}", source.len, gguf.path().display(), gguf.len()) });
+        return Err(PackedError::Stale {
+            path: p(),
+            reason: format!(
+                "made from a model file of {} bytes, {} has {}",
+                source.len,
+                gguf.path().display(),
+                gguf.len()
+            ),
+        });
     }
     let here = SourceId::of(gguf);
     if source != here {
-        return Err(PackedError::Stale { path: p(), reason: format!("model header hash {:016x} differs from the pack's {:016x} ({})", here.header_hash, source.header_hash, gguf.path().display()) });
+        return Err(PackedError::Stale {
+            path: p(),
+            reason: format!(
+                "model header hash {:016x} differs from the pack's {:016x} ({})",
+                here.header_hash,
+                source.header_hash,
+                gguf.path().display()
+            ),
+        });
     }
     if n == 0 || n > gguf.tensors().len() {
-        return Err(corrupt(format!("{n} entries for a model of {} tensors", gguf.tensors().len())));
+        return Err(corrupt(format!(
+            "{n} entries for a model of {} tensors",
+            gguf.tensors().len()
+        )));
     }
     // The table.
     let mut at = HEADER;
@@ -466,9 +523,17 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
         if end > b.len() {
             return Err(short());
         }
-        let name = std::str::from_utf8(&b[at + 2..at + 2 + nl]).map_err(|_| corrupt(format!("entry {i} name is not UTF-8")))?.to_string();
+        let name = std::str::from_utf8(&b[at + 2..at + 2 + nl])
+            .map_err(|_| corrupt(format!("entry {i} name is not UTF-8")))?
+            .to_string();
         let f = at + 2 + nl;
-        entries.push(PackedEntry { name, offset: u64_at(b, f), len: u64_at(b, f + 8), source_sample: u64_at(b, f + 16), packed_sample: u64_at(b, f + 24) });
+        entries.push(PackedEntry {
+            name,
+            offset: u64_at(b, f),
+            len: u64_at(b, f + 8),
+            source_sample: u64_at(b, f + 16),
+            packed_sample: u64_at(b, f + 24),
+        });
         at = end;
     }
     if fnv1a64(&b[HEADER..at]) != u64_at(b, 48) {
@@ -478,15 +543,29 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
     let mut seen = HashMap::with_capacity(n);
     let mut prev_end = at as u64;
     for e in &entries {
-        let bad = |reason: String| PackedError::BadEntry { path: p(), name: e.name.clone(), reason };
+        let bad =
+            |reason: String| PackedError::BadEntry { path: p(), name: e.name.clone(), reason };
         if seen.insert(e.name.as_str(), ()).is_some() {
             return Err(bad("listed twice".into()));
         }
-        let t = gguf.tensor(&e.name).ok_or_else(|| bad(format!("the model {} has no such tensor", gguf.path().display())))?;
-        let (_rows, _cols) = packable_shape(t.info).ok_or_else(|| bad(format!("tensor type {} shape {:?} is not a packable Q4_K/Q6_K matrix", t.info.ty, t.info.dims)))?;
+        let t = gguf.tensor(&e.name).ok_or_else(|| {
+            bad(format!("the model {} has no such tensor", gguf.path().display()))
+        })?;
+        let (_rows, _cols) = packable_shape(t.info).ok_or_else(|| {
+            bad(format!(
+                "tensor type {} shape {:?} is not a packable Q4_K/Q6_K matrix",
+                t.info.ty, t.info.dims
+            ))
+        })?;
         let end = e.offset.checked_add(e.len);
         if end.is_none_or(|end| end > file_len) {
-            return Err(PackedError::OutOfBounds { path: p(), name: e.name.clone(), offset: e.offset, len: e.len, file_len });
+            return Err(PackedError::OutOfBounds {
+                path: p(),
+                name: e.name.clone(),
+                offset: e.offset,
+                len: e.len,
+                file_len,
+            });
         }
         if e.len != t.info.size {
             return Err(bad(format!("{} bytes, the tensor has {}", e.len, t.info.size)));
@@ -495,11 +574,17 @@ fn parse(path: &Path, b: &[u8], gguf: &GgufFile) -> Result<(Vec<PackedEntry>, So
             return Err(bad(format!("offset {} is not {ALIGN}-byte aligned", e.offset)));
         }
         if e.offset < prev_end {
-            return Err(bad(format!("offset {} overlaps the table or the previous entry (ends at {prev_end})", e.offset)));
+            return Err(bad(format!(
+                "offset {} overlaps the table or the previous entry (ends at {prev_end})",
+                e.offset
+            )));
         }
         prev_end = e.offset + e.len;
         if sample_hash(t.data) != e.source_sample {
-            return Err(PackedError::Stale { path: p(), reason: format!("the weights of {:?} differ from the ones packed", e.name) });
+            return Err(PackedError::Stale {
+                path: p(),
+                reason: format!("the weights of {:?} differ from the ones packed", e.name),
+            });
         }
         if sample_hash(&b[e.offset as usize..prev_end as usize]) != e.packed_sample {
             return Err(bad("packed data checksum mismatch (damaged file)".into()));

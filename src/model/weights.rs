@@ -1,9 +1,9 @@
 //! Model weights: references into the mapped GGUF file, validated against the config at load.
 
+use super::PackedFile;
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::{self, TypeKernels};
-use super::PackedFile;
 use crate::ops::{PackedRows, WeightRows};
 use crate::quant::{self, GgmlType};
 use std::ops::Range;
@@ -39,12 +39,23 @@ impl std::fmt::Debug for Matrix {
 impl Matrix {
     /// The rows as a kernel argument, borrowing from `file` (the file this matrix was loaded from).
     pub fn rows<'a>(&self, file: &'a GgufFile) -> WeightRows<'a> {
-        WeightRows { data: &file.bytes()[self.range.clone()], rows: self.rows, cols: self.cols, row_bytes: self.row_bytes, kernels: self.kernels, packed: None }
+        WeightRows {
+            data: &file.bytes()[self.range.clone()],
+            rows: self.rows,
+            cols: self.cols,
+            row_bytes: self.row_bytes,
+            kernels: self.kernels,
+            packed: None,
+        }
     }
 
     /// The rows as a kernel argument, with the packed layout too when this matrix has a range in
     /// `pack` (the file attached to the model) and the kernel tier has a packed kernel.
-    pub fn rows_with<'a>(&self, file: &'a GgufFile, pack: Option<&'a PackedFile>) -> WeightRows<'a> {
+    pub fn rows_with<'a>(
+        &self,
+        file: &'a GgufFile,
+        pack: Option<&'a PackedFile>,
+    ) -> WeightRows<'a> {
         let mut w = self.rows(file);
         if let (Some(r), Some(p)) = (&self.packed, pack) {
             if let Some(dot) = kernels::kernels().packed(self.ty) {
@@ -79,20 +90,20 @@ impl Matrix {
 /// One transformer block's weights.
 #[derive(Debug)]
 pub struct LayerWeights {
-    pub attn_norm: Vec<f32>, // [dim]
-    pub wq: Matrix,          // [q_dim rows, dim cols]
-    pub wk: Matrix,          // [kv_dim, dim]
-    pub wv: Matrix,          // [kv_dim, dim]
-    pub wo: Matrix,          // [dim, q_dim]
-    pub bq: Option<Vec<f32>>, // [q_dim]
-    pub bk: Option<Vec<f32>>, // [kv_dim]
-    pub bv: Option<Vec<f32>>, // [kv_dim]
+    pub attn_norm: Vec<f32>,      // [dim]
+    pub wq: Matrix,               // [q_dim rows, dim cols]
+    pub wk: Matrix,               // [kv_dim, dim]
+    pub wv: Matrix,               // [kv_dim, dim]
+    pub wo: Matrix,               // [dim, q_dim]
+    pub bq: Option<Vec<f32>>,     // [q_dim]
+    pub bk: Option<Vec<f32>>,     // [kv_dim]
+    pub bv: Option<Vec<f32>>,     // [kv_dim]
     pub q_norm: Option<Vec<f32>>, // [head_dim]
     pub k_norm: Option<Vec<f32>>, // [head_dim]
-    pub ffn_norm: Vec<f32>,  // [dim]
-    pub w_gate: Matrix,      // [ffn_dim, dim]
-    pub w_up: Matrix,        // [ffn_dim, dim]
-    pub w_down: Matrix,      // [dim, ffn_dim]
+    pub ffn_norm: Vec<f32>,       // [dim]
+    pub w_gate: Matrix,           // [ffn_dim, dim]
+    pub w_up: Matrix,             // [ffn_dim, dim]
+    pub w_down: Matrix,           // [dim, ffn_dim]
 }
 
 /// All weights of a model.
@@ -107,11 +118,19 @@ pub struct Weights {
 }
 
 /// Looks up `name` and checks its dims.
-fn tensor<'a>(file: &'a GgufFile, name: &str, dims: &[usize]) -> Result<&'a TensorInfo, ModelError> {
+fn tensor<'a>(
+    file: &'a GgufFile,
+    name: &str,
+    dims: &[usize],
+) -> Result<&'a TensorInfo, ModelError> {
     let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?.info;
     let want: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
     if t.dims != want {
-        return Err(ModelError::ShapeMismatch { name: name.to_string(), expected: want, found: t.dims.clone() });
+        return Err(ModelError::ShapeMismatch {
+            name: name.to_string(),
+            expected: want,
+            found: t.dims.clone(),
+        });
     }
     Ok(t)
 }
@@ -126,20 +145,36 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
     set.quantize(act_ty).ok_or_else(|| unsupported("multiply (no activation quantizer)"))?;
     // The activation row must exist for this length too (e.g. Q8_K needs multiples of 256).
     quant::row_size(act_ty, cols).map_err(|_| unsupported("multiply at this row length"))?;
-    let row_bytes = quant::row_size(t.ty, cols).map_err(|_| unsupported("store at this row length"))?;
+    let row_bytes =
+        quant::row_size(t.ty, cols).map_err(|_| unsupported("store at this row length"))?;
     if row_bytes.checked_mul(rows) != Some(t.size as usize) {
-        return Err(ModelError::ShapeMismatch { name: name.into(), expected: vec![cols as u64, rows as u64], found: t.dims.clone() });
+        return Err(ModelError::ShapeMismatch {
+            name: name.into(),
+            expected: vec![cols as u64, rows as u64],
+            found: t.dims.clone(),
+        });
     }
     let start = t.offset as usize;
-    Ok(Matrix { name: name.to_string(), ty: t.ty, rows, cols, row_bytes, act_ty, range: start..start + t.size as usize, kernels, packed: None })
+    Ok(Matrix {
+        name: name.to_string(),
+        ty: t.ty,
+        rows,
+        cols,
+        row_bytes,
+        act_ty,
+        range: start..start + t.size as usize,
+        kernels,
+        packed: None,
+    })
 }
 
 /// Loads a 1-D tensor `name` of `n` elements converted to f32 (norm weights, biases).
 fn vector(file: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
     let t = tensor(file, name, &[n])?;
     let mut out = vec![0.0f32; n];
-    quant::dequantize_row(t.ty, file.data_of(t), &mut out)
-        .map_err(|_| ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what: "convert to f32" })?;
+    quant::dequantize_row(t.ty, file.data_of(t), &mut out).map_err(|_| {
+        ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what: "convert to f32" }
+    })?;
     Ok(out)
 }
 
@@ -154,7 +189,15 @@ fn opt_vector(file: &GgufFile, name: &str, n: usize) -> Result<Option<Vec<f32>>,
 impl LayerWeights {
     /// The seven matrices of the block, mutably (attaching packed ranges).
     pub(super) fn matrices_mut(&mut self) -> [&mut Matrix; 7] {
-        [&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo, &mut self.w_gate, &mut self.w_up, &mut self.w_down]
+        [
+            &mut self.wq,
+            &mut self.wk,
+            &mut self.wv,
+            &mut self.wo,
+            &mut self.w_gate,
+            &mut self.w_up,
+            &mut self.w_down,
+        ]
     }
 
     /// The seven matrices of the block.
@@ -166,7 +209,8 @@ impl LayerWeights {
 impl Weights {
     /// Every matrix the forward pass multiplies with (layers, then the LM head), mutably.
     pub(super) fn matmul_matrices_mut(&mut self) -> Vec<&mut Matrix> {
-        let mut v: Vec<&mut Matrix> = self.layers.iter_mut().flat_map(|l| l.matrices_mut()).collect();
+        let mut v: Vec<&mut Matrix> =
+            self.layers.iter_mut().flat_map(|l| l.matrices_mut()).collect();
         v.push(&mut self.output);
         v
     }
@@ -180,12 +224,21 @@ impl Weights {
 
     /// Finds and validates every tensor the config calls for.
     pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
-        let (dim, qd, kvd, ffn, hd) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim, cfg.head_dim);
+        let (dim, qd, kvd, ffn, hd) =
+            (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim, cfg.head_dim);
         let token_embd = matrix(file, "token_embd.weight", cfg.vocab_size, dim)?;
         if quant::dequantize_row_fn(token_embd.ty).is_none() {
-            return Err(ModelError::UnsupportedType { name: token_embd.name, ty: token_embd.ty, what: "dequantize (embedding lookup)" });
+            return Err(ModelError::UnsupportedType {
+                name: token_embd.name,
+                ty: token_embd.ty,
+                what: "dequantize (embedding lookup)",
+            });
         }
-        let output = if cfg.tied_embeddings { token_embd.clone() } else { matrix(file, "output.weight", cfg.vocab_size, dim)? };
+        let output = if cfg.tied_embeddings {
+            token_embd.clone()
+        } else {
+            matrix(file, "output.weight", cfg.vocab_size, dim)?
+        };
         let output_norm = vector(file, "output_norm.weight", dim)?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for i in 0..cfg.n_layers {

@@ -125,7 +125,8 @@ fn lex(s: &str) -> Vec<Tok> {
                 }
             }
             out.push(Tok::Word { name, quoted: true, start, end: pos(i), complete });
-        } else if c.is_ascii_digit() || (c == '$' && at(i + 1).is_some_and(|d| d.is_ascii_digit())) {
+        } else if c.is_ascii_digit() || (c == '$' && at(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
             i += 1;
             while at(i).is_some_and(|d| d.is_ascii_alphanumeric() || d == '.' || d == '_') {
                 i += 1;
@@ -137,7 +138,13 @@ fn lex(s: &str) -> Vec<Tok> {
                 i += 1;
             }
             let end = pos(i);
-            out.push(Tok::Word { name: s[start..end].to_lowercase(), quoted: false, start, end, complete: i < b.len() });
+            out.push(Tok::Word {
+                name: s[start..end].to_lowercase(),
+                quoted: false,
+                start,
+                end,
+                complete: i < b.len(),
+            });
         } else {
             let two: String = b[i..b.len().min(i + 2)].iter().map(|x| x.1).collect();
             let op = ["::", "<=", ">=", "<>", "!=", "||"].iter().find(|o| two == **o);
@@ -178,8 +185,29 @@ fn backticks_ok(sql: &str, from: usize) -> bool {
 fn opens_expr(w: &str) -> bool {
     matches!(
         w,
-        "select" | "distinct" | "where" | "and" | "or" | "not" | "on" | "by" | "having" | "when" | "then" | "else" | "case" | "between"
-            | "is" | "like" | "ilike" | "return" | "returning" | "set" | "all" | "any" | "some"
+        "select"
+            | "distinct"
+            | "where"
+            | "and"
+            | "or"
+            | "not"
+            | "on"
+            | "by"
+            | "having"
+            | "when"
+            | "then"
+            | "else"
+            | "case"
+            | "between"
+            | "is"
+            | "like"
+            | "ilike"
+            | "return"
+            | "returning"
+            | "set"
+            | "all"
+            | "any"
+            | "some"
     )
 }
 
@@ -237,7 +265,17 @@ impl Names {
     pub fn new(schema: &SchemaInfo) -> Names {
         let fold = |s: &str| s.to_string();
         Names {
-            tables: schema.tables.iter().map(|t| (fold(&t.schema), fold(&t.name), t.columns.iter().map(|c| fold(&c.name)).collect())).collect(),
+            tables: schema
+                .tables
+                .iter()
+                .map(|t| {
+                    (
+                        fold(&t.schema),
+                        fold(&t.name),
+                        t.columns.iter().map(|c| fold(&c.name)).collect(),
+                    )
+                })
+                .collect(),
             hints: HashMap::new(),
             known_calls_only: false,
         }
@@ -291,7 +329,9 @@ impl Names {
             if let Tok::Word { name, quoted, end, complete, .. } = t {
                 if *end >= boundary || !complete {
                     let next = match toks.get(k + 1) {
-                        Some(Tok::Punct(p)) if sql[*end..].starts_with(p.as_str()) => Some(p.as_str()),
+                        Some(Tok::Punct(p)) if sql[*end..].starts_with(p.as_str()) => {
+                            Some(p.as_str())
+                        }
                         _ => None,
                     };
                     if !st.accepts(name, *quoted, *complete, next) {
@@ -352,7 +392,9 @@ impl<'n> State<'n> {
     fn is_name(&self, name: &str, quoted: bool) -> bool {
         (quoted || !is_keyword(name))
             && (self.declared.contains_key(&key(name, quoted))
-                || self.names.tables.iter().any(|t| Names::eq(name, quoted, &t.1) || t.2.iter().any(|c| Names::eq(name, quoted, c))))
+                || self.names.tables.iter().any(|t| {
+                    Names::eq(name, quoted, &t.1) || t.2.iter().any(|c| Names::eq(name, quoted, c))
+                }))
     }
 
     /// Whether word `name` is acceptable in the current slot; `complete` when a character
@@ -360,9 +402,23 @@ impl<'n> State<'n> {
     fn accepts(&self, name: &str, quoted: bool, complete: bool, next: Option<&str>) -> bool {
         let n = self.names;
         let declared = |p: &dyn Fn(&str) -> bool| self.declared.keys().any(|d| p(d));
-        let test = |real: &str| if complete { Names::eq(name, quoted, real) } else { Names::prefix(name, quoted, real) };
-        let keyword = || !quoted && (if complete { is_keyword(name) } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) });
-        let call = complete && next == Some("(") && (!n.known_calls_only || (!quoted && is_keyword(name)));
+        let test = |real: &str| {
+            if complete {
+                Names::eq(name, quoted, real)
+            } else {
+                Names::prefix(name, quoted, real)
+            }
+        };
+        let keyword = || {
+            !quoted
+                && (if complete {
+                    is_keyword(name)
+                } else {
+                    SQL_WORDS.iter().any(|w| w.starts_with(name))
+                })
+        };
+        let call =
+            complete && next == Some("(") && (!n.known_calls_only || (!quoted && is_keyword(name)));
         if complete && self.after_alias && !quoted && name == "as" {
             return false; // `FROM orders o AS x`: a second alias is a syntax error
         }
@@ -379,7 +435,12 @@ impl<'n> State<'n> {
             // column that table lacks, while other names remain.
             let k = key(name, quoted);
             if let Some(cols) = self.forward.get(&k) {
-                let has = |c: &String| n.tables[i].2.iter().any(|real| Names::eq(c, true, real) || Names::eq(c, false, real));
+                let has = |c: &String| {
+                    n.tables[i]
+                        .2
+                        .iter()
+                        .any(|real| Names::eq(c, true, real) || Names::eq(c, false, real))
+                };
                 if (quoted || !is_keyword(&k)) && !cols.iter().all(has) {
                     return false;
                 }
@@ -388,9 +449,16 @@ impl<'n> State<'n> {
         match &self.slot {
             Slot::Free => true,
             Slot::Table(None) => {
-                let relation_kw = !quoted && if complete { matches!(name, "lateral" | "only") } else { SQL_WORDS.iter().any(|w| w.starts_with(name)) };
+                let relation_kw = !quoted
+                    && if complete {
+                        matches!(name, "lateral" | "only")
+                    } else {
+                        SQL_WORDS.iter().any(|w| w.starts_with(name))
+                    };
                 call || relation_kw
-                    || n.tables.iter().any(|t| test(&t.1) || (test(&t.0) && (!complete || next == Some("."))))
+                    || n.tables
+                        .iter()
+                        .any(|t| test(&t.1) || (test(&t.0) && (!complete || next == Some("."))))
                     || declared(&|d| test(d))
             }
             Slot::Table(Some(s)) => n.tables.iter().any(|t| &t.0 == s && test(&t.1)),
@@ -409,16 +477,24 @@ impl<'n> State<'n> {
                     return !n.known_calls_only
                         || quoted
                         || name.chars().count() <= MAX_FORWARD_ALIAS
-                        || n.tables.iter().any(|t| test(&t.0) || test(&t.1) || t.2.iter().any(|c| test(c)))
+                        || n.tables
+                            .iter()
+                            .any(|t| test(&t.0) || test(&t.1) || t.2.iter().any(|c| test(c)))
                         || n.hints.keys().any(|h| test(h));
                 }
                 if next == Some(".") {
                     // A qualifier: a table, a schema, or an alias declared later.
-                    if name.chars().count() <= MAX_FORWARD_ALIAS || n.tables.iter().any(|t| test(&t.1) || test(&t.0)) {
+                    if name.chars().count() <= MAX_FORWARD_ALIAS
+                        || n.tables.iter().any(|t| test(&t.1) || test(&t.0))
+                    {
                         return true;
                     }
                 }
-                let scope: Vec<usize> = self.referenced.iter().filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None }).collect();
+                let scope: Vec<usize> = self
+                    .referenced
+                    .iter()
+                    .filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None })
+                    .collect();
                 let derived = self.referenced.contains(&Target::Derived);
                 if derived {
                     return true;
@@ -446,7 +522,11 @@ impl<'n> State<'n> {
                 let (w, q) = (name.as_str(), *quoted);
                 self.prev_word = Some((key(w, q), q));
                 if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
-                    self.forward.entry(alias).or_default().push(if q { w.to_string() } else { w.to_lowercase() });
+                    self.forward.entry(alias).or_default().push(if q {
+                        w.to_string()
+                    } else {
+                        w.to_lowercase()
+                    });
                     return;
                 }
                 if let Some(target) = self.declaring.take() {
@@ -462,7 +542,12 @@ impl<'n> State<'n> {
                         return;
                     }
                     let target = match &slot {
-                        Slot::Table(Some(s)) => self.names.tables.iter().position(|t| &t.0 == s && Names::eq(w, q, &t.1)).map(Target::Table),
+                        Slot::Table(Some(s)) => self
+                            .names
+                            .tables
+                            .iter()
+                            .position(|t| &t.0 == s && Names::eq(w, q, &t.1))
+                            .map(Target::Table),
                         _ => self.resolve(w, q),
                     };
                     match target {
@@ -502,8 +587,14 @@ impl<'n> State<'n> {
                     "." => {
                         if let Some(Some(Target::Schema)) = qualifier {
                             // `schema.` then a table of that schema.
-                            let schema = prev_word.as_ref().map(|w| w.0.clone()).unwrap_or_default();
-                            let real = self.names.tables.iter().find(|t| Names::eq(&schema, false, &t.0) || t.0 == schema).map(|t| t.0.clone());
+                            let schema =
+                                prev_word.as_ref().map(|w| w.0.clone()).unwrap_or_default();
+                            let real = self
+                                .names
+                                .tables
+                                .iter()
+                                .find(|t| Names::eq(&schema, false, &t.0) || t.0 == schema)
+                                .map(|t| t.0.clone());
                             self.slot = match real {
                                 Some(s) if self.clause() == Clause::From => Slot::Table(Some(s)),
                                 _ => Slot::Free,
@@ -516,11 +607,18 @@ impl<'n> State<'n> {
                                 Some(Target::Table(i)) => Slot::ColumnOf(i),
                                 Some(Target::Derived) => Slot::Free,
                                 Some(Target::Schema) if self.clause() == Clause::From => {
-                                    let real = self.names.tables.iter().find(|t| Names::eq(&w, q, &t.0)).map(|t| t.0.clone());
+                                    let real = self
+                                        .names
+                                        .tables
+                                        .iter()
+                                        .find(|t| Names::eq(&w, q, &t.0))
+                                        .map(|t| t.0.clone());
                                     Slot::Table(real)
                                 }
                                 Some(Target::Schema) => Slot::Free,
-                                None if self.names.hints.contains_key(&w) => Slot::ColumnOf(self.names.hints[&w]),
+                                None if self.names.hints.contains_key(&w) => {
+                                    Slot::ColumnOf(self.names.hints[&w])
+                                }
                                 None if w.chars().count() <= MAX_FORWARD_ALIAS => {
                                     self.forward_of = Some(w.clone());
                                     Slot::AnyColumn
@@ -530,10 +628,33 @@ impl<'n> State<'n> {
                         }
                     }
                     "(" => {
-                        let func = prev_word.as_ref().is_some_and(|(w, _)| !matches!(w.as_str(), "in" | "exists" | "from" | "join" | "as" | "any" | "all" | "some" | "lateral" | "using" | "values" | "on" | "where" | "and" | "or" | "not"));
+                        let func = prev_word.as_ref().is_some_and(|(w, _)| {
+                            !matches!(
+                                w.as_str(),
+                                "in" | "exists"
+                                    | "from"
+                                    | "join"
+                                    | "as"
+                                    | "any"
+                                    | "all"
+                                    | "some"
+                                    | "lateral"
+                                    | "using"
+                                    | "values"
+                                    | "on"
+                                    | "where"
+                                    | "and"
+                                    | "or"
+                                    | "not"
+                            )
+                        });
                         self.alias_for = None;
                         self.frames.push((if func { Clause::Other } else { Clause::None }, false));
-                        self.slot = if prev_word.as_ref().is_some_and(|(w, _)| w == "using") { Slot::Free } else { Slot::Expr };
+                        self.slot = if prev_word.as_ref().is_some_and(|(w, _)| w == "using") {
+                            Slot::Free
+                        } else {
+                            Slot::Expr
+                        };
                     }
                     ")" => {
                         let closed = if self.frames.len() > 1 { self.frames.pop() } else { None };
@@ -561,7 +682,9 @@ impl<'n> State<'n> {
                         self.frames = vec![(Clause::None, false)];
                         self.alias_for = None;
                     }
-                    "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=" | "+" | "-" | "/" | "%" | "||" => self.slot = Slot::Expr,
+                    "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=" | "+" | "-" | "/" | "%" | "||" => {
+                        self.slot = Slot::Expr
+                    }
                     "*" => self.slot = Slot::Free,
                     _ => {}
                 }
@@ -608,11 +731,25 @@ impl<'n> State<'n> {
                 self.set_clause(Clause::List);
                 self.slot = Slot::Expr;
             }
-            "limit" | "offset" | "fetch" | "union" | "intersect" | "except" => self.set_clause(Clause::Other),
+            "limit" | "offset" | "fetch" | "union" | "intersect" | "except" => {
+                self.set_clause(Clause::Other)
+            }
             _ if opens_expr(w) => self.slot = Slot::Expr,
             _ => {}
         }
-        if matches!(w, "left" | "right" | "inner" | "full" | "cross" | "natural" | "outer" | "lateral" | "only") && self.clause() == Clause::From {
+        if matches!(
+            w,
+            "left"
+                | "right"
+                | "inner"
+                | "full"
+                | "cross"
+                | "natural"
+                | "outer"
+                | "lateral"
+                | "only"
+        ) && self.clause() == Clause::From
+        {
             // `LEFT JOIN`: the relation follows JOIN; `LATERAL (`: stays in FROM.
             self.slot = Slot::Table(None);
         }
@@ -657,7 +794,10 @@ impl Constrainer {
 
     /// A constrainer over the tables of `schema` that knows the aliases of an earlier draft
     /// (see [`Names::with_hints`]).
-    pub fn with_hints(schema: &SchemaInfo, hints: impl IntoIterator<Item = (String, bool, usize)>) -> Constrainer {
+    pub fn with_hints(
+        schema: &SchemaInfo,
+        hints: impl IntoIterator<Item = (String, bool, usize)>,
+    ) -> Constrainer {
         Constrainer { names: Names::new(schema).with_hints(hints), top_k: TOP_K, bans: Vec::new() }
     }
 
@@ -669,7 +809,11 @@ impl Constrainer {
     pub fn with_ban(mut self, rejected: &str, start: usize, end: usize) -> Constrainer {
         let trimmed = rejected.trim_start();
         let lead = rejected.len() - trimmed.len();
-        self.bans.push((trimmed.trim_end().to_string(), start.saturating_sub(lead), end.saturating_sub(lead)));
+        self.bans.push((
+            trimmed.trim_end().to_string(),
+            start.saturating_sub(lead),
+            end.saturating_sub(lead),
+        ));
         self
     }
 
@@ -681,7 +825,9 @@ impl Constrainer {
 
     /// True when `piece` after `text` completes a banned word at its place.
     fn banned(&self, text: &str, piece: &str) -> bool {
-        self.bans.iter().any(|(rejected, start, end)| Self::banned_by(rejected, *start, *end, text, piece))
+        self.bans
+            .iter()
+            .any(|(rejected, start, end)| Self::banned_by(rejected, *start, *end, text, piece))
     }
 
     /// [`Constrainer::banned`] for one ban.
@@ -697,7 +843,11 @@ impl Constrainer {
         // Neither the word again nor a longer one grown from it (`dname_count(`: an invented
         // function), so the repair writes another name, a qualifier or another construct there.
         let same = |a: Option<&str>, b: Option<&str>| a.is_some() && a == b;
-        same(after.get(..start), rejected.get(..start)) && after.get(start..end).zip(rejected.get(start..end)).is_some_and(|(a, r)| a.eq_ignore_ascii_case(r))
+        same(after.get(..start), rejected.get(..start))
+            && after
+                .get(start..end)
+                .zip(rejected.get(start..end))
+                .is_some_and(|(a, r)| a.eq_ignore_ascii_case(r))
     }
 
     /// The schema names used.
@@ -707,7 +857,13 @@ impl Constrainer {
 
     /// The highest-logit token among the top K whose text keeps `text` acceptable, else the
     /// argmax. `logits` is `[vocab]` when `rows` is `None`, else `[rows.len()]` for token ids `rows`.
-    pub fn choose(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>) -> Pick {
+    pub fn choose(
+        &self,
+        tok: &Tokenizer,
+        text: &str,
+        logits: &[f32],
+        rows: Option<&[u32]>,
+    ) -> Pick {
         self.choose_excluding(tok, text, logits, rows, &[])
     }
 
@@ -715,7 +871,14 @@ impl Constrainer {
     /// already backed out of at this position). End of generation is acceptable only as the
     /// model's own first choice: taken as a fallback it would end the statement wherever the
     /// constraint left no other way (mid-word, inside parentheses).
-    pub fn choose_excluding(&self, tok: &Tokenizer, text: &str, logits: &[f32], rows: Option<&[u32]>, excluded: &[u32]) -> Pick {
+    pub fn choose_excluding(
+        &self,
+        tok: &Tokenizer,
+        text: &str,
+        logits: &[f32],
+        rows: Option<&[u32]>,
+        excluded: &[u32],
+    ) -> Pick {
         let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
         let best = crate::sampler::argmax(logits) as usize;
         // Other special tokens are never acceptable (they are no SQL).
@@ -756,16 +919,27 @@ mod tests {
     /// users(user_id, full_name, country_code), orders(order_id, user_id, status), and
     /// sales.invoices(invoice_id, total).
     fn names() -> Names {
-        let users = Table::new("public", "users", TableKind::Table).column("user_id", "integer", false).column("full_name", "text", false).column("country_code", "text", false);
-        let orders = Table::new("public", "orders", TableKind::Table).column("order_id", "integer", false).column("user_id", "integer", false).column("status", "text", false);
-        let inv = Table::new("sales", "invoices", TableKind::Table).column("invoice_id", "integer", false).column("Total", "numeric", false);
+        let users = Table::new("public", "users", TableKind::Table)
+            .column("user_id", "integer", false)
+            .column("full_name", "text", false)
+            .column("country_code", "text", false);
+        let orders = Table::new("public", "orders", TableKind::Table)
+            .column("order_id", "integer", false)
+            .column("user_id", "integer", false)
+            .column("status", "text", false);
+        let inv = Table::new("sales", "invoices", TableKind::Table)
+            .column("invoice_id", "integer", false)
+            .column("Total", "numeric", false);
         Names::new(&SchemaInfo::new(vec![users, orders, inv], Some("public")))
     }
 
     #[test]
     fn lexes_words_literals_and_operators() {
         let t = lex("SELECT \"A\"\"b\", 'x''y' FROM t WHERE a::date >= 1.5 -- c\n");
-        assert_eq!(t[1], Tok::Word { name: "A\"b".into(), quoted: true, start: 7, end: 13, complete: true });
+        assert_eq!(
+            t[1],
+            Tok::Word { name: "A\"b".into(), quoted: true, start: 7, end: 13, complete: true }
+        );
         assert_eq!(t[3], Tok::Literal);
         assert!(t.contains(&Tok::Punct("::".into())) && t.contains(&Tok::Punct(">=".into())));
         assert!(matches!(t.last(), Some(Tok::Literal)));
@@ -811,7 +985,10 @@ mod tests {
         assert!(!n.check("SELECT o.", "`status"));
         assert!(n.check("SELECT o.status FROM orders o\n", "```"));
         assert!(n.check("SELECT o.status FROM orders o LIMIT 5", "```"));
-        assert!(n.check("SELECT o.status FROM orders o WHERE o.status = '", "`x"), "inside a literal");
+        assert!(
+            n.check("SELECT o.status FROM orders o WHERE o.status = '", "`x"),
+            "inside a literal"
+        );
         // A lost dot in a condition: two names in a row.
         assert!(!n.check("SELECT * FROM orders o JOIN users u ON o", " user_id ="));
         assert!(n.check("SELECT * FROM orders o JOIN users u ON o", ".user_id ="));
@@ -823,23 +1000,38 @@ mod tests {
 
     #[test]
     fn ban_forces_a_different_word_at_the_error() {
-        let schema = SchemaInfo::new(vec![Table::new("public", "t", TableKind::Table).column("a", "integer", false)], Some("public"));
+        let schema = SchemaInfo::new(
+            vec![Table::new("public", "t", TableKind::Table).column("a", "integer", false)],
+            Some("public"),
+        );
         // The error word: `a_id` at bytes 24..28 of the rejected statement.
         let c = Constrainer::new(&schema).with_ban("SELECT a FROM t WHERE t.a_id = 1", 24, 28);
         // Before and into the word: free; the word written again: refused, whatever follows.
         assert!(!c.banned("```sql\nSELECT a FROM t", " WHERE"));
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t", ".a"), "a token reaching into the word");
+        assert!(
+            !c.banned("```sql\nSELECT a FROM t WHERE t", ".a"),
+            "a token reaching into the word"
+        );
         assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"), "the word written again");
         assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_id ="));
-        assert!(c.banned("```sql\nSELECT a FROM t WHERE t.a", "_idx("), "a longer word grown from it");
+        assert!(
+            c.banned("```sql\nSELECT a FROM t WHERE t.a", "_idx("),
+            "a longer word grown from it"
+        );
         assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "_i"), "not yet the whole word");
-        assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="), "decided at the word's last character");
+        assert!(
+            !c.banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="),
+            "decided at the word's last character"
+        );
         assert!(!c.banned("```sql\nSELECT a FROM t WHERE t.a", "b ="), "another word");
         assert!(!c.banned("```sql\nSELECT b FROM t WHERE t.a_id", " ="), "changed before the word");
         assert!(!Constrainer::new(&schema).banned("```sql\nSELECT a FROM t WHERE t.a_id", " ="));
         // Bans add up.
         let two = c.with_ban("SELECT b FROM t", 7, 8);
-        assert!(two.banned("```sql\nSELECT", " b") && two.banned("```sql\nSELECT a FROM t WHERE t.a", "_id"));
+        assert!(
+            two.banned("```sql\nSELECT", " b")
+                && two.banned("```sql\nSELECT a FROM t WHERE t.a", "_id")
+        );
     }
 
     #[test]
@@ -911,7 +1103,10 @@ mod tests {
         assert!(n.check("SELECT o.status FROM orders", " o "));
         // A CTE is a relation with unknown columns.
         assert!(n.check("WITH t AS (SELECT user_id FROM orders) SELECT * FROM", " t"));
-        assert!(n.check("WITH t AS (SELECT user_id AS uid FROM orders) SELECT uid FROM t WHERE", " x = 1"));
+        assert!(n.check(
+            "WITH t AS (SELECT user_id AS uid FROM orders) SELECT uid FROM t WHERE",
+            " x = 1"
+        ));
         // Literals and casts are never blocked.
         assert!(n.check("SELECT * FROM users WHERE country_code =", " 'XYZ abc'"));
         assert!(n.check("SELECT now() -", " interval '1 day'"));

@@ -2,15 +2,15 @@
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
 //! the caller's validator, and repair with the validator's message and catalog facts when it fails.
 
-use super::draft::{focus_tokens, Drafter};
 use super::constrain::Constrainer;
+use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
 use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
 use super::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use super::prompt::{self, Segments};
-use super::repair::{self, Rejection};
 use super::render::Renderer;
+use super::repair::{self, Rejection};
 use super::schema::SchemaInfo;
 use super::speculate::{self, Choice, DecodeLimits, Decoded, SpecStats};
 use super::sqltext::extract_sql;
@@ -20,7 +20,9 @@ use crate::gguf::GgufFile;
 use crate::model::{KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
-use crate::sparse::{self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError};
+use crate::sparse::{
+    self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError,
+};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -249,7 +251,12 @@ pub struct Outcome {
 impl Outcome {
     /// Accepted / proposed draft tokens (0 when nothing was proposed).
     pub fn acceptance_rate(&self) -> f64 {
-        SpecStats { forward_passes: self.forward_passes, draft_tokens: self.draft_tokens, accepted_tokens: self.accepted_tokens }.acceptance_rate()
+        SpecStats {
+            forward_passes: self.forward_passes,
+            draft_tokens: self.draft_tokens,
+            accepted_tokens: self.accepted_tokens,
+        }
+        .acceptance_rate()
     }
 
     /// `Ok` when the statement was accepted, else [`Nl2SqlError::InvalidSql`].
@@ -370,11 +377,24 @@ impl PrefixCache {
 
 /// Fills `kv` with the prefix of `key` from its cache file, if there is a valid one; records
 /// why not otherwise (a missing file is not news).
-fn load_prefix_file(files: &KvFileDir, key: &KvFileKey, kv: &mut KvCache, stats: &mut CacheStats, events: &mut Vec<CacheEvent>) -> bool {
+fn load_prefix_file(
+    files: &KvFileDir,
+    key: &KvFileKey,
+    kv: &mut KvCache,
+    stats: &mut CacheStats,
+    events: &mut Vec<CacheEvent>,
+) -> bool {
     match files.load(key, kv) {
         Ok(path) => {
             stats.file_hits += 1;
-            events.push(CacheEvent { warning: false, message: format!("schema prefix of {} tokens loaded from {}", key.prefix_ids.len(), path.display()) });
+            events.push(CacheEvent {
+                warning: false,
+                message: format!(
+                    "schema prefix of {} tokens loaded from {}",
+                    key.prefix_ids.len(),
+                    path.display()
+                ),
+            });
             true
         }
         Err(KvFileError::Missing) => false,
@@ -387,16 +407,36 @@ fn load_prefix_file(files: &KvFileDir, key: &KvFileKey, kv: &mut KvCache, stats:
 }
 
 /// Writes the prefix of `key` (at the start of `kv`) to its cache file, recording the outcome.
-fn store_prefix_file(files: &KvFileDir, key: &KvFileKey, kv: &KvCache, stats: &mut CacheStats, events: &mut Vec<CacheEvent>) {
+fn store_prefix_file(
+    files: &KvFileDir,
+    key: &KvFileKey,
+    kv: &KvCache,
+    stats: &mut CacheStats,
+    events: &mut Vec<CacheEvent>,
+) {
     match files.store(key, kv) {
         Ok(s) => {
             stats.file_writes += 1;
-            let evicted = if s.evicted > 0 { format!(", evicted {} older file(s)", s.evicted) } else { String::new() };
-            events.push(CacheEvent { warning: false, message: format!("schema prefix written to {} ({} bytes{evicted})", s.path.display(), s.bytes) });
+            let evicted = if s.evicted > 0 {
+                format!(", evicted {} older file(s)", s.evicted)
+            } else {
+                String::new()
+            };
+            events.push(CacheEvent {
+                warning: false,
+                message: format!(
+                    "schema prefix written to {} ({} bytes{evicted})",
+                    s.path.display(),
+                    s.bytes
+                ),
+            });
         }
         Err(e) => {
             stats.file_errors += 1;
-            events.push(CacheEvent { warning: e.is_warning(), message: format!("schema prefix not cached: {e}") });
+            events.push(CacheEvent {
+                warning: e.is_warning(),
+                message: format!("schema prefix not cached: {e}"),
+            });
         }
     }
 }
@@ -416,7 +456,11 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("identity", &self.identity).field("ffn_tag", &self.ffn_tag).field("model", &self.model).finish()
+        f.debug_struct("Engine")
+            .field("identity", &self.identity)
+            .field("ffn_tag", &self.ffn_tag)
+            .field("model", &self.model)
+            .finish()
     }
 }
 
@@ -435,7 +479,13 @@ impl Engine {
     /// An engine over an already loaded model; fails unless the vocabulary has ChatML markers.
     pub fn new(model: Model, tok: Tokenizer, identity: &str) -> Result<Engine, Nl2SqlError> {
         prompt::check_chat_template(&tok)?;
-        Ok(Engine { model, tok, identity: identity.to_string(), vocab_base: OnceLock::new(), ffn_tag: String::new() })
+        Ok(Engine {
+            model,
+            tok,
+            identity: identity.to_string(),
+            vocab_base: OnceLock::new(),
+            ffn_tag: String::new(),
+        })
     }
 
     /// The model.
@@ -458,7 +508,11 @@ impl Engine {
     /// content, level, configuration): it enters every prefix fingerprint and cache file key, so
     /// a prefix computed with one hook is never served to a call with another. `""` = dense.
     pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>, tag: &str) {
-        assert_eq!(hook.is_none(), tag.is_empty(), "a hook needs a tag (cache keys) and only a hook has one");
+        assert_eq!(
+            hook.is_none(),
+            tag.is_empty(),
+            "a hook needs a tag (cache keys) and only a hook has one"
+        );
         self.model.set_ffn_hook(hook);
         self.ffn_tag = tag.to_string();
     }
@@ -511,8 +565,14 @@ impl Engine {
         let positions = self.context_capacity(opts);
         let m = &self.model;
         let verify = crate::nl2sql::draft::MAX_DRAFT + 1;
-        let scratch = m.scratch_bytes(PREFILL_CHUNK, 1, positions, threads).max(m.scratch_bytes(verify, verify, positions, threads));
-        MemoryPlan { positions, kv_cache_bytes: m.kv_cache_bytes(positions), scratch_bytes: scratch }
+        let scratch = m
+            .scratch_bytes(PREFILL_CHUNK, 1, positions, threads)
+            .max(m.scratch_bytes(verify, verify, positions, threads));
+        MemoryPlan {
+            positions,
+            kv_cache_bytes: m.kv_cache_bytes(positions),
+            scratch_bytes: scratch,
+        }
     }
 
     /// Checks and cleans `question` (one line, not blank, not too long).
@@ -530,7 +590,12 @@ impl Engine {
 
     /// Builds the prompt for `question` (already cleaned) over `schema`: renders every table,
     /// trims to the context budget if needed, tokenizes and fingerprints the prefix.
-    pub fn plan(&self, schema: &SchemaInfo, question: &str, opts: &Options) -> Result<Plan, Nl2SqlError> {
+    pub fn plan(
+        &self,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+    ) -> Result<Plan, Nl2SqlError> {
         let mut schema = schema.clone();
         schema.normalize();
         if schema.tables.is_empty() {
@@ -547,29 +612,39 @@ impl Engine {
         let all: String = blocks.concat();
         let all_prefix = prompt::prefix_with_notes(&all);
         let all_ids = all_prefix.encode(&self.tok)?;
-        let (shown, prefix, prefix_ids) = if all_ids.len() + question_ids.len() + reserve <= capacity {
-            ((0..schema.tables.len()).collect::<Vec<_>>(), all_prefix, all_ids)
-        } else {
-            let table_tokens: Vec<usize> = blocks.iter().map(|b| self.tok.encode(b, false).map(|v| v.len())).collect::<Result<_, _>>()?;
-            let smallest = table_tokens.iter().copied().min().unwrap_or(0);
-            let mut budget = capacity.saturating_sub(overhead);
-            loop {
-                let sel = trim::select(&schema, question, &table_tokens, budget);
-                if sel.shown.is_empty() {
-                    return Err(Nl2SqlError::ContextTooSmall { needed: overhead + smallest, available: capacity });
+        let (shown, prefix, prefix_ids) =
+            if all_ids.len() + question_ids.len() + reserve <= capacity {
+                ((0..schema.tables.len()).collect::<Vec<_>>(), all_prefix, all_ids)
+            } else {
+                let table_tokens: Vec<usize> = blocks
+                    .iter()
+                    .map(|b| self.tok.encode(b, false).map(|v| v.len()))
+                    .collect::<Result<_, _>>()?;
+                let smallest = table_tokens.iter().copied().min().unwrap_or(0);
+                let mut budget = capacity.saturating_sub(overhead);
+                loop {
+                    let sel = trim::select(&schema, question, &table_tokens, budget);
+                    if sel.shown.is_empty() {
+                        return Err(Nl2SqlError::ContextTooSmall {
+                            needed: overhead + smallest,
+                            available: capacity,
+                        });
+                    }
+                    let text: String = sel.shown.iter().map(|&i| blocks[i].as_str()).collect();
+                    let prefix = prompt::prefix_with_notes(&text);
+                    let ids = prefix.encode(&self.tok)?;
+                    let total = ids.len() + question_ids.len() + reserve;
+                    if total <= capacity {
+                        break (sel.shown, prefix, ids);
+                    }
+                    // Tokens merged differently across table boundaries: shrink and pick again.
+                    budget = budget.saturating_sub(total - capacity);
                 }
-                let text: String = sel.shown.iter().map(|&i| blocks[i].as_str()).collect();
-                let prefix = prompt::prefix_with_notes(&text);
-                let ids = prefix.encode(&self.tok)?;
-                let total = ids.len() + question_ids.len() + reserve;
-                if total <= capacity {
-                    break (sel.shown, prefix, ids);
-                }
-                // Tokens merged differently across table boundaries: shrink and pick again.
-                budget = budget.saturating_sub(total - capacity);
-            }
-        };
-        let dropped = (0..schema.tables.len()).filter(|i| !shown.contains(i)).map(|i| schema.tables[i].qualified_name()).collect();
+            };
+        let dropped = (0..schema.tables.len())
+            .filter(|i| !shown.contains(i))
+            .map(|i| schema.tables[i].qualified_name())
+            .collect();
         let fingerprint = Fingerprint::of(&self.prefix_identity(), &prefix.canonical());
         Ok(Plan {
             fingerprint,
@@ -603,10 +678,14 @@ impl Engine {
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
         let memory = self.memory_plan(opts, rt.n_threads());
-        self.run_planned(rt, cache, schema, question, opts, memory, on_progress, validate).map_err(|e| match e {
-            Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => Nl2SqlError::OutOfMemory { what, bytes, plan: memory },
-            e => e,
-        })
+        self.run_planned(rt, cache, schema, question, opts, memory, on_progress, validate).map_err(
+            |e| match e {
+                Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
+                    Nl2SqlError::OutOfMemory { what, bytes, plan: memory }
+                }
+                e => e,
+            },
+        )
     }
 
     /// [`Engine::run`] with its memory plan.
@@ -639,7 +718,8 @@ impl Engine {
         let mut shaping = self.shaping(&shown, &plan, &question, opts)?;
         let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
         let n_prefix = plan.prefix_ids.len();
-        let cache_hit = cache.prefix == Some((plan.fingerprint, n_prefix)) && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
+        let cache_hit = cache.prefix == Some((plan.fingerprint, n_prefix))
+            && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
         let kv = cache.kv.as_mut().expect("allocated above");
         let mut prefill_tokens = 0;
         let t1 = Instant::now();
@@ -652,7 +732,9 @@ impl Engine {
             kv.clear();
             let key = self.kv_file_key(&plan);
             let tf = Instant::now();
-            let from_file = cache.files.as_ref().is_some_and(|f| load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events));
+            let from_file = cache.files.as_ref().is_some_and(|f| {
+                load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events)
+            });
             timings.cache_file_ms += ms_since(tf);
             let source = if from_file {
                 PrefixSource::File
@@ -679,7 +761,9 @@ impl Engine {
         // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
         let speculate = opts.speculation && self.batch_invariant();
         // The drafter lives next to the prefix it was built for.
-        if speculate && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
+        if speculate
+            && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint))
+        {
             let t = Instant::now();
             cache.drafter = Some(Drafter::for_schema(&self.tok, &shown, plan.fingerprint)?);
             timings.prompt_ms += ms_since(t);
@@ -688,8 +772,10 @@ impl Engine {
             (Some(_), true) => focus_tokens(&self.tok, &shown, &question, &plan.question_ids)?,
             _ => Vec::new(),
         };
-        let drafter = if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
-        let mut context: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+        let drafter =
+            if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
+        let mut context: Vec<u32> =
+            plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
 
         let mut attempts = Vec::with_capacity(1 + opts.repair_rounds);
         // Rejected statements and the byte span of their located error, for the repair bans.
@@ -701,8 +787,14 @@ impl Engine {
             let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
             // A constrained decode backs out of the dead ends its constraint can reach.
             let backtrack = if shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
-            let limits = DecodeLimits { max_new: opts.max_new_tokens, stop_at_statement: true, seed, backtrack };
-            let Decoded { ids, text: raw, stop, stats } = self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
+            let limits = DecodeLimits {
+                max_new: opts.max_new_tokens,
+                stop_at_statement: true,
+                seed,
+                backtrack,
+            };
+            let Decoded { ids, text: raw, stop, stats } =
+                self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
             let n = ids.len();
             timings.decode_ms += ms_since(t2);
             generated_tokens += n;
@@ -712,7 +804,10 @@ impl Engine {
             let verdict = if sql.is_empty() {
                 Err(Rejection::from("the answer contains no SQL statement"))
             } else if stop == StopReason::Budget {
-                Err(Rejection::from(format!("the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)", opts.max_new_tokens)))
+                Err(Rejection::from(format!(
+                    "the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)",
+                    opts.max_new_tokens
+                )))
             } else {
                 validate(&sql)
             };
@@ -779,7 +874,8 @@ impl Engine {
             if let Some(span) = rejection_span {
                 bans.push((sql.clone(), span));
             }
-            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown)).known_calls_only();
+            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown))
+                .known_calls_only();
             for (rejected, (start, end)) in &bans {
                 c = c.with_ban(rejected, *start, *end);
             }
@@ -798,13 +894,29 @@ impl Engine {
     /// (emptied first), then generates up to `max_new` tokens, stopping only at an
     /// end-of-generation token or a full cache. With `speculation`, prompt-lookup drafts are
     /// verified in batches; the tokens are the same either way.
-    pub fn complete(&self, rt: &Runtime, kv: &mut KvCache, prompt: &[u32], max_new: usize, speculation: bool) -> Result<Decoded, Nl2SqlError> {
+    pub fn complete(
+        &self,
+        rt: &Runtime,
+        kv: &mut KvCache,
+        prompt: &[u32],
+        max_new: usize,
+        speculation: bool,
+    ) -> Result<Decoded, Nl2SqlError> {
         kv.clear();
         let logits = self.prefill(rt, kv, prompt, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new, stop_at_statement: false, seed: "", backtrack: 0 };
         let speculate = speculation && self.batch_invariant();
-        self.decode(rt, kv, logits, prompt, speculate.then_some((&drafter, &[][..])), limits, &Shaping::plain(), &mut |_| true)
+        self.decode(
+            rt,
+            kv,
+            logits,
+            prompt,
+            speculate.then_some((&drafter, &[][..])),
+            limits,
+            &Shaping::plain(),
+            &mut |_| true,
+        )
     }
 
     /// True when the forward pass gives a batch bitwise the results of its tokens one at a time
@@ -816,7 +928,14 @@ impl Engine {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
     /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
     /// `between_layers` runs before each layer on this thread; false cancels the call.
-    fn logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits, between_layers: &mut dyn FnMut() -> bool) -> Result<Vec<f32>, Nl2SqlError> {
+    fn logits(
+        &self,
+        rt: &Runtime,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
         match self.model.forward_checked(rt, kv, tokens, which, between_layers) {
             Err(crate::model::ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
             r => Ok(r?),
@@ -836,7 +955,14 @@ impl Engine {
 
     /// Decode-time logits: the full vocabulary, or only the active rows under pruning
     /// (bitwise the same values as the full logits' entries).
-    fn decode_logits(&self, rt: &Runtime, kv: &mut KvCache, tokens: &[u32], which: Logits, shaping: &Shaping) -> Result<Vec<f32>, Nl2SqlError> {
+    fn decode_logits(
+        &self,
+        rt: &Runtime,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        shaping: &Shaping,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
         match &shaping.vocab {
             Some(v) => Ok(self.model.forward_rows(rt, kv, tokens, which, v.ids())?),
             None => self.logits(rt, kv, tokens, which, &mut || true),
@@ -845,7 +971,13 @@ impl Engine {
 
     /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
     /// token's logits `[vocab]`.
-    fn prefill(&self, rt: &Runtime, kv: &mut KvCache, ids: &[u32], on_progress: &mut dyn FnMut(Progress) -> bool) -> Result<Vec<f32>, Nl2SqlError> {
+    fn prefill(
+        &self,
+        rt: &Runtime,
+        kv: &mut KvCache,
+        ids: &[u32],
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
         kv.check_room(ids.len())?;
         let mut logits = Vec::new();
         for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
@@ -873,7 +1005,7 @@ impl Engine {
         // Under pruning every row the decoder sees is `[active]`, the prompt's last one included.
         let logits = match &shaping.vocab {
             Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
-            None => logits, // [vocab]
+            None => logits,                                                     // [vocab]
         };
         speculate::decode(
             &self.tok,
@@ -941,7 +1073,13 @@ impl Shaping {
 impl Engine {
     /// The active vocabulary and constrainer `opts` ask for, over the tables `plan` shows.
     /// `shown` holds the tables of the prompt.
-    fn shaping(&self, shown: &SchemaInfo, plan: &Plan, question: &str, opts: &Options) -> Result<Shaping, Nl2SqlError> {
+    fn shaping(
+        &self,
+        shown: &SchemaInfo,
+        plan: &Plan,
+        question: &str,
+        opts: &Options,
+    ) -> Result<Shaping, Nl2SqlError> {
         let vocab = if opts.vocab_pruning {
             let base = match self.vocab_base.get() {
                 Some(b) => b,
@@ -950,7 +1088,8 @@ impl Engine {
                     self.vocab_base.get_or_init(|| b)
                 }
             };
-            let prompt: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+            let prompt: Vec<u32> =
+                plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
             Some(ActiveVocab::build(base, &self.tok, shown, &prompt, question)?)
         } else {
             None
@@ -1004,7 +1143,9 @@ mod tests {
         assert!(matches!(Engine::clean_question(" \n\t"), Err(Nl2SqlError::EmptyQuestion)));
         assert_eq!(Engine::clean_question(" how many\nusers? ").unwrap(), "how many users?");
         let long = "x".repeat(MAX_QUESTION_CHARS + 1);
-        assert!(matches!(Engine::clean_question(&long), Err(Nl2SqlError::QuestionTooLong { chars, max }) if chars == MAX_QUESTION_CHARS + 1 && max == MAX_QUESTION_CHARS));
+        assert!(
+            matches!(Engine::clean_question(&long), Err(Nl2SqlError::QuestionTooLong { chars, max }) if chars == MAX_QUESTION_CHARS + 1 && max == MAX_QUESTION_CHARS)
+        );
         assert!(Engine::clean_question(&"x".repeat(MAX_QUESTION_CHARS)).is_ok());
     }
 }

@@ -50,7 +50,10 @@ mod tests {
     fn sha256_known_answer() {
         // The hash primitive itself: SHA-256("abc") from FIPS 180-2.
         let d: [u8; 32] = Sha256::digest(b"abc").into();
-        assert_eq!(Fingerprint(d).hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            Fingerprint(d).hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

@@ -188,7 +188,17 @@ fn encode_header(key: &KvFileKey, kv: &KvCache, payload_len: u64, payload_crc: u
     b[12..16].copy_from_slice(&(off as u32).to_le_bytes());
     b[16..48].copy_from_slice(&key.model_hash);
     b[48..80].copy_from_slice(&key.fingerprint.0);
-    for (i, v) in [dtype_code(kv.dtype()), layers as u32, heads as u32, hd as u32, (heads * hd) as u32, n as u32].into_iter().enumerate() {
+    for (i, v) in [
+        dtype_code(kv.dtype()),
+        layers as u32,
+        heads as u32,
+        hd as u32,
+        (heads * hd) as u32,
+        n as u32,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         b[80 + 4 * i..84 + 4 * i].copy_from_slice(&v.to_le_bytes());
     }
     b[104..112].copy_from_slice(&payload_len.to_le_bytes());
@@ -237,12 +247,17 @@ fn check(b: &[u8], key: &KvFileKey, kv: &KvCache) -> Result<std::ops::Range<usiz
         return Err(mismatch("other prompt fingerprint".into()));
     }
     let (layers, heads, hd) = kv.shape();
-    let want = [dtype_code(kv.dtype()), layers as u32, heads as u32, hd as u32, (heads * hd) as u32];
+    let want =
+        [dtype_code(kv.dtype()), layers as u32, heads as u32, hd as u32, (heads * hd) as u32];
     let got: Vec<u32> = (0..5).map(|i| u32_at(b, 80 + 4 * i)).collect();
     if got != want {
-        return Err(mismatch(format!("dtype/layers/kv_heads/head_dim/kv_dim {got:?}, expected {want:?}")));
+        return Err(mismatch(format!(
+            "dtype/layers/kv_heads/head_dim/kv_dim {got:?}, expected {want:?}"
+        )));
     }
-    if n != key.prefix_ids.len() || (0..n).any(|i| u32_at(b, FIXED_HEADER + 4 * i) != key.prefix_ids[i]) {
+    if n != key.prefix_ids.len()
+        || (0..n).any(|i| u32_at(b, FIXED_HEADER + 4 * i) != key.prefix_ids[i])
+    {
         return Err(mismatch("prefix token ids differ from the prompt's".into()));
     }
     if n > kv.capacity() {
@@ -306,7 +321,8 @@ impl KvFileDir {
             // re-checked against the header before any payload byte is read.
             let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
             check(&map, key, kv).and_then(|payload| {
-                kv.import_prefix(key.prefix_ids.len(), &map[payload]).map_err(|e| (false, e.to_string()))
+                kv.import_prefix(key.prefix_ids.len(), &map[payload])
+                    .map_err(|e| (false, e.to_string()))
             })
         };
         match refusal {
@@ -343,7 +359,11 @@ impl KvFileDir {
         fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir).map_err(dir_err)?;
         let path = self.path_for(&key.fingerprint, kv.dtype());
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let tmp = self.dir.join(format!(".{}.{}.{nanos}{PART_SUFFIX}", key.fingerprint.short(), std::process::id()));
+        let tmp = self.dir.join(format!(
+            ".{}.{}.{nanos}{PART_SUFFIX}",
+            key.fingerprint.short(),
+            std::process::id()
+        ));
         let written = (|| -> io::Result<()> {
             let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
@@ -387,7 +407,12 @@ impl KvFileDir {
     pub fn evict(&self, keep: &Path) -> usize {
         if let Ok(rd) = fs::read_dir(&self.dir) {
             for e in rd.filter_map(Result::ok) {
-                let stale = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|age| age > STALE_PART);
+                let stale = e
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > STALE_PART);
                 if e.file_name().to_string_lossy().ends_with(PART_SUFFIX) && stale {
                     let _ = fs::remove_file(e.path());
                 }
@@ -466,8 +491,12 @@ mod tests {
         let mut kv = KvCache::with_dtype(c, 32, dtype);
         let bytes = kv.prefix_bytes(n);
         let payload: Vec<u8> = match dtype {
-            KvDtype::F32 => (0..bytes / 4).flat_map(|i| (i as f32 * 0.25 - 3.0).to_le_bytes()).collect(),
-            KvDtype::F16 => (0..bytes / 2).flat_map(|i| half::f16::from_f32(i as f32 * 0.5).to_bits().to_le_bytes()).collect(),
+            KvDtype::F32 => {
+                (0..bytes / 4).flat_map(|i| (i as f32 * 0.25 - 3.0).to_le_bytes()).collect()
+            }
+            KvDtype::F16 => (0..bytes / 2)
+                .flat_map(|i| half::f16::from_f32(i as f32 * 0.5).to_bits().to_le_bytes())
+                .collect(),
         };
         kv.import_prefix(n, &payload).unwrap();
         kv
@@ -486,7 +515,8 @@ mod tests {
 
     /// A fresh empty directory under the target's temp dir.
     fn tmpdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("turboinfer-kvfile-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("turboinfer-kvfile-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         d
     }
@@ -495,7 +525,11 @@ mod tests {
 
     /// A key for `IDS`.
     fn key() -> KvFileKey<'static> {
-        KvFileKey { fingerprint: Fingerprint::of("m", "prefix"), model_hash: model_hash("m", "opts"), prefix_ids: &IDS }
+        KvFileKey {
+            fingerprint: Fingerprint::of("m", "prefix"),
+            model_hash: model_hash("m", "opts"),
+            prefix_ids: &IDS,
+        }
     }
 
     #[test]
@@ -511,7 +545,10 @@ mod tests {
             assert_eq!(fs::metadata(&stored.path).unwrap().permissions().mode() & 0o777, 0o600);
             assert_eq!(fs::metadata(files.dir()).unwrap().permissions().mode() & 0o777, 0o700);
             let mut other = KvCache::with_dtype(&c, 16, dtype);
-            assert!(matches!(files.load(&KvFileKey { prefix_ids: &IDS[..4], ..key() }, &mut other), Err(KvFileError::Mismatch { .. })));
+            assert!(matches!(
+                files.load(&KvFileKey { prefix_ids: &IDS[..4], ..key() }, &mut other),
+                Err(KvFileError::Mismatch { .. })
+            ));
             files.load(&key(), &mut other).unwrap();
             assert_eq!(other.len(), 5);
             assert_eq!(payload(&other, 5), payload(&kv, 5));
@@ -553,7 +590,11 @@ mod tests {
             assert!(r.is_err(), "flip at {at} accepted");
             // A flip in the version field reads as another version (ignored, not deleted).
             let version_field = (8..12).contains(&at);
-            assert_eq!(matches!(r, Err(KvFileError::Mismatch { .. })), version_field, "flip at {at}: {r:?}");
+            assert_eq!(
+                matches!(r, Err(KvFileError::Mismatch { .. })),
+                version_field,
+                "flip at {at}: {r:?}"
+            );
             assert!(probe.is_empty());
         }
         // Extra trailing bytes.
@@ -580,17 +621,26 @@ mod tests {
             ("token ids", KvFileKey { prefix_ids: &[7, 1, 99, 4, 13], ..key() }),
         ];
         for (what, k) in cases {
-            assert!(matches!(files.load(&k, &mut probe), Err(KvFileError::Mismatch { .. })), "{what}");
+            assert!(
+                matches!(files.load(&k, &mut probe), Err(KvFileError::Mismatch { .. })),
+                "{what}"
+            );
             assert!(path.exists());
         }
         // A file renamed to another fingerprint's name.
         let fp2 = Fingerprint::of("m", "other prefix");
         fs::copy(&path, files.path_for(&fp2, KvDtype::F32)).unwrap();
-        assert!(matches!(files.load(&KvFileKey { fingerprint: fp2, ..key() }, &mut probe), Err(KvFileError::Mismatch { .. })));
+        assert!(matches!(
+            files.load(&KvFileKey { fingerprint: fp2, ..key() }, &mut probe),
+            Err(KvFileError::Mismatch { .. })
+        ));
         // Other shapes: layers, heads, head size; too small a cache.
         for c2 in [cfg(3, 2, 4), cfg(2, 1, 4), cfg(2, 2, 8), cfg(2, 4, 2)] {
             let mut p = KvCache::with_dtype(&c2, 32, KvDtype::F32);
-            assert!(matches!(files.load(&key(), &mut p), Err(KvFileError::Mismatch { .. })), "{c2:?}");
+            assert!(
+                matches!(files.load(&key(), &mut p), Err(KvFileError::Mismatch { .. })),
+                "{c2:?}"
+            );
         }
         let mut small = KvCache::with_dtype(&c, 4, KvDtype::F32);
         assert!(matches!(files.load(&key(), &mut small), Err(KvFileError::Mismatch { .. })));
@@ -609,7 +659,8 @@ mod tests {
         let kv = filled(&c, KvDtype::F32, 5);
         let one = payload_offset(5).unwrap() as u64 + kv.prefix_bytes(5) as u64;
         let files = KvFileDir::new(&dir, 2 * one);
-        let keys: Vec<Fingerprint> = (0..3).map(|i| Fingerprint::of("m", &format!("p{i}"))).collect();
+        let keys: Vec<Fingerprint> =
+            (0..3).map(|i| Fingerprint::of("m", &format!("p{i}"))).collect();
         for (i, fp) in keys.iter().enumerate() {
             let s = files.store(&KvFileKey { fingerprint: *fp, ..key() }, &kv).unwrap();
             assert_eq!(s.evicted, usize::from(i == 2));

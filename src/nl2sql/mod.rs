@@ -8,9 +8,9 @@ pub mod draft;
 mod engine;
 mod error;
 mod fingerprint;
-pub mod model_path;
 pub mod ident;
 pub mod kv_file;
+pub mod model_path;
 pub mod prompt;
 mod render;
 pub mod repair;
@@ -22,12 +22,13 @@ mod values;
 pub mod vocab;
 
 pub use engine::{
-    Attempt, CacheEvent, CacheStats, Engine, MemoryPlan, Options, Outcome, PhaseTimings, Plan, PrefixCache, PrefixSource, Progress, StopReason, MAX_QUESTION_CHARS,
-    PREFILL_CHUNK, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
+    Attempt, CacheEvent, CacheStats, Engine, MemoryPlan, Options, Outcome, PhaseTimings, Plan,
+    PrefixCache, PrefixSource, Progress, StopReason, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
+    MAX_QUESTION_CHARS, PREFILL_CHUNK,
 };
-pub use repair::Rejection;
 pub use error::Nl2SqlError;
 pub use fingerprint::Fingerprint;
-pub use speculate::{DecodeLimits, Decoded, SpecStats};
 pub use render::{render_schema, Renderer};
+pub use repair::Rejection;
 pub use schema::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
+pub use speculate::{DecodeLimits, Decoded, SpecStats};

@@ -46,7 +46,9 @@ pub fn resolve(setting: &str, dir: &Path) -> Result<PathBuf, ModelPathError> {
     } else {
         dir.join(p)
     };
-    let inside = path.strip_prefix(dir).is_ok_and(|rest| rest.components().any(|c| matches!(c, Component::Normal(_))));
+    let inside = path
+        .strip_prefix(dir)
+        .is_ok_and(|rest| rest.components().any(|c| matches!(c, Component::Normal(_))));
     if !inside {
         return Err(ModelPathError::OutsideModelsDir(s.to_string(), dir.display().to_string()));
     }
@@ -57,10 +59,14 @@ pub fn resolve(setting: &str, dir: &Path) -> Result<PathBuf, ModelPathError> {
 /// inside the (resolved) models directory. Returns the canonical path.
 pub fn resolve_existing(setting: &str, dir: &Path) -> Result<PathBuf, ModelPathError> {
     let path = resolve(setting, dir)?;
-    let real = path.canonicalize().map_err(|_| ModelPathError::Missing(path.display().to_string()))?;
+    let real =
+        path.canonicalize().map_err(|_| ModelPathError::Missing(path.display().to_string()))?;
     let real_dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     if !real.starts_with(&real_dir) || !real.is_file() {
-        return Err(ModelPathError::OutsideModelsDir(real.display().to_string(), real_dir.display().to_string()));
+        return Err(ModelPathError::OutsideModelsDir(
+            real.display().to_string(),
+            real_dir.display().to_string(),
+        ));
     }
     Ok(real)
 }
@@ -84,16 +90,26 @@ mod tests {
         assert_eq!(resolve("", d), Err(ModelPathError::NotConfigured));
         assert_eq!(resolve("  ", d), Err(ModelPathError::NotConfigured));
         assert!(matches!(resolve("/etc/passwd", d), Err(ModelPathError::OutsideModelsDir(..))));
-        assert!(matches!(resolve("/var/lib/turboinfer/models", d), Err(ModelPathError::OutsideModelsDir(..))));
-        assert!(matches!(resolve("/var/lib/turboinfer/models2/x.gguf", d), Err(ModelPathError::OutsideModelsDir(..))));
+        assert!(matches!(
+            resolve("/var/lib/turboinfer/models", d),
+            Err(ModelPathError::OutsideModelsDir(..))
+        ));
+        assert!(matches!(
+            resolve("/var/lib/turboinfer/models2/x.gguf", d),
+            Err(ModelPathError::OutsideModelsDir(..))
+        ));
         assert!(matches!(resolve("../cluster/x", d), Err(ModelPathError::BadPath(_))));
-        assert!(matches!(resolve("/var/lib/turboinfer/models/../x.gguf", d), Err(ModelPathError::BadPath(_))));
+        assert!(matches!(
+            resolve("/var/lib/turboinfer/models/../x.gguf", d),
+            Err(ModelPathError::BadPath(_))
+        ));
         assert!(matches!(resolve("a\0b", d), Err(ModelPathError::BadPath(_))));
     }
 
     #[test]
     fn symlinks_out_of_the_directory_are_refused() {
-        let base = std::env::temp_dir().join(format!("turboinfer-model-path-{}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("turboinfer-model-path-{}", std::process::id()));
         let dir = base.join("models");
         std::fs::create_dir_all(&dir).unwrap();
         let outside = base.join("secret.gguf");
@@ -101,7 +117,10 @@ mod tests {
         std::fs::write(dir.join("ok.gguf"), b"x").unwrap();
         std::os::unix::fs::symlink(&outside, dir.join("link.gguf")).unwrap();
         assert!(resolve_existing("ok", &dir).unwrap().ends_with("ok.gguf"));
-        assert!(matches!(resolve_existing("link", &dir), Err(ModelPathError::OutsideModelsDir(..))));
+        assert!(matches!(
+            resolve_existing("link", &dir),
+            Err(ModelPathError::OutsideModelsDir(..))
+        ));
         assert!(matches!(resolve_existing("absent", &dir), Err(ModelPathError::Missing(_))));
         std::fs::remove_dir_all(&base).unwrap();
     }

@@ -81,7 +81,11 @@ pub fn check_chat_template(tok: &Tokenizer) -> Result<(), Nl2SqlError> {
     for t in CHATML_TOKENS {
         match tok.token_id(t) {
             Some(id) if tok.is_special(id) => {}
-            _ => return Err(Nl2SqlError::UnsupportedModel(format!("the model's vocabulary has no {t} special token (ChatML chat template required)"))),
+            _ => {
+                return Err(Nl2SqlError::UnsupportedModel(format!(
+                "the model's vocabulary has no {t} special token (ChatML chat template required)"
+            )))
+            }
         }
     }
     Ok(())
@@ -116,7 +120,10 @@ pub const REPAIR_SEED: &str = "```sql\n";
 
 /// The question, closing the user turn and opening the assistant's.
 pub fn question(q: &str) -> Segments {
-    Segments(vec![Segment::Text(q.to_string()), Segment::Template("<|im_end|>\n<|im_start|>assistant\n")])
+    Segments(vec![
+        Segment::Text(q.to_string()),
+        Segment::Template("<|im_end|>\n<|im_start|>assistant\n"),
+    ])
 }
 
 /// The repair turn, appended after the question part: the rejected answer as the assistant's
@@ -163,7 +170,17 @@ CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id
         let t = repair("SELEC 1", "syntax error at or near \"SELEC\"", "").text();
         assert!(t.starts_with("SELEC 1<|im_end|>\n<|im_start|>user\nPostgreSQL rejected that query: ERROR: syntax error"));
         assert!(t.ends_with("<|im_start|>assistant\n```sql\n"));
-        let t = repair("SELECT x FROM t", "column \"x\" does not exist", "t has only these columns: y integer.").text();
-        assert!(t.contains("does not exist\nt has only these columns: y integer.\nWrite the corrected query"), "{t}");
+        let t = repair(
+            "SELECT x FROM t",
+            "column \"x\" does not exist",
+            "t has only these columns: y integer.",
+        )
+        .text();
+        assert!(
+            t.contains(
+                "does not exist\nt has only these columns: y integer.\nWrite the corrected query"
+            ),
+            "{t}"
+        );
     }
 }

@@ -77,10 +77,14 @@ pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
                 missing_from_lines(&mut lines, &q, &froms, shown, &renderer);
             } else if let Some(name) = quoted_after(&rej.message, "relation ") {
                 let base = name.rsplit('.').next().unwrap_or(&name).to_string();
-                let names: Vec<String> = shown.tables.iter().map(|t| renderer.table_name(&t.schema, &t.name)).collect();
+                let names: Vec<String> =
+                    shown.tables.iter().map(|t| renderer.table_name(&t.schema, &t.name)).collect();
                 let close = closest(&base, shown.tables.iter().map(|t| t.name.as_str()), &names);
                 if !close.is_empty() {
-                    lines.push(format!("There is no table {name}; the closest tables are: {}.", close.join(", ")));
+                    lines.push(format!(
+                        "There is no table {name}; the closest tables are: {}.",
+                        close.join(", ")
+                    ));
                 }
             }
         }
@@ -121,7 +125,9 @@ pub fn error_span(rej: &Rejection, sql: &str) -> Option<(usize, usize)> {
         state::UNDEFINED_COLUMN => {
             let (q, c) = undefined_column(msg)?;
             let at = match q {
-                Some(q) => find_ci(sql, &format!("{q}.{c}")).map(|p| p + q.len() + 1).or_else(|| find_word(sql, &c)),
+                Some(q) => find_ci(sql, &format!("{q}.{c}"))
+                    .map(|p| p + q.len() + 1)
+                    .or_else(|| find_word(sql, &c)),
                 None => find_word(sql, &c),
             };
             span(at, &c)
@@ -140,13 +146,17 @@ pub fn error_span(rej: &Rejection, sql: &str) -> Option<(usize, usize)> {
                 return span(find_word(sql, &f), &f);
             }
             let rest = msg.strip_prefix("operator does not exist: ")?;
-            let op = rest.split_whitespace().find(|w| !w.is_empty() && w.chars().all(|c| "+-*/<>=~!@#%^&|`?".contains(c)))?;
+            let op = rest
+                .split_whitespace()
+                .find(|w| !w.is_empty() && w.chars().all(|c| "+-*/<>=~!@#%^&|`?".contains(c)))?;
             span(outside_quotes(sql, op), op)
         }
         state::DUPLICATE_ALIAS => {
             let alias = quoted_after(msg, "table name ")?;
             // Declarations are occurrences not followed by `.`; the second one is the repeat.
-            let mut decls = word_positions(sql, &alias).into_iter().filter(|&p| !sql[p + alias.len()..].trim_start().starts_with('.'));
+            let mut decls = word_positions(sql, &alias)
+                .into_iter()
+                .filter(|&p| !sql[p + alias.len()..].trim_start().starts_with('.'));
             span(decls.nth(1), &alias)
         }
         state::GROUPING_ERROR => {
@@ -187,7 +197,9 @@ fn word_positions(hay: &str, word: &str) -> Vec<usize> {
     lower
         .match_indices(&w)
         .map(|(p, _)| p)
-        .filter(|&p| !ident(lower[..p].chars().next_back()) && !ident(lower[p + w.len()..].chars().next()))
+        .filter(|&p| {
+            !ident(lower[..p].chars().next_back()) && !ident(lower[p + w.len()..].chars().next())
+        })
         .collect()
 }
 
@@ -282,7 +294,9 @@ fn in_from_list(before: &[Tok]) -> bool {
                 }
                 depth -= 1;
             }
-            Tok::Word(w) if depth == 0 && is_clause_word(w) => return w == "from" || w == "on" || w == "using" || w == "join",
+            Tok::Word(w) if depth == 0 && is_clause_word(w) => {
+                return w == "from" || w == "on" || w == "using" || w == "join"
+            }
             _ => {}
         }
     }
@@ -292,9 +306,43 @@ fn in_from_list(before: &[Tok]) -> bool {
 /// Words that end a table reference or start another clause (never an alias).
 fn is_clause_word(w: &str) -> bool {
     const WORDS: &[&str] = &[
-        "select", "from", "where", "group", "order", "having", "limit", "offset", "join", "inner", "left", "right", "full",
-        "cross", "outer", "natural", "on", "using", "union", "intersect", "except", "window", "lateral", "fetch", "for", "with",
-        "as", "and", "or", "not", "when", "then", "else", "end", "case", "returning", "values",
+        "select",
+        "from",
+        "where",
+        "group",
+        "order",
+        "having",
+        "limit",
+        "offset",
+        "join",
+        "inner",
+        "left",
+        "right",
+        "full",
+        "cross",
+        "outer",
+        "natural",
+        "on",
+        "using",
+        "union",
+        "intersect",
+        "except",
+        "window",
+        "lateral",
+        "fetch",
+        "for",
+        "with",
+        "as",
+        "and",
+        "or",
+        "not",
+        "when",
+        "then",
+        "else",
+        "end",
+        "case",
+        "returning",
+        "values",
     ];
     WORDS.contains(&w)
 }
@@ -372,7 +420,9 @@ fn lex(sql: &str) -> Vec<Tok> {
             out.push(Tok::Punct(ch));
             i += 1;
         } else {
-            while i < c.len() && !(c[i].is_whitespace() || c[i].is_alphanumeric() || "(),.;'\"_".contains(c[i])) {
+            while i < c.len()
+                && !(c[i].is_whitespace() || c[i].is_alphanumeric() || "(),.;'\"_".contains(c[i]))
+            {
                 i += 1;
             }
             if i < c.len() && c[i].is_ascii_digit() {
@@ -404,7 +454,8 @@ fn undefined_column(message: &str) -> Option<(Option<String>, String)> {
 /// `a.b` -> (Some(a), b); `"x"` -> (None, x). Quotes removed.
 fn split_qualified(s: &str) -> (Option<String>, String) {
     let s = s.trim();
-    if s.starts_with('"') && s.ends_with('"') && s.len() >= 2 && !s[1..s.len() - 1].contains("\".") {
+    if s.starts_with('"') && s.ends_with('"') && s.len() >= 2 && !s[1..s.len() - 1].contains("\".")
+    {
         return (None, unquote(s));
     }
     match s.rsplit_once('.') {
@@ -473,17 +524,33 @@ fn table_for<'a>(qualifier: &str, froms: &[FromItem], shown: &'a SchemaInfo) -> 
 }
 
 /// Lines for an undefined column `column` (qualified by `qualifier` when given).
-fn column_lines(lines: &mut Vec<String>, qualifier: Option<&str>, column: &str, froms: &[FromItem], shown: &SchemaInfo, renderer: &Renderer) {
+fn column_lines(
+    lines: &mut Vec<String>,
+    qualifier: Option<&str>,
+    column: &str,
+    froms: &[FromItem],
+    shown: &SchemaInfo,
+    renderer: &Renderer,
+) {
     let target = qualifier.and_then(|q| table_for(q, froms, shown));
     if let (Some(q), Some(t)) = (qualifier, target) {
         let name = renderer.table_name(&t.schema, &t.name);
-        let what = if q.eq_ignore_ascii_case(&t.name) { name.clone() } else { format!("{q} is {name}; it") };
+        let what = if q.eq_ignore_ascii_case(&t.name) {
+            name.clone()
+        } else {
+            format!("{q} is {name}; it")
+        };
         lines.push(format!("{what} has only these columns: {}.", column_list(t)));
     } else if qualifier.is_none() && !froms.is_empty() {
         // Unqualified: the columns of every table in FROM.
         for f in froms {
             if let Some(t) = resolve(f, shown) {
-                lines.push(format!("{} ({}) has columns: {}.", renderer.table_name(&t.schema, &t.name), f.alias, column_list(t)));
+                lines.push(format!(
+                    "{} ({}) has columns: {}.",
+                    renderer.table_name(&t.schema, &t.name),
+                    f.alias,
+                    column_list(t)
+                ));
             }
         }
     }
@@ -495,7 +562,11 @@ fn column_lines(lines: &mut Vec<String>, qualifier: Option<&str>, column: &str, 
         .map(|t| renderer.table_name(&t.schema, &t.name))
         .collect();
     if !having.is_empty() {
-        lines.push(format!("The column {} is in: {} (join that table, or use its alias).", quote_ident(column), having.join(", ")));
+        lines.push(format!(
+            "The column {} is in: {} (join that table, or use its alias).",
+            quote_ident(column),
+            having.join(", ")
+        ));
         return;
     }
     let mut labels = Vec::new();
@@ -503,32 +574,61 @@ fn column_lines(lines: &mut Vec<String>, qualifier: Option<&str>, column: &str, 
     for t in &shown.tables {
         for c in &t.columns {
             names.push(c.name.as_str());
-            labels.push(format!("{}.{}", renderer.table_name(&t.schema, &t.name), quote_ident(&c.name)));
+            labels.push(format!(
+                "{}.{}",
+                renderer.table_name(&t.schema, &t.name),
+                quote_ident(&c.name)
+            ));
         }
     }
     let close = closest(column, names.into_iter(), &labels);
     if !close.is_empty() {
-        lines.push(format!("No table has a column {}; the closest columns are: {}.", quote_ident(column), close.join(", ")));
+        lines.push(format!(
+            "No table has a column {}; the closest columns are: {}.",
+            quote_ident(column),
+            close.join(", ")
+        ));
     }
 }
 
 /// Lines for `missing FROM-clause entry for table "q"`.
-fn missing_from_lines(lines: &mut Vec<String>, q: &str, froms: &[FromItem], shown: &SchemaInfo, renderer: &Renderer) {
-    if let Some(t) = shown.tables.iter().find(|t| t.name == q || t.name.to_lowercase() == q.to_lowercase()) {
-        lines.push(format!("{q} is used but not in FROM: join {} (columns: {}).", renderer.table_name(&t.schema, &t.name), column_list(t)));
+fn missing_from_lines(
+    lines: &mut Vec<String>,
+    q: &str,
+    froms: &[FromItem],
+    shown: &SchemaInfo,
+    renderer: &Renderer,
+) {
+    if let Some(t) =
+        shown.tables.iter().find(|t| t.name == q || t.name.to_lowercase() == q.to_lowercase())
+    {
+        lines.push(format!(
+            "{q} is used but not in FROM: join {} (columns: {}).",
+            renderer.table_name(&t.schema, &t.name),
+            column_list(t)
+        ));
     } else {
-        let declared: Vec<String> = froms.iter().map(|f| format!("{} ({})", f.alias, f.table.join("."))).collect();
+        let declared: Vec<String> =
+            froms.iter().map(|f| format!("{} ({})", f.alias, f.table.join("."))).collect();
         if declared.is_empty() {
             lines.push(format!("{q} is not declared in FROM."));
         } else {
-            lines.push(format!("{q} is not declared in FROM; the statement declares: {}.", declared.join(", ")));
+            lines.push(format!(
+                "{q} is not declared in FROM; the statement declares: {}.",
+                declared.join(", ")
+            ));
         }
     }
 }
 
 /// `a, b, c` of a table's column names (with types), cut at [`MAX_LISTED_COLUMNS`].
 fn column_list(t: &Table) -> String {
-    let mut s: Vec<String> = t.columns.iter().take(MAX_LISTED_COLUMNS).map(|c| format!("{} {}", quote_ident(&c.name), c.data_type)).collect();
+    let mut s: Vec<String> = t
+        .columns
+        .iter()
+        .take(MAX_LISTED_COLUMNS)
+        .map(|c| format!("{} {}", quote_ident(&c.name), c.data_type))
+        .collect();
     if t.columns.len() > MAX_LISTED_COLUMNS {
         s.push(format!("... {} more", t.columns.len() - MAX_LISTED_COLUMNS));
     }
@@ -539,8 +639,14 @@ fn column_list(t: &Table) -> String {
 /// only reasonably close ones).
 fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>, labels: &[String]) -> Vec<String> {
     let w = word.to_lowercase();
-    let mut scored: Vec<(f64, usize)> = names.enumerate().map(|(i, n)| (similarity(&w, &n.to_lowercase()), i)).filter(|&(s, _)| s >= 0.5).collect();
-    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
+    let mut scored: Vec<(f64, usize)> = names
+        .enumerate()
+        .map(|(i, n)| (similarity(&w, &n.to_lowercase()), i))
+        .filter(|&(s, _)| s >= 0.5)
+        .collect();
+    scored.sort_by(|a, b| {
+        b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
+    });
     let mut out: Vec<String> = Vec::new();
     for (_, i) in scored {
         if !out.contains(&labels[i]) {
@@ -614,19 +720,22 @@ fn dialect_advice(f: &str) -> Option<&'static str> {
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::nl2sql::schema::{Table, TableKind};
 
     fn shop() -> SchemaInfo {
-        let customers = Table::new("public", "customers", TableKind::Table).column("id", "integer", false).column("name", "text", true);
+        let customers = Table::new("public", "customers", TableKind::Table)
+            .column("id", "integer", false)
+            .column("name", "text", true);
         let orders = Table::new("public", "orders", TableKind::Table)
             .column("id", "integer", false)
             .column("customer_id", "integer", true)
             .column("total_price", "numeric", true);
-        let events = Table::new("audit", "events", TableKind::Table).column("id", "integer", false).column("happened_at", "timestamp", true);
+        let events = Table::new("audit", "events", TableKind::Table)
+            .column("id", "integer", false)
+            .column("happened_at", "timestamp", true);
         let mut s = SchemaInfo::new(vec![customers, orders, events], Some("public"));
         s.normalize();
         s
@@ -639,27 +748,67 @@ mod tests {
     #[test]
     fn from_items_with_aliases() {
         let f = from_items("SELECT c.name FROM customers AS c JOIN public.orders o ON o.customer_id = c.id, audit.events WHERE x IN (SELECT 1 FROM \"Orders\" z)");
-        let got: Vec<(String, String)> = f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
+        let got: Vec<(String, String)> =
+            f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
         assert_eq!(
             got,
-            [("customers".into(), "c".into()), ("public.orders".into(), "o".into()), ("audit.events".into(), "events".into()), ("Orders".into(), "z".into())]
+            [
+                ("customers".into(), "c".into()),
+                ("public.orders".into(), "o".into()),
+                ("audit.events".into(), "events".into()),
+                ("Orders".into(), "z".into())
+            ]
         );
         // Sub-selects in FROM are not tables; keywords are not aliases.
-        let f = from_items("SELECT * FROM (SELECT id FROM orders) s JOIN customers WHERE 1 = 1 GROUP BY 1");
-        let got: Vec<(String, String)> = f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
-        assert_eq!(got, [("orders".into(), "orders".into()), ("customers".into(), "customers".into())]);
+        let f = from_items(
+            "SELECT * FROM (SELECT id FROM orders) s JOIN customers WHERE 1 = 1 GROUP BY 1",
+        );
+        let got: Vec<(String, String)> =
+            f.iter().map(|i| (i.table.join("."), i.alias.clone())).collect();
+        assert_eq!(
+            got,
+            [("orders".into(), "orders".into()), ("customers".into(), "customers".into())]
+        );
     }
 
     #[test]
     fn error_spans() {
-        let sql = "SELECT c.total_price FROM customers c WHERE c.placed >= '2023' AND x LIKE 'a >= b'";
-        assert_eq!(error_span(&rej("42703", "column c.total_price does not exist"), sql), Some((9, 20)));
-        assert_eq!(error_span(&rej("42883", "operator does not exist: text >= timestamp"), sql), Some((53, 55)));
-        assert_eq!(error_span(&rej("42883", "function datediff(unknown) does not exist"), "SELECT DATEDIFF('d', a)"), Some((7, 15)));
-        assert_eq!(error_span(&rej("42712", "table name \"t\" specified more than once"), "SELECT t.a FROM x t JOIN y t ON t.id = 1"), Some((27, 28)));
-        assert_eq!(error_span(&rej("42P01", "missing FROM-clause entry for table \"o\""), "SELECT o.id FROM customers c"), Some((7, 8)));
+        let sql =
+            "SELECT c.total_price FROM customers c WHERE c.placed >= '2023' AND x LIKE 'a >= b'";
+        assert_eq!(
+            error_span(&rej("42703", "column c.total_price does not exist"), sql),
+            Some((9, 20))
+        );
+        assert_eq!(
+            error_span(&rej("42883", "operator does not exist: text >= timestamp"), sql),
+            Some((53, 55))
+        );
+        assert_eq!(
+            error_span(
+                &rej("42883", "function datediff(unknown) does not exist"),
+                "SELECT DATEDIFF('d', a)"
+            ),
+            Some((7, 15))
+        );
+        assert_eq!(
+            error_span(
+                &rej("42712", "table name \"t\" specified more than once"),
+                "SELECT t.a FROM x t JOIN y t ON t.id = 1"
+            ),
+            Some((27, 28))
+        );
+        assert_eq!(
+            error_span(
+                &rej("42P01", "missing FROM-clause entry for table \"o\""),
+                "SELECT o.id FROM customers c"
+            ),
+            Some((7, 8))
+        );
         let grouping = "column \"c.name\" must appear in the GROUP BY clause or be used in an aggregate function";
-        assert_eq!(error_span(&rej("42803", grouping), "SELECT c.name, count(*) FROM c"), Some((7, 13)));
+        assert_eq!(
+            error_span(&rej("42803", grouping), "SELECT c.name, count(*) FROM c"),
+            Some((7, 13))
+        );
         assert_eq!(error_span(&rej("42601", "syntax error at end of input"), "SELECT"), None);
         assert_eq!(error_span(&Rejection::from("nope"), "SELECT 1"), None);
     }
@@ -668,7 +817,8 @@ mod tests {
     fn alias_hints_resolve_to_table_indices() {
         let s = shop();
         let h = alias_hints("SELECT c.name, o.total_price FROM customers c JOIN orders o ON o.customer_id = c.id JOIN nowhere n ON true", &s);
-        let names: Vec<(String, String)> = h.iter().map(|(a, _, i)| (a.clone(), s.tables[*i].name.clone())).collect();
+        let names: Vec<(String, String)> =
+            h.iter().map(|(a, _, i)| (a.clone(), s.tables[*i].name.clone())).collect();
         assert_eq!(names, [("c".into(), "customers".into()), ("o".into(), "orders".into())]);
     }
 
@@ -676,7 +826,10 @@ mod tests {
     fn column_on_the_wrong_alias() {
         let sql = "SELECT c.total_price FROM customers c JOIN orders o ON o.customer_id = c.id";
         let text = feedback(&rej("42703", "column c.total_price does not exist"), sql, &shop());
-        assert!(text.contains("c is customers; it has only these columns: id integer, name text."), "{text}");
+        assert!(
+            text.contains("c is customers; it has only these columns: id integer, name text."),
+            "{text}"
+        );
         assert!(text.contains("The column total_price is in: orders"), "{text}");
     }
 
@@ -687,32 +840,72 @@ mod tests {
         assert!(text.contains("o is orders; it has only these columns"), "{text}");
         assert!(text.contains("closest columns are: orders.customer_id"), "{text}");
         // Unqualified, quoted form.
-        let text = feedback(&rej("42703", "column \"happend_at\" does not exist"), "SELECT happend_at FROM audit.events", &shop());
-        assert!(text.contains("audit.events (events) has columns: id integer, happened_at timestamp."), "{text}");
+        let text = feedback(
+            &rej("42703", "column \"happend_at\" does not exist"),
+            "SELECT happend_at FROM audit.events",
+            &shop(),
+        );
+        assert!(
+            text.contains("audit.events (events) has columns: id integer, happened_at timestamp."),
+            "{text}"
+        );
         assert!(text.contains("audit.events.happened_at"), "{text}");
     }
 
     #[test]
     fn tables_and_from_entries() {
-        let text = feedback(&rej("42P01", "relation \"event\" does not exist"), "SELECT * FROM event", &shop());
+        let text = feedback(
+            &rej("42P01", "relation \"event\" does not exist"),
+            "SELECT * FROM event",
+            &shop(),
+        );
         assert!(text.contains("closest tables are: audit.events"), "{text}");
-        let text = feedback(&rej("42P01", "missing FROM-clause entry for table \"orders\""), "SELECT orders.id FROM customers c", &shop());
-        assert!(text.contains("orders is used but not in FROM: join orders (columns: id integer"), "{text}");
-        let text = feedback(&rej("42P01", "missing FROM-clause entry for table \"x\""), "SELECT x.id FROM customers c", &shop());
+        let text = feedback(
+            &rej("42P01", "missing FROM-clause entry for table \"orders\""),
+            "SELECT orders.id FROM customers c",
+            &shop(),
+        );
+        assert!(
+            text.contains("orders is used but not in FROM: join orders (columns: id integer"),
+            "{text}"
+        );
+        let text = feedback(
+            &rej("42P01", "missing FROM-clause entry for table \"x\""),
+            "SELECT x.id FROM customers c",
+            &shop(),
+        );
         assert!(text.contains("the statement declares: c (customers)"), "{text}");
     }
 
     #[test]
     fn functions_of_other_dialects() {
-        let text = feedback(&rej("42883", "function datediff(unknown, date, date) does not exist"), "SELECT 1", &shop());
+        let text = feedback(
+            &rej("42883", "function datediff(unknown, date, date) does not exist"),
+            "SELECT 1",
+            &shop(),
+        );
         assert!(text.starts_with("PostgreSQL has no datediff(): subtract instead"), "{text}");
-        let r = Rejection { facts: vec!["extract(text, date) exists".into()], ..rej("42883", "function pg_catalog.extract(unknown, bigint) does not exist") };
+        let r = Rejection {
+            facts: vec!["extract(text, date) exists".into()],
+            ..rej("42883", "function pg_catalog.extract(unknown, bigint) does not exist")
+        };
         let text = feedback(&r, "SELECT 1", &shop());
-        assert!(text.contains("TO_TIMESTAMP(n)") && text.ends_with("extract(text, date) exists"), "{text}");
-        let text = feedback(&rej("42883", "operator does not exist: date ~~ unknown"), "SELECT 1", &shop());
+        assert!(
+            text.contains("TO_TIMESTAMP(n)") && text.ends_with("extract(text, date) exists"),
+            "{text}"
+        );
+        let text = feedback(
+            &rej("42883", "operator does not exist: date ~~ unknown"),
+            "SELECT 1",
+            &shop(),
+        );
         assert!(text.contains("cast with ::type"), "{text}");
-        assert_eq!(feedback(&rej("42601", "syntax error at or near \"x\""), "SELECT 1", &shop()), "");
-        assert!(feedback(&rej("42601", "syntax error at or near \"`\""), "SELECT `a`", &shop()).contains("never backticks"));
+        assert_eq!(
+            feedback(&rej("42601", "syntax error at or near \"x\""), "SELECT 1", &shop()),
+            ""
+        );
+        assert!(feedback(&rej("42601", "syntax error at or near \"`\""), "SELECT `a`", &shop())
+            .contains("never backticks"));
     }
 
     #[test]

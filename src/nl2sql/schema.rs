@@ -67,7 +67,12 @@ impl Table {
 
     /// Appends a column (builder style, for callers and tests).
     pub fn column(mut self, name: &str, data_type: &str, nullable: bool) -> Table {
-        self.columns.push(Column { name: name.to_string(), data_type: data_type.to_string(), nullable, ..Column::default() });
+        self.columns.push(Column {
+            name: name.to_string(),
+            data_type: data_type.to_string(),
+            nullable,
+            ..Column::default()
+        });
         self
     }
 
@@ -104,7 +109,12 @@ impl SchemaInfo {
         self.tables.dedup_by(|a, b| a.schema == b.schema && a.name == b.name);
         for t in &mut self.tables {
             t.foreign_keys.sort_by(|a, b| {
-                (&a.columns, &a.ref_schema, &a.ref_table, &a.ref_columns).cmp(&(&b.columns, &b.ref_schema, &b.ref_table, &b.ref_columns))
+                (&a.columns, &a.ref_schema, &a.ref_table, &a.ref_columns).cmp(&(
+                    &b.columns,
+                    &b.ref_schema,
+                    &b.ref_table,
+                    &b.ref_columns,
+                ))
             });
             t.foreign_keys.dedup();
         }
@@ -118,9 +128,17 @@ impl SchemaInfo {
     /// Indices of the tables linked to table `i` by a foreign key in either direction, ascending.
     pub fn fk_neighbours(&self, i: usize) -> Vec<usize> {
         let t = &self.tables[i];
-        let mut out: Vec<usize> = t.foreign_keys.iter().filter_map(|fk| self.find(&fk.ref_schema, &fk.ref_table)).collect();
+        let mut out: Vec<usize> = t
+            .foreign_keys
+            .iter()
+            .filter_map(|fk| self.find(&fk.ref_schema, &fk.ref_table))
+            .collect();
         for (j, other) in self.tables.iter().enumerate() {
-            if other.foreign_keys.iter().any(|fk| fk.ref_schema == t.schema && fk.ref_table == t.name) {
+            if other
+                .foreign_keys
+                .iter()
+                .any(|fk| fk.ref_schema == t.schema && fk.ref_table == t.name)
+            {
                 out.push(j);
             }
         }
@@ -138,7 +156,8 @@ mod tests {
     /// users <- orders -> (nothing); products standalone.
     fn shop() -> SchemaInfo {
         let users = Table::new("public", "users", TableKind::Table).column("id", "integer", false);
-        let mut orders = Table::new("public", "orders", TableKind::Table).column("user_id", "integer", false);
+        let mut orders =
+            Table::new("public", "orders", TableKind::Table).column("user_id", "integer", false);
         orders.foreign_keys.push(ForeignKey {
             columns: vec!["user_id".into()],
             ref_schema: "public".into(),
@@ -163,7 +182,11 @@ mod tests {
     fn neighbours_in_both_directions() {
         let mut s = shop();
         s.normalize();
-        let (o, p, u) = (s.find("public", "orders").unwrap(), s.find("public", "products").unwrap(), s.find("public", "users").unwrap());
+        let (o, p, u) = (
+            s.find("public", "orders").unwrap(),
+            s.find("public", "products").unwrap(),
+            s.find("public", "users").unwrap(),
+        );
         assert_eq!(s.fk_neighbours(o), vec![u]);
         assert_eq!(s.fk_neighbours(u), vec![o]);
         assert!(s.fk_neighbours(p).is_empty());

@@ -82,6 +82,12 @@ pub struct Choice {
 /// invented name half written, a banned word), and a word is a few tokens long.
 const BACKTRACK_DEPTH: usize = 8;
 
+/// Runs the model on tokens appended to the cache and returns logits rows `[n, vocab]` (or the last).
+pub type ForwardFn<'a> =
+    dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, Nl2SqlError> + 'a;
+/// Picks the next token from (text so far, logits row, ids excluded at this position).
+pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
+
 /// Decodes from `first` (the logits row after the prompt, `[width]`) with the KV cache `kv`
 /// holding the prompt `context`. `forward` is the one forward entry point (returns `[n_out,
 /// width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
@@ -106,8 +112,8 @@ pub fn decode(
     context: &[u32],
     drafter: Option<(&Drafter, &[u32])>,
     limits: DecodeLimits,
-    forward: &mut dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, Nl2SqlError>,
-    choose: &mut dyn FnMut(&str, &[f32], &[u32]) -> Choice,
+    forward: &mut ForwardFn,
+    choose: &mut ChooseFn,
     on_progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Decoded, Nl2SqlError> {
     let width = first.len();
@@ -138,7 +144,9 @@ pub fn decode(
             }
             kept.push_back((pos, row.to_vec()));
         }
-        let here = |excluded: &[(usize, u32)], p: usize| excluded.iter().filter(|e| e.0 == p).map(|e| e.1).collect::<Vec<u32>>();
+        let here = |excluded: &[(usize, u32)], p: usize| {
+            excluded.iter().filter(|e| e.0 == p).map(|e| e.1).collect::<Vec<u32>>()
+        };
         let mut choice = choose(&text, row, &here(&excluded, pos));
         let mut backed_out = false;
         if !choice.acceptable && backtracks_left > 0 {
@@ -200,7 +208,11 @@ pub fn decode(
                 let room = kv.capacity() - kv.len() - 1;
                 // Tokens n+1..n+k+1 come out of this pass; more than the budget left is waste.
                 let k = window.len(&text).min(limits.max_new - ids.len() - 1).min(room);
-                if k == 0 { Vec::new() } else { d.propose(&history, ids.len(), k, focus) }
+                if k == 0 {
+                    Vec::new()
+                } else {
+                    d.propose(&history, ids.len(), k, focus)
+                }
             }
             None => Vec::new(),
         };

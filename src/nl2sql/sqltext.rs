@@ -5,8 +5,9 @@
 /// Words a SQL statement may start with (any kind, so that validation can reject non-queries by
 /// name instead of silently dropping them). Compared case-insensitively on a word boundary.
 const START_WORDS: &[&str] = &[
-    "select", "with", "values", "table", "insert", "update", "delete", "merge", "create", "drop", "alter",
-    "truncate", "explain", "show", "grant", "revoke", "copy", "call", "do", "set", "begin", "commit",
+    "select", "with", "values", "table", "insert", "update", "delete", "merge", "create", "drop",
+    "alter", "truncate", "explain", "show", "grant", "revoke", "copy", "call", "do", "set",
+    "begin", "commit",
 ];
 
 /// The statement found in an answer.
@@ -111,7 +112,7 @@ fn statement_end(body: &str) -> (usize, bool) {
                 i += 1;
             }
             b'\n' => {
-                if !line_has_text && i > 0 && body[..i].trim().len() > 0 {
+                if !line_has_text && i > 0 && !body[..i].trim().is_empty() {
                     // An empty line after statement text: the statement (and the SQL) is over.
                     return (i, true);
                 }
@@ -187,8 +188,14 @@ mod tests {
 
     #[test]
     fn fenced_sql_from_the_larger_model() {
-        assert_eq!(sql("```sql\nSELECT COUNT(*) FROM users;\n```"), ("SELECT COUNT(*) FROM users".into(), true));
-        assert_eq!(sql("```sql\nSELECT COUNT(*)\nFROM users\n```\nThis counts."), ("SELECT COUNT(*)\nFROM users".into(), true));
+        assert_eq!(
+            sql("```sql\nSELECT COUNT(*) FROM users;\n```"),
+            ("SELECT COUNT(*) FROM users".into(), true)
+        );
+        assert_eq!(
+            sql("```sql\nSELECT COUNT(*)\nFROM users\n```\nThis counts."),
+            ("SELECT COUNT(*)\nFROM users".into(), true)
+        );
         // Fence opened, body still streaming: not complete.
         assert_eq!(sql("```sql\nSELECT COUNT(*)"), ("SELECT COUNT(*)".into(), false));
         assert_eq!(sql("```sql"), ("".into(), false));
@@ -219,7 +226,10 @@ mod tests {
     #[test]
     fn start_words_need_a_word_boundary() {
         assert_eq!(sql("selection is hard\nSELECT 1;"), ("SELECT 1".into(), true));
-        assert_eq!(sql("(SELECT 1) UNION (SELECT 2);"), ("(SELECT 1) UNION (SELECT 2)".into(), true));
+        assert_eq!(
+            sql("(SELECT 1) UNION (SELECT 2);"),
+            ("(SELECT 1) UNION (SELECT 2)".into(), true)
+        );
         assert_eq!(sql("DELETE FROM users;"), ("DELETE FROM users".into(), true));
         assert!(!answer_complete("The"));
         assert!(!answer_complete(""));

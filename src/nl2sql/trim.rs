@@ -14,10 +14,10 @@ const NAME_MATCH_WEIGHT: u32 = 3;
 
 /// Question words too common to say anything about which table is meant.
 const STOP_WORDS: &[&str] = &[
-    "a", "all", "an", "and", "are", "as", "at", "by", "can", "did", "do", "does", "each", "for", "from", "give",
-    "has", "have", "how", "in", "is", "it", "list", "many", "me", "much", "number", "of", "on", "or", "per",
-    "show", "that", "the", "their", "there", "this", "to", "total", "was", "were", "what", "when", "where",
-    "which", "who", "with",
+    "a", "all", "an", "and", "are", "as", "at", "by", "can", "did", "do", "does", "each", "for",
+    "from", "give", "has", "have", "how", "in", "is", "it", "list", "many", "me", "much", "number",
+    "of", "on", "or", "per", "show", "that", "the", "their", "there", "this", "to", "total", "was",
+    "were", "what", "when", "where", "which", "who", "with",
 ];
 
 /// Which tables to show.
@@ -45,7 +45,9 @@ pub fn words(s: &str) -> BTreeSet<String> {
 fn singular(w: &str) -> String {
     if w.len() > 4 && w.ends_with("ies") {
         format!("{}y", &w[..w.len() - 3])
-    } else if w.len() > 4 && (w.ends_with("sses") || w.ends_with("xes") || w.ends_with("ches") || w.ends_with("shes")) {
+    } else if w.len() > 4
+        && (w.ends_with("sses") || w.ends_with("xes") || w.ends_with("ches") || w.ends_with("shes"))
+    {
         w[..w.len() - 2].to_string()
     } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") {
         w[..w.len() - 1].to_string()
@@ -60,7 +62,15 @@ fn score(schema: &SchemaInfo, i: usize, q: &BTreeSet<String>) -> u32 {
     let name = words(&t.name);
     let cols: BTreeSet<String> = t.columns.iter().flat_map(|c| words(&c.name)).collect();
     q.iter()
-        .map(|w| if name.contains(w) { NAME_MATCH_WEIGHT } else if cols.contains(w) { 1 } else { 0 })
+        .map(|w| {
+            if name.contains(w) {
+                NAME_MATCH_WEIGHT
+            } else if cols.contains(w) {
+                1
+            } else {
+                0
+            }
+        })
         .sum()
 }
 
@@ -91,7 +101,12 @@ pub fn priority(schema: &SchemaInfo, question: &str) -> Vec<usize> {
 
 /// Picks whole tables, in [`priority`] order, whose token counts (`table_tokens[i]`) fit in
 /// `budget`. All tables are kept when they all fit.
-pub fn select(schema: &SchemaInfo, question: &str, table_tokens: &[usize], budget: usize) -> Selection {
+pub fn select(
+    schema: &SchemaInfo,
+    question: &str,
+    table_tokens: &[usize],
+    budget: usize,
+) -> Selection {
     assert_eq!(table_tokens.len(), schema.tables.len(), "one token count per table");
     let total: usize = table_tokens.iter().sum();
     let n = schema.tables.len();
@@ -126,18 +141,32 @@ mod tests {
             ref_table: t.into(),
             ref_columns: vec!["id".into()],
         };
-        let users = Table::new("public", "users", TableKind::Table).column("id", "integer", false).column("email", "text", false);
-        let mut orders = Table::new("public", "orders", TableKind::Table).column("id", "integer", false).column("user_id", "integer", false);
+        let users = Table::new("public", "users", TableKind::Table)
+            .column("id", "integer", false)
+            .column("email", "text", false);
+        let mut orders = Table::new("public", "orders", TableKind::Table)
+            .column("id", "integer", false)
+            .column("user_id", "integer", false);
         orders.foreign_keys.push(fk("user_id", "users"));
-        let mut items = Table::new("public", "order_items", TableKind::Table).column("order_id", "integer", false).column("product_id", "integer", false);
+        let mut items = Table::new("public", "order_items", TableKind::Table)
+            .column("order_id", "integer", false)
+            .column("product_id", "integer", false);
         items.foreign_keys.push(fk("order_id", "orders"));
         items.foreign_keys.push(fk("product_id", "products"));
-        let mut products = Table::new("public", "products", TableKind::Table).column("id", "integer", false).column("price", "numeric", false);
+        let mut products = Table::new("public", "products", TableKind::Table)
+            .column("id", "integer", false)
+            .column("price", "numeric", false);
         products.foreign_keys.push(fk("category_id", "categories"));
-        let categories = Table::new("public", "categories", TableKind::Table).column("id", "integer", false);
-        let addresses = Table::new("public", "addresses", TableKind::Table).column("city", "text", false);
-        let reviews = Table::new("public", "reviews", TableKind::Table).column("rating", "integer", false);
-        let mut s = SchemaInfo::new(vec![users, orders, items, products, categories, addresses, reviews], Some("public"));
+        let categories =
+            Table::new("public", "categories", TableKind::Table).column("id", "integer", false);
+        let addresses =
+            Table::new("public", "addresses", TableKind::Table).column("city", "text", false);
+        let reviews =
+            Table::new("public", "reviews", TableKind::Table).column("rating", "integer", false);
+        let mut s = SchemaInfo::new(
+            vec![users, orders, items, products, categories, addresses, reviews],
+            Some("public"),
+        );
         s.normalize();
         s
     }
@@ -148,7 +177,9 @@ mod tests {
 
     #[test]
     fn words_are_split_singularised_and_filtered() {
-        let w: Vec<String> = words("How many order_items per Category? addresses, boxes, status").into_iter().collect();
+        let w: Vec<String> = words("How many order_items per Category? addresses, boxes, status")
+            .into_iter()
+            .collect();
         assert_eq!(w, ["address", "box", "category", "item", "order", "status"]);
     }
 
@@ -167,7 +198,10 @@ mod tests {
         let p = priority(&s, "average price of products by user");
         // products: name (3) + column price (1); users: name (3); order_items and orders match
         // through product_id / user_id columns (1 each); then the neighbours; then the rest.
-        assert_eq!(names(&s, &p), ["products", "users", "order_items", "orders", "categories", "addresses", "reviews"]);
+        assert_eq!(
+            names(&s, &p),
+            ["products", "users", "order_items", "orders", "categories", "addresses", "reviews"]
+        );
     }
 
     #[test]
@@ -176,7 +210,10 @@ mod tests {
         let tokens = [10, 10, 10, 10, 10, 10, 10];
         let sel = select(&s, "how many users?", &tokens, 25);
         assert_eq!(names(&s, &sel.shown), ["orders", "users"]);
-        assert_eq!(names(&s, &sel.dropped), ["addresses", "categories", "order_items", "products", "reviews"]);
+        assert_eq!(
+            names(&s, &sel.dropped),
+            ["addresses", "categories", "order_items", "products", "reviews"]
+        );
         assert_eq!(sel.tokens, 20);
         // A big matched table is skipped, not cut; smaller ones still fill the budget.
         let mut big = tokens;

@@ -40,7 +40,12 @@ enum Kind {
 /// The kind of a type as PostgreSQL formats it.
 fn kind(data_type: &str) -> Kind {
     let t = data_type.to_ascii_lowercase();
-    if t == "text" || t.starts_with("character") || t.starts_with("varchar") || t == "citext" || t == "name" {
+    if t == "text"
+        || t.starts_with("character")
+        || t.starts_with("varchar")
+        || t == "citext"
+        || t == "name"
+    {
         Kind::Text
     } else if t == "integer" || t == "bigint" || t == "smallint" {
         Kind::Integer
@@ -64,7 +69,8 @@ fn text_note(s: &ColumnStats) -> Option<String> {
     let listable: Vec<&String> = s.common.iter().filter(|v| printable(v)).collect();
     if let Some(d) = s.distinct {
         if d <= MAX_ENUM_DISTINCT && !listable.is_empty() && listable.len() == s.common.len() {
-            let shown: Vec<String> = listable.iter().take(MAX_LISTED_VALUES).map(|v| literal(v)).collect();
+            let shown: Vec<String> =
+                listable.iter().take(MAX_LISTED_VALUES).map(|v| literal(v)).collect();
             let more = if (d as usize) > shown.len() { ", ..." } else { "" };
             return Some(format!("values: {}{more}", shown.join(", ")));
         }
@@ -77,11 +83,14 @@ fn text_note(s: &ColumnStats) -> Option<String> {
 /// values all fall in the epoch-seconds range.
 fn epoch_note(name: &str, s: &ColumnStats) -> Option<String> {
     let n = name.to_ascii_lowercase();
-    let timeish = ["time", "date", "epoch", "_at", "_ts", "ts_", "timestamp"].iter().any(|w| n.contains(w)) || n == "ts";
+    let timeish =
+        ["time", "date", "epoch", "_at", "_ts", "ts_", "timestamp"].iter().any(|w| n.contains(w))
+            || n == "ts";
     if !timeish {
         return None;
     }
-    let nums: Vec<i64> = s.bounds.iter().chain(&s.common).filter_map(|v| v.trim().parse().ok()).collect();
+    let nums: Vec<i64> =
+        s.bounds.iter().chain(&s.common).filter_map(|v| v.trim().parse().ok()).collect();
     if nums.is_empty() || !nums.iter().all(|v| EPOCH_SECONDS.contains(v)) {
         return None;
     }
@@ -90,13 +99,16 @@ fn epoch_note(name: &str, s: &ColumnStats) -> Option<String> {
 
 /// True for a short value without control characters (safe and useful to list).
 fn printable(v: &str) -> bool {
-    !v.is_empty() && v.chars().count() <= MAX_VALUE_CHARS && !v.chars().any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    !v.is_empty()
+        && v.chars().count() <= MAX_VALUE_CHARS
+        && !v.chars().any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
 }
 
 /// True when `v` looks like a date or time written as text: digits with date/time separators
 /// (`2023-01-31`, `31/01/2023`, `2023-01-31 10:00`, `10:30`), or a month name.
 fn looks_temporal(v: &str) -> bool {
-    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
     let t = v.trim();
     let digits = t.chars().filter(char::is_ascii_digit).count();
     let seps = t.chars().filter(|c| matches!(c, '-' | '/' | ':' | '.')).count();
@@ -105,7 +117,9 @@ fn looks_temporal(v: &str) -> bool {
         return true;
     }
     let lower = t.to_ascii_lowercase();
-    lower.len() <= 12 && MONTHS.iter().any(|m| lower.starts_with(m)) && lower.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '-')
+    lower.len() <= 12
+        && MONTHS.iter().any(|m| lower.starts_with(m))
+        && lower.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '-')
 }
 
 /// `v` as a SQL string literal.
@@ -118,17 +132,30 @@ mod tests {
     use super::*;
 
     fn stats(distinct: Option<u32>, common: &[&str], bounds: &[&str]) -> ColumnStats {
-        ColumnStats { distinct, common: common.iter().map(|s| s.to_string()).collect(), bounds: bounds.iter().map(|s| s.to_string()).collect() }
+        ColumnStats {
+            distinct,
+            common: common.iter().map(|s| s.to_string()).collect(),
+            bounds: bounds.iter().map(|s| s.to_string()).collect(),
+        }
     }
 
     #[test]
     fn enumerations_are_listed() {
         let s = stats(Some(3), &["active", "inactive", "it's"], &[]);
-        assert_eq!(note("status", "character varying(20)", &s).as_deref(), Some("values: 'active', 'inactive', 'it''s'"));
+        assert_eq!(
+            note("status", "character varying(20)", &s).as_deref(),
+            Some("values: 'active', 'inactive', 'it''s'")
+        );
         let s = stats(Some(12), &["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"], &[]);
-        assert_eq!(note("code", "text", &s).as_deref(), Some("values: 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', ..."));
+        assert_eq!(
+            note("code", "text", &s).as_deref(),
+            Some("values: 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', ...")
+        );
         // Many distinct values: nothing (no names or e-mails in the prompt).
-        assert_eq!(note("email", "text", &stats(None, &["a@x.org"], &["a@x.org", "z@x.org"])), None);
+        assert_eq!(
+            note("email", "text", &stats(None, &["a@x.org"], &["a@x.org", "z@x.org"])),
+            None
+        );
         // A control character or a long value: not listed.
         assert_eq!(note("s", "text", &stats(Some(2), &["ok", "a\nb"], &[])), None);
         // Non-text enumerations: nothing.
@@ -137,18 +164,37 @@ mod tests {
 
     #[test]
     fn date_formats_in_text() {
-        assert_eq!(note("d", "text", &stats(None, &[], &["2023-01-05", "2023-06-30"])).as_deref(), Some("text in the format '2023-01-05'"));
-        assert_eq!(note("d", "character varying(10)", &stats(None, &[], &["05/01/2023"])).as_deref(), Some("text in the format '05/01/2023'"));
-        assert_eq!(note("m", "text", &stats(None, &[], &["March"])).as_deref(), Some("text in the format 'March'"));
+        assert_eq!(
+            note("d", "text", &stats(None, &[], &["2023-01-05", "2023-06-30"])).as_deref(),
+            Some("text in the format '2023-01-05'")
+        );
+        assert_eq!(
+            note("d", "character varying(10)", &stats(None, &[], &["05/01/2023"])).as_deref(),
+            Some("text in the format '05/01/2023'")
+        );
+        assert_eq!(
+            note("m", "text", &stats(None, &[], &["March"])).as_deref(),
+            Some("text in the format 'March'")
+        );
         assert_eq!(note("name", "text", &stats(None, &[], &["Alice", "Bob"])), None);
-        assert_eq!(note("phone", "text", &stats(None, &[], &["555-1234"])).as_deref(), Some("text in the format '555-1234'"));
+        assert_eq!(
+            note("phone", "text", &stats(None, &[], &["555-1234"])).as_deref(),
+            Some("text in the format '555-1234'")
+        );
     }
 
     #[test]
     fn epoch_integers() {
         let s = stats(None, &[], &["1672531200", "1680000000", "1690000000"]);
-        assert_eq!(note("created_ts", "bigint", &s).as_deref(), Some("unix-epoch seconds, e.g. 1680000000 (use TO_TIMESTAMP)"));
-        assert_eq!(note("customer_id", "bigint", &s), None, "an id in the same range is not a time");
+        assert_eq!(
+            note("created_ts", "bigint", &s).as_deref(),
+            Some("unix-epoch seconds, e.g. 1680000000 (use TO_TIMESTAMP)")
+        );
+        assert_eq!(
+            note("customer_id", "bigint", &s),
+            None,
+            "an id in the same range is not a time"
+        );
         assert_eq!(note("event_time", "integer", &stats(None, &[], &["12", "1672531200"])), None);
     }
 }

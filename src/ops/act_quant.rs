@@ -34,7 +34,9 @@ impl<'a> SharedActs<'a> {
             return Ok((&e.2, e.1));
         }
         // The dispatched (SIMD) quantizer; bit-identical to `quant::quantize_row_fn(ty)`.
-        let f = crate::kernels::kernels().quantize(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+        let f = crate::kernels::kernels()
+            .quantize(ty)
+            .ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
         let rb = quant::row_size(ty, self.cols)?;
         let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]
         buf.par_chunks_mut(rb).zip(self.x.par_chunks(self.cols)).for_each(|(d, s)| f(s, d));

@@ -93,7 +93,13 @@ fn bytes<T: Elem>(s: &[T]) -> &[u8] {
 /// by `1/sqrt(head_dim)`. Each (token, head) row is computed on its own, by the same code whatever
 /// the batch size or thread count, so results are bitwise batch- and thread-invariant.
 /// Parallel over (token, head) pairs: call inside `Runtime::install`.
-pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecision, out: &mut [f32]) {
+pub fn attention(
+    q: &[f32],
+    kv: KvView<'_>,
+    shape: AttnShape,
+    prec: AttnPrecision,
+    out: &mut [f32],
+) {
     let AttnShape { n_heads, n_kv_heads, head_dim: hd, max_seq, .. } = shape;
     assert!(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "heads must be a multiple of kv heads");
     assert_eq!(q.len(), out.len(), "attention q/out shape mismatch");
@@ -106,11 +112,21 @@ pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecisio
         KvView::F32 { k, v } => {
             assert!(k.len() >= need && v.len() >= need, "cache shape");
             if one_chunk {
-                run(q, shape, out, |qh, n_ctx, kvh, o, _| online_f32(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o));
+                run(q, shape, out, |qh, n_ctx, kvh, o, _| {
+                    online_f32(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o)
+                });
             } else {
                 let kern = exact_kernels::<f32>();
                 run(q, shape, out, |qh, n_ctx, kvh, o, sc| {
-                    exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc, kern)
+                    exact(
+                        qh,
+                        rows(k, kvh, n_ctx, shape),
+                        rows(v, kvh, n_ctx, shape),
+                        hd,
+                        o,
+                        sc,
+                        kern,
+                    )
                 });
             }
         }
@@ -118,12 +134,26 @@ pub fn attention(q: &[f32], kv: KvView<'_>, shape: AttnShape, prec: AttnPrecisio
             assert!(k.len() >= need && v.len() >= need, "cache shape");
             if one_chunk {
                 run(q, shape, out, |qh, n_ctx, kvh, o, _| {
-                    ggml_one_chunk_f16(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o)
+                    ggml_one_chunk_f16(
+                        qh,
+                        rows(k, kvh, n_ctx, shape),
+                        rows(v, kvh, n_ctx, shape),
+                        hd,
+                        o,
+                    )
                 });
             } else {
                 let kern = exact_kernels::<f16>();
                 run(q, shape, out, |qh, n_ctx, kvh, o, sc| {
-                    exact(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o, sc, kern)
+                    exact(
+                        qh,
+                        rows(k, kvh, n_ctx, shape),
+                        rows(v, kvh, n_ctx, shape),
+                        hd,
+                        o,
+                        sc,
+                        kern,
+                    )
                 });
             }
         }
@@ -166,7 +196,15 @@ fn kq_scale(hd: usize) -> f32 {
 /// the SIMD tiers: the scalar tier's single running f32 sum is a serial add chain, about a third of
 /// a 1.5B decode step at 750 positions. Any one tier computes every score the same way
 /// whatever the batch, so batched and sequential decoding stay bitwise equal.
-fn exact<T: Elem>(qh: &[f32], kh: &[T], vh: &[T], hd: usize, o: &mut [f32], scores: &mut Vec<f32>, k: ExactKernels) {
+fn exact<T: Elem>(
+    qh: &[f32],
+    kh: &[T],
+    vh: &[T],
+    hd: usize,
+    o: &mut [f32],
+    scores: &mut Vec<f32>,
+    k: ExactKernels,
+) {
     let scale = kq_scale(hd);
     let qb = bytes(qh);
     scores.clear();
@@ -188,7 +226,10 @@ struct ExactKernels {
 fn exact_kernels<T: Elem>() -> ExactKernels {
     let set = kernels();
     let missing = "every tier has F32 and F16 attention kernels";
-    ExactKernels { dot: set.score_dot(T::TY).expect(missing), wsum: set.weighted_sum(T::TY).expect(missing) }
+    ExactKernels {
+        dot: set.score_dot(T::TY).expect(missing),
+        wsum: set.weighted_sum(T::TY).expect(missing),
+    }
 }
 
 /// ggml's one-chunk flash attention for one query row over an f32 cache: f32 dot, online softmax
@@ -249,7 +290,16 @@ mod tests {
 
     /// Naive per-head attention in f64 with explicit loops.
     #[allow(clippy::too_many_arguments)]
-    fn naive(q: &[f32], k: &[f32], v: &[f32], nh: usize, nkv: usize, hd: usize, max_seq: usize, pos0: usize) -> Vec<f32> {
+    fn naive(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        nh: usize,
+        nkv: usize,
+        hd: usize,
+        max_seq: usize,
+        pos0: usize,
+    ) -> Vec<f32> {
         let n_tok = q.len() / (nh * hd);
         let mut out = vec![0.0f32; q.len()];
         for t in 0..n_tok {
@@ -258,7 +308,12 @@ mod tests {
                 let n = pos0 + t + 1;
                 let mut s: Vec<f64> = (0..n)
                     .map(|p| {
-                        (0..hd).map(|d| q[(t * nh + h) * hd + d] as f64 * k[(kvh * max_seq + p) * hd + d] as f64).sum::<f64>()
+                        (0..hd)
+                            .map(|d| {
+                                q[(t * nh + h) * hd + d] as f64
+                                    * k[(kvh * max_seq + p) * hd + d] as f64
+                            })
+                            .sum::<f64>()
                             / (hd as f64).sqrt()
                     })
                     .collect();
@@ -268,7 +323,9 @@ mod tests {
                     *x = (*x - m).exp() / z;
                 }
                 for d in 0..hd {
-                    out[(t * nh + h) * hd + d] = (0..n).map(|p| s[p] * v[(kvh * max_seq + p) * hd + d] as f64).sum::<f64>() as f32;
+                    out[(t * nh + h) * hd + d] = (0..n)
+                        .map(|p| s[p] * v[(kvh * max_seq + p) * hd + d] as f64)
+                        .sum::<f64>() as f32;
                 }
             }
         }
@@ -276,7 +333,14 @@ mod tests {
     }
 
     /// Runs `attention` on f32 `k`/`v` stored as `dtype` (`true` = f16) in mode `prec`.
-    fn run_mode(q: &[f32], k: &[f32], v: &[f32], s: AttnShape, f16_cache: bool, prec: AttnPrecision) -> Vec<f32> {
+    fn run_mode(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        s: AttnShape,
+        f16_cache: bool,
+        prec: AttnPrecision,
+    ) -> Vec<f32> {
         let mut out = vec![0.0; q.len()];
         let rt = crate::runtime::Runtime::new(2).unwrap();
         if f16_cache {
@@ -316,7 +380,12 @@ mod tests {
         for (c16, prec, reference, tol) in cases {
             let out = run_mode(&q, &k, &v, s, c16, prec);
             for i in 0..out.len() {
-                assert!((out[i] - reference[i]).abs() < tol, "{c16} {prec:?} {i}: {} vs {}", out[i], reference[i]);
+                assert!(
+                    (out[i] - reference[i]).abs() < tol,
+                    "{c16} {prec:?} {i}: {} vs {}",
+                    out[i],
+                    reference[i]
+                );
             }
         }
         // The f16 one-chunk path really differs from exact arithmetic on the same cache.
@@ -342,7 +411,11 @@ mod tests {
                     let s1 = AttnShape { pos0: t, ..s };
                     let one = run_mode(&q[t * row..(t + 1) * row], &k, &v, s1, c16, prec);
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&batch[t * row..(t + 1) * row]), bits(&one), "{c16} {prec:?} row {t}");
+                    assert_eq!(
+                        bits(&batch[t * row..(t + 1) * row]),
+                        bits(&one),
+                        "{c16} {prec:?} row {t}"
+                    );
                 }
             }
         }
@@ -358,7 +431,11 @@ mod tests {
         let s = AttnShape { n_heads: 1, n_kv_heads: 1, head_dim: hd, max_seq, pos0: 0 };
         for c16 in [false, true] {
             for prec in [AttnPrecision::Exact, AttnPrecision::GgmlF16] {
-                assert_eq!(run_mode(&q, &k, &v, s, c16, prec), vec![9.0, 8.0, 7.0, 6.0], "{c16} {prec:?}");
+                assert_eq!(
+                    run_mode(&q, &k, &v, s, c16, prec),
+                    vec![9.0, 8.0, 7.0, 6.0],
+                    "{c16} {prec:?}"
+                );
             }
         }
     }

@@ -107,8 +107,18 @@ const TOKEN_TILE: usize = 64;
 /// token tile by token tile, each group's kernel call applies every decoded weight block to the
 /// tile's tokens. Each output is the packed kernel's, bitwise `q4_k_exact_dot` of its row and token
 /// (like the unpacked SIMD kernels), so the result does not depend on the layout or on `n_tok`.
-fn matmul_packed(w: WeightRows<'_>, p: PackedRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, out: &mut [f32]) {
-    assert!(w.rows.is_multiple_of(PACK_ROWS) && p.data.len() == w.data.len(), "packed matrix shape");
+fn matmul_packed(
+    w: WeightRows<'_>,
+    p: PackedRows<'_>,
+    acts: &[u8],
+    act_row_bytes: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) {
+    assert!(
+        w.rows.is_multiple_of(PACK_ROWS) && p.data.len() == w.data.len(),
+        "packed matrix shape"
+    );
     let gb = PACK_ROWS * w.row_bytes; // bytes per row group
     let per_task = (CHUNK_BYTES / gb).max(1); // groups per parallel task
     let cols = w.cols;
@@ -128,7 +138,13 @@ fn matmul_packed(w: WeightRows<'_>, p: PackedRows<'_>, acts: &[u8], act_row_byte
             let a = &acts[t0 * act_row_bytes..(t0 + nt) * act_row_bytes];
             for (i, og) in o.chunks_exact_mut(PACK_ROWS * n_tok).enumerate() {
                 let g = c * per_task + i;
-                (p.dot)(cols, &p.data[g * gb..(g + 1) * gb], a, act_row_bytes, &mut og[t0 * PACK_ROWS..(t0 + nt) * PACK_ROWS]);
+                (p.dot)(
+                    cols,
+                    &p.data[g * gb..(g + 1) * gb],
+                    a,
+                    act_row_bytes,
+                    &mut og[t0 * PACK_ROWS..(t0 + nt) * PACK_ROWS],
+                );
             }
         }
     });
@@ -147,7 +163,14 @@ fn matmul_packed(w: WeightRows<'_>, p: PackedRows<'_>, acts: &[u8], act_row_byte
 /// - `acts`: `[n_tok, act_row_bytes]`; `out`: `[n_tok, rows.len()]`
 ///
 /// Rows are dotted in place (no gathering copy): a subset head reads only the selected rows.
-pub fn matmul_rows(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize, rows: &[u32], out: &mut [f32]) {
+pub fn matmul_rows(
+    w: WeightRows<'_>,
+    acts: &[u8],
+    act_row_bytes: usize,
+    n_tok: usize,
+    rows: &[u32],
+    out: &mut [f32],
+) {
     assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
     assert_eq!(acts.len(), n_tok * act_row_bytes, "activation bytes do not match shape");
     assert_eq!(out.len(), n_tok * rows.len(), "output shape mismatch");
@@ -201,7 +224,8 @@ mod tests {
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let kernels = set.get(GgmlType::F32).unwrap();
-            let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels, packed: None };
+            let wr =
+                WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels, packed: None };
             for n_tok in [1usize, 3, 11] {
                 let x: Vec<f32> = (0..n_tok * cols).map(|i| (i % 5) as f32 * 0.5 - 1.0).collect();
                 let xb = bytes(&x);
@@ -210,7 +234,11 @@ mod tests {
                 for t in 0..n_tok {
                     for r in 0..rows {
                         let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[t * cols + c]).sum();
-                        assert_eq!(out[t * rows + r], want, "tier {tier} n_tok {n_tok} t {t} r {r}");
+                        assert_eq!(
+                            out[t * rows + r],
+                            want,
+                            "tier {tier} n_tok {n_tok} t {t} r {r}"
+                        );
                     }
                 }
             }
@@ -225,7 +253,14 @@ mod tests {
         let wb = bytes(&w);
         let rt = crate::runtime::Runtime::new(2).unwrap();
         let set = crate::kernels::kernels();
-        let wr = WeightRows { data: &wb, rows, cols, row_bytes: cols * 4, kernels: set.get(GgmlType::F32).unwrap(), packed: None };
+        let wr = WeightRows {
+            data: &wb,
+            rows,
+            cols,
+            row_bytes: cols * 4,
+            kernels: set.get(GgmlType::F32).unwrap(),
+            packed: None,
+        };
         let pick: Vec<u32> = (0..rows as u32).filter(|r| r % 7 == 0 || r % 11 == 3).collect();
         for n_tok in [1usize, 5] {
             let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.37).sin()).collect();
@@ -236,7 +271,11 @@ mod tests {
             rt.install(|| matmul_rows(wr, &xb, cols * 4, n_tok, &pick, &mut sub));
             for t in 0..n_tok {
                 for (j, &r) in pick.iter().enumerate() {
-                    assert_eq!(sub[t * pick.len() + j].to_bits(), full[t * rows + r as usize].to_bits(), "n_tok {n_tok} t {t} row {r}");
+                    assert_eq!(
+                        sub[t * pick.len() + j].to_bits(),
+                        full[t * rows + r as usize].to_bits(),
+                        "n_tok {n_tok} t {t} row {r}"
+                    );
                 }
             }
         }
@@ -267,10 +306,18 @@ mod tests {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let Some(dot) = set.packed_q4_k() else { continue };
             let kernels = set.get(GgmlType::Q4_K).unwrap();
-            let plain = WeightRows { data: &wb, rows, cols, row_bytes: cols / 256 * 144, kernels, packed: None };
+            let plain = WeightRows {
+                data: &wb,
+                rows,
+                cols,
+                row_bytes: cols / 256 * 144,
+                kernels,
+                packed: None,
+            };
             let pk = WeightRows { packed: Some(PackedRows { data: &packed, dot }), ..plain };
             for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
-                let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.71).sin() * 3.0).collect();
+                let x: Vec<f32> =
+                    (0..n_tok * cols).map(|i| (i as f32 * 0.71).sin() * 3.0).collect();
                 let mut xb = vec![0u8; n_tok * arb];
                 for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
                     crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
@@ -279,7 +326,13 @@ mod tests {
                 rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
                 rt.install(|| matmul(pk, &xb, arb, n_tok, &mut b));
                 for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                    assert_eq!(x.to_bits(), y.to_bits(), "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}", i / rows, i % rows);
+                    assert_eq!(
+                        x.to_bits(),
+                        y.to_bits(),
+                        "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}",
+                        i / rows,
+                        i % rows
+                    );
                 }
             }
         }

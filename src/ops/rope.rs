@@ -95,7 +95,12 @@ mod tests {
                 t.apply(0, &mut y, 16, mode);
                 let want = naive(&x, pos, 10000.0, mode);
                 for i in 0..16 {
-                    assert!((y[i] - want[i]).abs() < 1e-4, "{mode:?} pos {pos} dim {i}: {} vs {}", y[i], want[i]);
+                    assert!(
+                        (y[i] - want[i]).abs() < 1e-4,
+                        "{mode:?} pos {pos} dim {i}: {} vs {}",
+                        y[i],
+                        want[i]
+                    );
                 }
             }
         }

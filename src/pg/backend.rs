@@ -25,12 +25,24 @@ impl FileId {
     /// Reads the identity of `path` (following symlinks).
     pub fn of(path: &Path) -> std::io::Result<FileId> {
         let m = std::fs::metadata(path)?;
-        Ok(FileId { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128 })
+        Ok(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        })
     }
 
     /// A string for fingerprints: path plus identity.
     fn identity(&self, path: &Path) -> String {
-        format!("{}|dev={}|ino={}|size={}|mtime_ns={}", path.display(), self.dev, self.ino, self.size, self.mtime_ns)
+        format!(
+            "{}|dev={}|ino={}|size={}|mtime_ns={}",
+            path.display(),
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime_ns
+        )
     }
 }
 
@@ -85,21 +97,32 @@ impl Backend {
     /// whether a (re)load happened.
     pub fn model(&mut self) -> Result<(&mut Loaded, bool), LoadError> {
         let setting = gucs::model_setting();
-        let path = model_path::resolve_existing(&setting, Path::new(MODELS_DIR)).map_err(LoadError::Path)?;
-        let id = FileId::of(&path).map_err(|_| LoadError::Path(ModelPathError::Missing(path.display().to_string())))?;
+        let path = model_path::resolve_existing(&setting, Path::new(MODELS_DIR))
+            .map_err(LoadError::Path)?;
+        let id = FileId::of(&path)
+            .map_err(|_| LoadError::Path(ModelPathError::Missing(path.display().to_string())))?;
         let fresh = matches!(&self.loaded, Some(l) if l.path == path && l.id == id);
         if !fresh {
             // Drop the old mapping first: two large models need not be mapped at once.
             self.loaded = None;
             let t = Instant::now();
-            let engine = Engine::load(&path, &id.identity(&path)).map_err(|e| LoadError::Engine(path.clone(), e))?;
+            let engine = Engine::load(&path, &id.identity(&path))
+                .map_err(|e| LoadError::Engine(path.clone(), e))?;
             let load_ms = t.elapsed().as_secs_f64() * 1000.0;
             if let crate::model::PackStatus::Ignored { .. } = engine.model().pack_status() {
                 // The model runs unpacked (same results, slower); the reason also shows in
                 // nl2sql_explain(), turboinfer_info() and turboinfer_bench().
                 pgrx::log!("turboinfer: packed weights {}", engine.model().pack_status());
             }
-            self.loaded = Some(Loaded { path, id, engine, cache: PrefixCache::new(), context_capped: None, load_ms, sparse: None });
+            self.loaded = Some(Loaded {
+                path,
+                id,
+                engine,
+                cache: PrefixCache::new(),
+                context_capped: None,
+                load_ms,
+                sparse: None,
+            });
         }
         Ok((self.loaded.as_mut().expect("set above"), !fresh))
     }
@@ -132,7 +155,15 @@ fn spawn_runtime(n_threads: usize) -> Result<Runtime, LoadError> {
         let mut block: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut block);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGALRM, libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP, libc::SIGQUIT] {
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGALRM,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+        ] {
             libc::sigaddset(&mut block, sig);
         }
         if libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old) != 0 {

@@ -48,12 +48,16 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
             .into_iter()
             .flatten()
             .collect();
-            let path: Vec<String> = path.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp")).collect();
+            let path: Vec<String> = path
+                .into_iter()
+                .filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp"))
+                .collect();
             let first = path.first().cloned();
             (path, first, false)
         }
     };
-    let schemas: Vec<String> = schemas.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str())).collect();
+    let schemas: Vec<String> =
+        schemas.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str())).collect();
     let mut info = with_pinned_search_path(|| {
         let info = query_schema(&schemas)?;
         if info.tables.is_empty() && !explicit {
@@ -124,7 +128,11 @@ fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
 /// Appends the columns of `rows` (oid, name, nullable, type, comment, then name, type and comment
 /// as UTF-8 bytea) to the tables they belong to (`by_oid`: table oid -> index in `tables`), in row
 /// order; rows of other relations are skipped.
-fn push_columns(tables: &mut [Table], by_oid: &HashMap<u32, usize>, rows: pgrx::spi::SpiTupleTable<'_>) -> SpiResult<()> {
+fn push_columns(
+    tables: &mut [Table],
+    by_oid: &HashMap<u32, usize>,
+    rows: pgrx::spi::SpiTupleTable<'_>,
+) -> SpiResult<()> {
     for row in rows {
         let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
         let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
@@ -257,11 +265,18 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             let Some(&i) = by_oid.get(&oid.to_u32()) else { continue };
             let name = spi_text(row.get(2)?).unwrap_or_default();
             let n_distinct: f64 = row.get(3)?.unwrap_or(0.0);
-            let common: Vec<String> = spi_text_array(row.get(4)?).unwrap_or_default().into_iter().flatten().collect();
-            let bounds: Vec<String> = spi_text_array(row.get(5)?).unwrap_or_default().into_iter().flatten().take(STATS_BOUNDS).collect();
+            let common: Vec<String> =
+                spi_text_array(row.get(4)?).unwrap_or_default().into_iter().flatten().collect();
+            let bounds: Vec<String> = spi_text_array(row.get(5)?)
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .take(STATS_BOUNDS)
+                .collect();
             if let Some(col) = tables[i].columns.iter_mut().find(|c| c.name == name) {
                 // n_distinct > 0 is an absolute count; < 0 a fraction of the rows (many values).
-                let distinct = (n_distinct >= 1.0 && n_distinct <= u32::MAX as f64).then(|| n_distinct.round() as u32);
+                let distinct = (n_distinct >= 1.0 && n_distinct <= u32::MAX as f64)
+                    .then(|| n_distinct.round() as u32);
                 col.stats = Some(ColumnStats { distinct, common, bounds });
             }
         }
@@ -288,7 +303,8 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             let rel = row.get::<i64>(1)?.unwrap_or(0) as u32;
             let Some(&i) = by_oid.get(&rel) else { continue };
             let kind: String = row.get(2)?.unwrap_or_default();
-            let cols: Vec<String> = spi_text_array(row.get(3)?).unwrap_or_default().into_iter().flatten().collect();
+            let cols: Vec<String> =
+                spi_text_array(row.get(3)?).unwrap_or_default().into_iter().flatten().collect();
             // Only keys whose columns are all visible.
             if !cols.iter().all(|c| tables[i].columns.iter().any(|col| &col.name == c)) {
                 continue;
@@ -297,7 +313,8 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
                 tables[i].primary_key = cols;
             } else {
                 let target = row.get::<i64>(4)?.unwrap_or(0) as u32;
-                let ref_cols: Vec<String> = spi_text_array(row.get(5)?).unwrap_or_default().into_iter().flatten().collect();
+                let ref_cols: Vec<String> =
+                    spi_text_array(row.get(5)?).unwrap_or_default().into_iter().flatten().collect();
                 fks.push((i, cols, target, ref_cols));
             }
         }
@@ -305,7 +322,12 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             // A foreign key to a table the role cannot see is not shown.
             let Some(&j) = by_oid.get(&target) else { continue };
             let (ref_schema, ref_table) = (tables[j].schema.clone(), tables[j].name.clone());
-            tables[i].foreign_keys.push(ForeignKey { columns: cols, ref_schema, ref_table, ref_columns: ref_cols });
+            tables[i].foreign_keys.push(ForeignKey {
+                columns: cols,
+                ref_schema,
+                ref_table,
+                ref_columns: ref_cols,
+            });
         }
         Ok(SchemaInfo::new(tables, None))
     })

@@ -106,7 +106,8 @@ pub fn try_to_server(s: &str) -> Result<Vec<u8>, String> {
 /// the database encoding, and a conversion could itself fail while reporting an error).
 pub fn for_message(s: String) -> String {
     // SAFETY: reads a backend-global set at connection start.
-    let raw_ok = database_is_utf8() || unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_SQL_ASCII as c_int;
+    let raw_ok = database_is_utf8()
+        || unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_SQL_ASCII as c_int;
     if raw_ok || s.is_ascii() {
         return s;
     }
@@ -137,7 +138,11 @@ pub fn caught_text(s: &str) -> String {
 pub struct Text(pub String);
 
 impl FromDatum for Text {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Text> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Text> {
         if is_null || datum.is_null() {
             return None;
         }
@@ -153,7 +158,10 @@ impl FromDatum for Text {
 unsafe impl<'fcx> ArgAbi<'fcx> for Text {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
+        unsafe {
+            arg.unbox_arg_using_from_datum()
+                .unwrap_or_else(|| panic!("argument {index} must not be null"))
+        }
     }
 
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
@@ -167,7 +175,11 @@ impl_sql_translatable!(Text, "TEXT");
 pub struct TextArray(pub Vec<String>);
 
 impl FromDatum for TextArray {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<TextArray> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<TextArray> {
         if is_null || datum.is_null() {
             return None;
         }
@@ -183,9 +195,13 @@ impl FromDatum for TextArray {
             let mut out = Vec::with_capacity(n);
             for i in 0..n {
                 if *nulls.add(i) {
-                    ErrorReport::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "turboinfer: the array must not contain NULL", "nl2sql")
-                        .set_detail(format!("Element {} is NULL.", i + 1))
-                        .report(PgLogLevel::ERROR);
+                    ErrorReport::new(
+                        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                        "turboinfer: the array must not contain NULL",
+                        "nl2sql",
+                    )
+                    .set_detail(format!("Element {} is NULL.", i + 1))
+                    .report(PgLogLevel::ERROR);
                 }
                 let v = pg_sys::pg_detoast_datum_packed((*elems.add(i)).cast_mut_ptr());
                 out.push(from_server(pgrx::varlena::varlena_to_byte_slice(v)));
@@ -199,7 +215,10 @@ impl FromDatum for TextArray {
 unsafe impl<'fcx> ArgAbi<'fcx> for TextArray {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
+        unsafe {
+            arg.unbox_arg_using_from_datum()
+                .unwrap_or_else(|| panic!("argument {index} must not be null"))
+        }
     }
 
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
@@ -217,7 +236,9 @@ impl IntoDatum for TextOut {
         let bytes = to_server(&self.0, self.1);
         let len = c_int::try_from(bytes.len()).unwrap_or(c_int::MAX);
         // SAFETY: copies `len` bytes into a new palloc'd text.
-        Some(pg_sys::Datum::from(unsafe { pg_sys::cstring_to_text_with_len(bytes.as_ptr() as *const c_char, len) }))
+        Some(pg_sys::Datum::from(unsafe {
+            pg_sys::cstring_to_text_with_len(bytes.as_ptr() as *const c_char, len)
+        }))
     }
 
     fn type_oid() -> pg_sys::Oid {
@@ -246,7 +267,12 @@ impl IntoDatum for Jsonb {
         let text = serde_json::to_string(&self.0).unwrap_or_else(|_| "null".into());
         let c = CString::new(to_server(&text, "the JSON report")).unwrap_or_default();
         // SAFETY: jsonb_in copies its NUL-terminated input.
-        unsafe { pgrx::fcinfo::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(c.as_ptr()))]) }
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(pg_sys::Datum::from(c.as_ptr()))],
+            )
+        }
     }
 
     fn type_oid() -> pg_sys::Oid {

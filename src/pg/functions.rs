@@ -19,9 +19,6 @@ fn turboinfer_version() -> &'static str {
 fn turboinfer_cpu_features(
 ) -> TableIterator<'static, (name!(feature, String), name!(detected, bool))> {
     TableIterator::new(
-        crate::cpu::cpu_features()
-            .list()
-            .into_iter()
-            .map(|(name, on)| (name.to_string(), on)),
+        crate::cpu::cpu_features().list().into_iter().map(|(name, on)| (name.to_string(), on)),
     )
 }

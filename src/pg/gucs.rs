@@ -12,9 +12,11 @@ pub static MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::n
 /// `turboinfer.threads`: worker threads (0 = one per available CPU).
 pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `turboinfer.max_new_tokens`: most tokens generated per answer.
-pub static MAX_NEW_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS as i32);
+pub static MAX_NEW_TOKENS: GucSetting<i32> =
+    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS as i32);
 /// `turboinfer.repair_rounds`: most repair rounds after a rejected answer.
-pub static REPAIR_ROUNDS: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_REPAIR_ROUNDS as i32);
+pub static REPAIR_ROUNDS: GucSetting<i32> =
+    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_REPAIR_ROUNDS as i32);
 /// Most repair rounds accepted: each costs a prefill of the repair turn and a full answer; past
 /// a few rounds a small model repeats its mistakes.
 const MAX_REPAIR_ROUNDS: i32 = 5;
@@ -24,9 +26,11 @@ pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// cores); also what `turboinfer.threads = 0` means for everyone.
 pub static THREADS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `turboinfer.context_tokens_limit`: most KV positions a non-superuser may ask for.
-pub static CONTEXT_TOKENS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CONTEXT_TOKENS_LIMIT);
+pub static CONTEXT_TOKENS_LIMIT: GucSetting<i32> =
+    GucSetting::<i32>::new(DEFAULT_CONTEXT_TOKENS_LIMIT);
 /// `turboinfer.max_new_tokens_limit`: most tokens per answer a non-superuser may ask for.
-pub static MAX_NEW_TOKENS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_NEW_TOKENS_LIMIT);
+pub static MAX_NEW_TOKENS_LIMIT: GucSetting<i32> =
+    GucSetting::<i32>::new(DEFAULT_MAX_NEW_TOKENS_LIMIT);
 /// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
 pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
@@ -39,7 +43,8 @@ pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_
 /// `turboinfer.sparsity`: sparse FFN target level in nl2sql() (0 = off, the dense FFN).
 pub static SPARSITY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 /// `turboinfer.sparse_selector`: how the sparse FFN picks a token's active neurons.
-pub static SPARSE_SELECTOR: GucSetting<SparseSelector> = GucSetting::<SparseSelector>::new(SparseSelector::Predictor);
+pub static SPARSE_SELECTOR: GucSetting<SparseSelector> =
+    GucSetting::<SparseSelector>::new(SparseSelector::Predictor);
 
 /// Values of `turboinfer.sparse_selector` (the engine's `sparse::Selector`).
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -296,7 +301,8 @@ pub fn kv_file_dir() -> Option<KvFileDir> {
         return None;
     }
     let setting = CACHE_DIR.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
-    let setting = if setting.trim().is_empty() { DEFAULT_CACHE_SUBDIR.to_string() } else { setting };
+    let setting =
+        if setting.trim().is_empty() { DEFAULT_CACHE_SUBDIR.to_string() } else { setting };
     let path = PathBuf::from(setting);
     let dir = if path.is_absolute() { path } else { data_directory().join(path) };
     Some(KvFileDir::new(dir, mb * 1024 * 1024))
@@ -341,7 +347,11 @@ pub fn model_setting() -> String {
 /// Check hook of `turboinfer.model`: refuses values that resolve outside the models directory
 /// (the file itself is only checked when it is loaded: it may be fetched later).
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_model(newval: *mut *mut std::ffi::c_char, _extra: *mut *mut std::ffi::c_void, _source: pg_sys::GucSource::Type) -> bool {
+unsafe extern "C-unwind" fn check_model(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
     if newval.is_null() || (*newval).is_null() {
         return true;
     }
@@ -354,7 +364,10 @@ unsafe extern "C-unwind" fn check_model(newval: *mut *mut std::ffi::c_char, _ext
         Err(e) => {
             let detail = CString::new(e.to_string()).unwrap_or_default();
             pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
-            let hint = CString::new(format!("Use a model name (e.g. qwen2.5-coder-0.5b) or a path inside {MODELS_DIR}.")).unwrap_or_default();
+            let hint = CString::new(format!(
+                "Use a model name (e.g. qwen2.5-coder-0.5b) or a path inside {MODELS_DIR}."
+            ))
+            .unwrap_or_default();
             pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr());
             false
         }
@@ -431,7 +444,13 @@ impl LimitExceeded {
 
     /// The ERROR's hint.
     pub fn hint(&self) -> String {
-        format!("Use at most {}, or ask a superuser to raise {} (e.g. ALTER ROLE ... SET {} = {}).", self.limit, self.resource.limit_name(), self.resource.limit_name(), self.value)
+        format!(
+            "Use at most {}, or ask a superuser to raise {} (e.g. ALTER ROLE ... SET {} = {}).",
+            self.limit,
+            self.resource.limit_name(),
+            self.resource.limit_name(),
+            self.value
+        )
     }
 }
 
@@ -467,7 +486,8 @@ pub fn check_limits() -> Result<(), LimitExceeded> {
 pub fn threads() -> Result<usize, LimitExceeded> {
     let value = THREADS.get();
     over_limit(Resource::Threads, value)?;
-    let n = if value == 0 { Resource::Threads.limit() / max_concurrent().max(1) as i32 } else { value };
+    let n =
+        if value == 0 { Resource::Threads.limit() / max_concurrent().max(1) as i32 } else { value };
     Ok(usize::try_from(n).unwrap_or(1).max(1))
 }
 
@@ -480,8 +500,15 @@ pub fn max_concurrent() -> u32 {
 /// checked with source PGC_S_TEST) above the ceiling fails with SQLSTATE 42501. Values from
 /// non-interactive sources, or outside a transaction (no catalog access for superuser()), pass
 /// here and are checked when used ([`check_limits`]).
-unsafe fn check_resource(resource: Resource, newval: *mut i32, source: pg_sys::GucSource::Type) -> bool {
-    if newval.is_null() || source < pg_sys::GucSource::PGC_S_INTERACTIVE || !pg_sys::IsTransactionState() {
+unsafe fn check_resource(
+    resource: Resource,
+    newval: *mut i32,
+    source: pg_sys::GucSource::Type,
+) -> bool {
+    if newval.is_null()
+        || source < pg_sys::GucSource::PGC_S_INTERACTIVE
+        || !pg_sys::IsTransactionState()
+    {
         return true;
     }
     match over_limit(resource, *newval) {
@@ -504,18 +531,30 @@ unsafe fn pstrdup_str(s: &str) -> *mut std::ffi::c_char {
 
 /// Check hook of `turboinfer.threads` (see [`check_resource`]).
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_threads(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+unsafe extern "C-unwind" fn check_threads(
+    newval: *mut i32,
+    _extra: *mut *mut std::ffi::c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
     check_resource(Resource::Threads, newval, source)
 }
 
 /// Check hook of `turboinfer.max_new_tokens` (see [`check_resource`]).
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_max_new_tokens(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+unsafe extern "C-unwind" fn check_max_new_tokens(
+    newval: *mut i32,
+    _extra: *mut *mut std::ffi::c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
     check_resource(Resource::MaxNewTokens, newval, source)
 }
 
 /// Check hook of `turboinfer.context_tokens` (see [`check_resource`]).
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_context_tokens(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, source: pg_sys::GucSource::Type) -> bool {
+unsafe extern "C-unwind" fn check_context_tokens(
+    newval: *mut i32,
+    _extra: *mut *mut std::ffi::c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
     check_resource(Resource::ContextTokens, newval, source)
 }

@@ -9,7 +9,10 @@ use super::encoding::{for_message, Jsonb, Text, TextArray, TextOut};
 use super::{catalog, gucs, slots, sparse, validate};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
-use crate::nl2sql::{Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind, MAX_QUESTION_CHARS};
+use crate::nl2sql::{
+    Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind,
+    MAX_QUESTION_CHARS,
+};
 use crate::runtime::Runtime;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -19,7 +22,12 @@ use std::time::Instant;
 
 /// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint (made safe for the
 /// database encoding: `encoding::for_message`). Never returns.
-pub(super) fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) -> ! {
+pub(super) fn raise(
+    code: PgSqlErrorCode,
+    message: String,
+    detail: Option<String>,
+    hint: Option<String>,
+) -> ! {
     let mut r = ErrorReport::new(code, for_message(message), "nl2sql");
     if let Some(d) = detail {
         r = r.set_detail(for_message(d));
@@ -62,11 +70,17 @@ pub(super) fn raise_load(e: LoadError) -> ! {
 /// Reports a resource setting above its ceiling: SQLSTATE 42501 (insufficient_privilege), as
 /// for a superuser-only setting: the value is valid, the role may not use it.
 pub(super) fn raise_limit(e: gucs::LimitExceeded) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, e.message(), Some(e.detail()), Some(e.hint()))
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        e.message(),
+        Some(e.detail()),
+        Some(e.hint()),
+    )
 }
 
 /// The HINT of an out-of-memory ERROR.
-const OOM_HINT: &str = "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
+const OOM_HINT: &str =
+    "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
 
 /// Reports an engine failure.
 fn raise_engine(e: Nl2SqlError) -> ! {
@@ -133,12 +147,14 @@ fn raise_engine(e: Nl2SqlError) -> ! {
 fn options() -> Options {
     gucs::check_limits().unwrap_or_else(|e| raise_limit(e));
     Options {
-        max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
+        max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
         context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
         speculation: gucs::SPECULATION.get(),
         vocab_pruning: gucs::VOCAB_PRUNING.get(),
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
-        repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get()).unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+        repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
     }
 }
 
@@ -148,7 +164,8 @@ fn notice_context_cap(loaded: &mut Loaded, opts: &Options) {
     let trained = loaded.engine.model().config().context_length;
     if opts.context_tokens > trained && loaded.context_capped != Some(opts.context_tokens) {
         loaded.context_capped = Some(opts.context_tokens);
-        let name = loaded.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name =
+            loaded.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         pgrx::notice!("turboinfer: turboinfer.context_tokens = {} is capped at {trained} positions, the training context of model {name}", opts.context_tokens);
     }
 }
@@ -170,7 +187,14 @@ fn log_cache_events(cache: &mut PrefixCache) {
 }
 
 /// Runs the engine with interrupt checks on the backend thread and the parser as validator.
-fn generate(engine: &Engine, rt: &Runtime, cache: &mut PrefixCache, schema: &SchemaInfo, question: &str, opts: &Options) -> Result<Outcome, Nl2SqlError> {
+fn generate(
+    engine: &Engine,
+    rt: &Runtime,
+    cache: &mut PrefixCache,
+    schema: &SchemaInfo,
+    question: &str,
+    opts: &Options,
+) -> Result<Outcome, Nl2SqlError> {
     engine.run(
         rt,
         cache,
@@ -231,13 +255,15 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     let result = backend::with_backend(|b| {
         let out = {
             let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
-            let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
+            let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine())
+                .unwrap_or_else(|f| sparse::raise_failure(f, target));
             notice_context_cap(loaded, &opts);
             let Loaded { engine, cache, path, .. } = loaded;
             cache.set_file_dir(gucs::kv_file_dir());
             let r = generate(engine, rt, cache, &schema, question, &opts);
             log_cache_events(cache);
-            let used = active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
+            let used =
+                active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
             (r, path.display().to_string(), used, packed_status(engine.model()))
         };
         if matches!(out.0, Err(Nl2SqlError::Model(ModelError::FileChanged { .. }))) {
@@ -250,9 +276,16 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     drop(slot);
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
-        (Ok(outcome), model_path, active, packed) => {
-            Answer { outcome, load_ms, reloaded, schema_ms, slot_wait_ms: wait_ms, model_path, sparse: SparseUse { source, active }, packed }
-        }
+        (Ok(outcome), model_path, active, packed) => Answer {
+            outcome,
+            load_ms,
+            reloaded,
+            schema_ms,
+            slot_wait_ms: wait_ms,
+            model_path,
+            sparse: SparseUse { source, active },
+            packed,
+        },
         (Err(e), ..) => raise_engine(e),
     }
 }
@@ -467,8 +500,12 @@ fn sparse_info(l: &mut Loaded) -> serde_json::Value {
             "attached": !l.engine.ffn_tag().is_empty(),
         }),
         Err(sparse::Failure::Missing { .. }) => json!({ "sparsity": setting, "sidecar": null }),
-        Err(sparse::Failure::Open { path, error }) => json!({ "sparsity": setting, "sidecar": sparse::shown_path(&path), "error": sparse::shown_error(&path, &error) }),
-        Err(sparse::Failure::Uncalibrated { .. }) => unreachable!("sidecar() does not check levels"),
+        Err(sparse::Failure::Open { path, error }) => {
+            json!({ "sparsity": setting, "sidecar": sparse::shown_path(&path), "error": sparse::shown_error(&path, &error) })
+        }
+        Err(sparse::Failure::Uncalibrated { .. }) => {
+            unreachable!("sidecar() does not check levels")
+        }
     }
 }
 
@@ -520,7 +557,9 @@ fn packed_status(model: &crate::model::Model) -> String {
     let status = model.pack_status();
     let s = status.to_string();
     match status {
-        crate::model::PackStatus::Ignored { path, .. } => s.replace(&path.display().to_string(), &sparse::shown_path(path)),
+        crate::model::PackStatus::Ignored { path, .. } => {
+            s.replace(&path.display().to_string(), &sparse::shown_path(path))
+        }
         _ => s,
     }
 }
@@ -565,7 +604,8 @@ fn bench_schema() -> SchemaInfo {
 /// prefill and decode speed, cold (prefix computed) and warm (prefix reused) nl2sql latency on a
 /// built-in two-table schema, the backend's resident memory, and whether packed weights were used.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
-fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(value, f64), name!(unit, String))> {
+fn turboinfer_bench(
+) -> TableIterator<'static, (name!(metric, String), name!(value, f64), name!(unit, String))> {
     let question = "How many users are there?";
     let schema = bench_schema();
     let opts = options();
@@ -575,29 +615,52 @@ fn turboinfer_bench() -> TableIterator<'static, (name!(metric, String), name!(va
         let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
         let load_ms = if reloaded { loaded.load_ms } else { ms(t) };
         let target = gucs::SPARSITY.get();
-        sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine()).unwrap_or_else(|f| sparse::raise_failure(f, target));
+        sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine())
+            .unwrap_or_else(|f| sparse::raise_failure(f, target));
         let threads = rt.n_threads() as f64;
         let mut cache = PrefixCache::new();
         let t1 = Instant::now();
         // Timing only: an answer the parser rejects (a small model) still measures the engine.
-        let cold = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts).unwrap_or_else(|e| raise_engine(e));
+        let cold = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts)
+            .unwrap_or_else(|e| raise_engine(e));
         let cold_ms = ms(t1);
         let t2 = Instant::now();
-        let warm = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts).unwrap_or_else(|e| raise_engine(e));
+        let warm = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts)
+            .unwrap_or_else(|e| raise_engine(e));
         let warm_ms = ms(t2);
         let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
         let model = loaded.engine.model();
         vec![
             ("threads".to_string(), threads, "threads".to_string()),
-            ("packed_matrices".into(), model.packed_matrices() as f64, format!("matrices (packed: {})", packed_status(model))),
-            ("model_load".into(), load_ms, if reloaded { "ms (cold load)" } else { "ms (already loaded)" }.into()),
-            ("prefill".into(), rate(cold.prefill_tokens, cold.timings.prefill_ms), "tokens/s".into()),
-            ("decode".into(), rate(cold.generated_tokens, cold.timings.decode_ms), "tokens/s".into()),
+            (
+                "packed_matrices".into(),
+                model.packed_matrices() as f64,
+                format!("matrices (packed: {})", packed_status(model)),
+            ),
+            (
+                "model_load".into(),
+                load_ms,
+                if reloaded { "ms (cold load)" } else { "ms (already loaded)" }.into(),
+            ),
+            (
+                "prefill".into(),
+                rate(cold.prefill_tokens, cold.timings.prefill_ms),
+                "tokens/s".into(),
+            ),
+            (
+                "decode".into(),
+                rate(cold.generated_tokens, cold.timings.decode_ms),
+                "tokens/s".into(),
+            ),
             ("nl2sql_cold".into(), cold_ms, "ms".into()),
             ("nl2sql_warm".into(), warm_ms, "ms".into()),
             ("warm_prefill_tokens".into(), warm.prefill_tokens as f64, "tokens".into()),
             ("generated_tokens".into(), warm.generated_tokens as f64, "tokens".into()),
-            ("backend_rss".into(), backend::rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0), "MiB".into()),
+            (
+                "backend_rss".into(),
+                backend::rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+                "MiB".into(),
+            ),
         ]
     });
     TableIterator::new(rows)

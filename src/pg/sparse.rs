@@ -6,7 +6,10 @@
 use super::backend::{self, FileId, Loaded};
 use super::gucs;
 use super::nl2sql::{raise, raise_load};
-use crate::sparse::{corpus, sidecar, CalibOptions, FfnHook, Selector, Sidecar, SparseConfig, SparseError, SparseFfn, Summary};
+use crate::sparse::{
+    corpus, sidecar, CalibOptions, FfnHook, Selector, Sidecar, SparseConfig, SparseError,
+    SparseFfn, Summary,
+};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use std::os::unix::fs::DirBuilderExt;
@@ -96,7 +99,9 @@ fn forget(loaded: &mut Loaded) {
 /// checked against the model.
 pub fn sidecar(loaded: &mut Loaded) -> Result<(PathBuf, Arc<Sidecar>), Failure> {
     let searched = candidates(&loaded.path);
-    let found = searched.iter().find_map(|p| FileId::of(p).ok().filter(|_| p.is_file()).map(|id| (p.clone(), id)));
+    let found = searched
+        .iter()
+        .find_map(|p| FileId::of(p).ok().filter(|_| p.is_file()).map(|id| (p.clone(), id)));
     let Some((path, id)) = found else {
         forget(loaded);
         return Err(Failure::Missing { searched });
@@ -111,9 +116,11 @@ pub fn sidecar(loaded: &mut Loaded) -> Result<(PathBuf, Arc<Sidecar>), Failure> 
     forget(loaded);
     let cfg = loaded.engine.model().config();
     let (n_layers, dim, ffn_dim) = (cfg.n_layers, cfg.dim, cfg.ffn_dim);
-    let opened = Sidecar::open(&path, Some(loaded.engine.model().file())).and_then(|sc| sc.check_shape(n_layers, dim, ffn_dim).map(|_| sc));
+    let opened = Sidecar::open(&path, Some(loaded.engine.model().file()))
+        .and_then(|sc| sc.check_shape(n_layers, dim, ffn_dim).map(|_| sc));
     let sc = Arc::new(opened.map_err(|error| Failure::Open { path: path.clone(), error })?);
-    loaded.sparse = Some(SparseCache { path: path.clone(), id, sidecar: sc.clone(), hooks: Vec::new() });
+    loaded.sparse =
+        Some(SparseCache { path: path.clone(), id, sidecar: sc.clone(), hooks: Vec::new() });
     Ok((path, sc))
 }
 
@@ -121,7 +128,11 @@ pub fn sidecar(loaded: &mut Loaded) -> Result<(PathBuf, Arc<Sidecar>), Failure> 
 /// for one call, with its counters reset. The hook's tag (sidecar checksum, level, configuration
 /// including the selector) keys the schema-prefix cache, so sparse and dense prefixes never mix.
 /// On failure the engine is dense.
-pub fn prepare(loaded: &mut Loaded, target: f64, selector: Selector) -> Result<Option<Active>, Failure> {
+pub fn prepare(
+    loaded: &mut Loaded,
+    target: f64,
+    selector: Selector,
+) -> Result<Option<Active>, Failure> {
     if target <= 0.0 {
         if !loaded.engine.ffn_tag().is_empty() {
             loaded.engine.set_ffn_hook(None, "");
@@ -130,7 +141,8 @@ pub fn prepare(loaded: &mut Loaded, target: f64, selector: Selector) -> Result<O
     }
     let (path, sc) = sidecar(loaded)?;
     let levels = sc.spec().levels.clone();
-    let Some(level) = levels.iter().copied().find(|&l| (l as f64 - target).abs() < LEVEL_TOLERANCE) else {
+    let Some(level) = levels.iter().copied().find(|&l| (l as f64 - target).abs() < LEVEL_TOLERANCE)
+    else {
         loaded.engine.set_ffn_hook(None, "");
         return Err(Failure::Uncalibrated { path, levels });
     };
@@ -139,13 +151,15 @@ pub fn prepare(loaded: &mut Loaded, target: f64, selector: Selector) -> Result<O
     let hook = match cache.hooks.iter().find(|(l, s, _)| *l == level && *s == selector) {
         Some((_, _, h)) => h.clone(),
         None => {
-            let ffn = SparseFfn::new(sc.clone(), level, config).map_err(|error| Failure::Open { path: path.clone(), error })?;
+            let ffn = SparseFfn::new(sc.clone(), level, config)
+                .map_err(|error| Failure::Open { path: path.clone(), error })?;
             let h = Arc::new(FfnHook::Sparse(ffn));
             cache.hooks.push((level, selector, h.clone()));
             h
         }
     };
-    let tag = format!("sparse-v1|sidecar={}|level={level}|{config:?}", sidecar::hex(&sc.checksum()));
+    let tag =
+        format!("sparse-v1|sidecar={}|level={level}|{config:?}", sidecar::hex(&sc.checksum()));
     let attached = loaded.engine.model().ffn_hook().is_some_and(|h| Arc::ptr_eq(h, &hook));
     if !attached || loaded.engine.ffn_tag() != tag {
         loaded.engine.set_ffn_hook(Some(hook.clone()), &tag);
@@ -164,13 +178,16 @@ pub fn raise_failure(f: Failure, target: f64) -> ! {
     match f {
         Failure::Missing { searched } => raise(
             PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
-            format!("turboinfer: sparsity {target} needs a sparse FFN sidecar, and the model has none"),
+            format!(
+                "turboinfer: sparsity {target} needs a sparse FFN sidecar, and the model has none"
+            ),
             Some(searched_detail(&searched)),
             Some(CALIBRATE_HINT.into()),
         ),
         Failure::Uncalibrated { path, levels } => {
             let list = levels.iter().map(|&l| round_level(l).to_string()).collect::<Vec<_>>();
-            let mut with: Vec<f64> = levels.iter().map(|&l| round_level(l)).chain([target]).collect();
+            let mut with: Vec<f64> =
+                levels.iter().map(|&l| round_level(l)).chain([target]).collect();
             with.sort_by(f64::total_cmp);
             raise(
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -196,7 +213,12 @@ pub fn raise_failure(f: Failure, target: f64) -> ! {
                     "The file is damaged or not a sidecar: recalibrate to replace it (turboinfer_calibrate()), or SET turboinfer.sparsity = 0.",
                 ),
             };
-            raise(code, format!("turboinfer: cannot use the sparse FFN sidecar \"{}\"", shown_path(&path)), Some(shown_error(&path, &error)), Some(hint.into()))
+            raise(
+                code,
+                format!("turboinfer: cannot use the sparse FFN sidecar \"{}\"", shown_path(&path)),
+                Some(shown_error(&path, &error)),
+                Some(hint.into()),
+            )
         }
     }
 }
@@ -205,7 +227,14 @@ pub fn raise_failure(f: Failure, target: f64) -> ! {
 /// for other roles.
 fn searched_detail(searched: &[PathBuf]) -> String {
     if searched.first().is_some_and(|p| shown_path(p) == p.display().to_string()) {
-        format!("Looked for {}.", searched.iter().map(|p| format!("\"{}\"", p.display())).collect::<Vec<_>>().join(" and "))
+        format!(
+            "Looked for {}.",
+            searched
+                .iter()
+                .map(|p| format!("\"{}\"", p.display()))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
     } else {
         let name = searched.first().map(|p| shown_path(p)).unwrap_or_default();
         format!("Looked for \"{name}\" in turboinfer.sparse_dir and next to the model file.")
@@ -244,7 +273,10 @@ pub fn target(arg: Option<f64>) -> f64 {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("turboinfer: sparsity {s} is out of range"),
             None,
-            Some(format!("Use 0 (off) up to {}, a level calibrated in the model's sidecar.", gucs::MAX_SPARSITY)),
+            Some(format!(
+                "Use 0 (off) up to {}, a level calibrated in the model's sidecar.",
+                gucs::MAX_SPARSITY
+            )),
         ),
     }
 }
@@ -264,7 +296,12 @@ fn require_superuser(what: &str) {
 
 /// Raises an invalid-argument ERROR about `arg`.
 fn bad_arg(arg: &str, message: String) -> ! {
-    raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer_calibrate: {arg} {message}"), None, None)
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("turboinfer_calibrate: {arg} {message}"),
+        None,
+        None,
+    )
 }
 
 /// Checks the calibration levels: 1 to `MAX_LEVELS` distinct values in (0, MAX_SPARSITY].
@@ -275,7 +312,10 @@ fn check_levels(levels: Option<Vec<f64>>) -> Vec<f32> {
         bad_arg("levels", format!("must have 1 to {} elements", sidecar::MAX_LEVELS));
     }
     if let Some(l) = levels.iter().find(|l| !(**l > 0.0 && **l <= gucs::MAX_SPARSITY)) {
-        bad_arg("levels", format!("contains {l}: each level must be above 0 and at most {}", gucs::MAX_SPARSITY));
+        bad_arg(
+            "levels",
+            format!("contains {l}: each level must be above 0 and at most {}", gucs::MAX_SPARSITY),
+        );
     }
     if levels.windows(2).any(|w| w[1] - w[0] < LEVEL_TOLERANCE) {
         bad_arg("levels", "contains duplicates".into());
@@ -329,12 +369,19 @@ fn turboinfer_calibrate(
 > {
     require_superuser("calibrate the sparse FFN");
     let levels = check_levels(levels);
-    let Some(rank) = rank.filter(|r| (1..=MAX_RANK).contains(r)) else { bad_arg("rank", format!("must be between 1 and {MAX_RANK}")) };
+    let Some(rank) = rank.filter(|r| (1..=MAX_RANK).contains(r)) else {
+        bad_arg("rank", format!("must be between 1 and {MAX_RANK}"))
+    };
     let Some(tokens) = tokens.filter(|t| (MIN_CALIB_TOKENS..=MAX_CALIB_TOKENS).contains(t)) else {
         bad_arg("tokens", format!("must be between {MIN_CALIB_TOKENS} and {MAX_CALIB_TOKENS}"))
     };
     let texts = corpus::interleave(corpus::nl2sql_prompts(Some(0)), read_corpus(corpus));
-    let opts = CalibOptions { levels, rank: rank as usize, max_tokens: tokens as usize, ..CalibOptions::default() };
+    let opts = CalibOptions {
+        levels,
+        rank: rank as usize,
+        max_tokens: tokens as usize,
+        ..CalibOptions::default()
+    };
     let _slot = super::slots::acquire();
     let t0 = Instant::now();
     let (row, result) = backend::with_backend(|b| {
@@ -345,11 +392,16 @@ fn turboinfer_calibrate(
             pgrx::check_for_interrupts!();
             false
         });
-        let name = loaded.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name =
+            loaded.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let out = gucs::sparse_dir().join(format!("{name}.sparse"));
         let written = calibrated.and_then(|(spec, layers, rep)| {
             let dir = out.parent().expect("a file in a directory");
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|source| SparseError::Io { path: dir.to_path_buf(), source })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| SparseError::Io { path: dir.to_path_buf(), source })?;
             sidecar::write(&out, &spec, &layers)?;
             Ok((spec, rep))
         });
@@ -359,22 +411,36 @@ fn turboinfer_calibrate(
     });
     let (out, model) = row;
     let (spec, rep) = result.unwrap_or_else(|e| match e {
-        SparseError::Cancelled => raise(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "turboinfer_calibrate: cancelled".into(), None, None),
+        SparseError::Cancelled => raise(
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            "turboinfer_calibrate: cancelled".into(),
+            None,
+            None,
+        ),
         SparseError::Calibration(m) => raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("turboinfer_calibrate: {m}"),
             None,
             Some("Give more text (corpus => ARRAY['/path/file.txt']) or more tokens.".into()),
         ),
-        SparseError::Io { path, source } => {
-            raise(PgSqlErrorCode::ERRCODE_IO_ERROR, format!("turboinfer_calibrate: cannot write \"{}\": {source}", path.display()), None, Some("Check turboinfer.sparse_dir.".into()))
-        }
-        other => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer_calibrate: {other}"), None, None),
+        SparseError::Io { path, source } => raise(
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("turboinfer_calibrate: cannot write \"{}\": {source}", path.display()),
+            None,
+            Some("Check turboinfer.sparse_dir.".into()),
+        ),
+        other => raise(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("turboinfer_calibrate: {other}"),
+            None,
+            None,
+        ),
     });
     let bytes = std::fs::metadata(&out).map_or(0, |m| m.len() as i64);
     let mean_recall = (0..spec.levels.len())
         .map(|i| {
-            let m = rep.recall.iter().map(|r| r[i] as f64).sum::<f64>() / rep.recall.len().max(1) as f64;
+            let m = rep.recall.iter().map(|r| r[i] as f64).sum::<f64>()
+                / rep.recall.len().max(1) as f64;
             (m * 1000.0).round() / 1000.0
         })
         .collect();

@@ -20,12 +20,21 @@ use pgrx::PgTryBuilder;
 use std::ffi::{c_void, CStr, CString};
 
 /// Volatile functions that have no side effect a reader could notice (randomness and clocks).
-const HARMLESS_VOLATILE: &[&str] = &["random", "random_normal", "clock_timestamp", "timeofday", "gen_random_uuid", "uuid_generate_v4"];
+const HARMLESS_VOLATILE: &[&str] = &[
+    "random",
+    "random_normal",
+    "clock_timestamp",
+    "timeofday",
+    "gen_random_uuid",
+    "uuid_generate_v4",
+];
 
 /// Functions refused whatever their declared volatility: locks, large objects, sequences,
 /// notifications, remote connections, sleeping and settings.
-const SIDE_EFFECT_PREFIXES: &[&str] = &["pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_notify", "pg_sleep"];
-const SIDE_EFFECT_FUNCTIONS: &[&str] = &["nextval", "setval", "currval", "lastval", "set_config", "setseed", "loread", "lowrite"];
+const SIDE_EFFECT_PREFIXES: &[&str] =
+    &["pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_notify", "pg_sleep"];
+const SIDE_EFFECT_FUNCTIONS: &[&str] =
+    &["nextval", "setval", "currval", "lastval", "set_config", "setseed", "loread", "lowrite"];
 
 /// The full validation nl2sql() applies: [`check_query`], then [`analyze`].
 pub fn validate(sql: &str) -> Result<(), Rejection> {
@@ -52,7 +61,10 @@ fn sqlstate(code: i32) -> String {
 /// shutdown, resources (class 57: operator intervention; 53: insufficient resources; 58: system)
 /// and internal errors.
 fn must_propagate(state: &str) -> bool {
-    state.starts_with("57") || state.starts_with("53") || state.starts_with("58") || state == "XX000"
+    state.starts_with("57")
+        || state.starts_with("53")
+        || state.starts_with("58")
+        || state == "XX000"
 }
 
 /// `Ok` when `sql` is one plain query; otherwise the reason (the parser's message for syntax
@@ -114,7 +126,9 @@ pub fn analyze(sql: &str) -> Result<(), Rejection> {
             Err(r) => Analysis::Rejected(r),
         })
         .catch_others(|e| match e {
-            CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r) if !must_propagate(&sqlstate(r.sql_error_code() as i32)) => {
+            CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
+                if !must_propagate(&sqlstate(r.sql_error_code() as i32)) =>
+            {
                 Analysis::Rejected(rejection(r))
             }
             other => Analysis::Propagate(other),
@@ -144,7 +158,13 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
     let [raw] = stmts.as_slice() else {
         return Err("expected exactly one statement".into());
     };
-    let query = pg_sys::parse_analyze_fixedparams(*raw as *mut pg_sys::RawStmt, sql.as_ptr(), std::ptr::null(), 0, std::ptr::null_mut());
+    let query = pg_sys::parse_analyze_fixedparams(
+        *raw as *mut pg_sys::RawStmt,
+        sql.as_ptr(),
+        std::ptr::null(),
+        0,
+        std::ptr::null_mut(),
+    );
     let mut w = QueryWalk { functions: Vec::new() };
     // The top query's privileges here, the rest through PostgreSQL's walker (which calls the
     // guarded callback, so an ERROR inside it comes back through this FFI call, to the catch).
@@ -152,7 +172,11 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
     pg_sys::query_tree_walker(query, Some(query_walk), &mut w as *mut QueryWalk as *mut c_void, 0);
     for oid in w.functions {
         if let Some(reason) = side_effect(oid) {
-            return Err(Rejection { message: reason, sqlstate: Some("42501".into()), ..Rejection::default() });
+            return Err(Rejection {
+                message: reason,
+                sqlstate: Some("42501".into()),
+                ..Rejection::default()
+            });
         }
     }
     Ok(())
@@ -165,7 +189,8 @@ unsafe fn side_effect(oid: pg_sys::Oid) -> Option<String> {
         return None;
     }
     let name = CStr::from_ptr(name_ptr).to_string_lossy().to_string();
-    let listed = SIDE_EFFECT_FUNCTIONS.contains(&name.as_str()) || SIDE_EFFECT_PREFIXES.iter().any(|p| name.starts_with(p));
+    let listed = SIDE_EFFECT_FUNCTIONS.contains(&name.as_str())
+        || SIDE_EFFECT_PREFIXES.iter().any(|p| name.starts_with(p));
     let volatile = pg_sys::func_volatile(oid) as u8 == b'v';
     if listed || (volatile && !HARMLESS_VOLATILE.contains(&name.as_str())) {
         Some(format!("function {name}() may have side effects (it is volatile or changes state); only read-only queries are allowed"))
@@ -262,7 +287,11 @@ unsafe fn inspect(list: *mut pg_sys::List) -> Result<(), Rejection> {
     let raw = stmts[0] as *mut pg_sys::RawStmt;
     let node = (*raw).stmt;
     if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_SelectStmt {
-        return Err(format!("only a query (SELECT, WITH ... SELECT, VALUES, TABLE) is allowed, not {}", statement_kind(node)).into());
+        return Err(format!(
+            "only a query (SELECT, WITH ... SELECT, VALUES, TABLE) is allowed, not {}",
+            statement_kind(node)
+        )
+        .into());
     }
     check_select(node as *mut pg_sys::SelectStmt)
 }
@@ -319,9 +348,13 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
                 None
             }
         }
-        pg_sys::NodeTag::T_InsertStmt | pg_sys::NodeTag::T_UpdateStmt | pg_sys::NodeTag::T_DeleteStmt | pg_sys::NodeTag::T_MergeStmt => {
-            Some(format!("the query contains {}; only read-only queries are allowed", statement_kind(node)))
-        }
+        pg_sys::NodeTag::T_InsertStmt
+        | pg_sys::NodeTag::T_UpdateStmt
+        | pg_sys::NodeTag::T_DeleteStmt
+        | pg_sys::NodeTag::T_MergeStmt => Some(format!(
+            "the query contains {}; only read-only queries are allowed",
+            statement_kind(node)
+        )),
         _ => None,
     };
     if let Some(p) = problem {

@@ -20,7 +20,8 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
     const INF_NAN: u32 = 0x1F << 23;
     let em = (h as u32 & 0x7FFF) << 13;
     let sign = (h as u32 & 0x8000) << 16;
-    let mag = if em >= INF_NAN { em | 0x7F80_0000 } else { (f32::from_bits(em) * REBIAS).to_bits() };
+    let mag =
+        if em >= INF_NAN { em | 0x7F80_0000 } else { (f32::from_bits(em) * REBIAS).to_bits() };
     f32::from_bits(mag | sign)
 }
 
@@ -57,7 +58,12 @@ pub(crate) fn i16_at(b: &[u8]) -> i16 {
 /// Dot product of `n` weights (each `S` bytes, decoded by `conv`) with `n` little-endian f32 activations,
 /// using 8 independent accumulators so the compiler can vectorize; lengths beyond `n` are ignored.
 #[inline(always)]
-pub(crate) fn dot_f32_act<const S: usize>(n: usize, w: &[u8], act: &[u8], conv: impl Fn(&[u8; S]) -> f32) -> f32 {
+pub(crate) fn dot_f32_act<const S: usize>(
+    n: usize,
+    w: &[u8],
+    act: &[u8],
+    conv: impl Fn(&[u8; S]) -> f32,
+) -> f32 {
     // 8 lanes: one AVX2 register of f32; the reduction order differs from a serial sum only by rounding.
     const L: usize = 8;
     let n = n.min(w.len() / S).min(act.len() / 4);

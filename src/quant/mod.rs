@@ -77,7 +77,9 @@ pub fn row_size(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
     if !n.is_multiple_of(ty.block_size()) {
         return Err(QuantError::NotBlockMultiple { ty, n, block: ty.block_size() });
     }
-    ty.row_bytes(n as u64).and_then(|b| usize::try_from(b).ok()).ok_or(QuantError::TooLarge { ty, n })
+    ty.row_bytes(n as u64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or(QuantError::TooLarge { ty, n })
 }
 
 /// Checks that `got` bytes is exactly a row of `n` elements of `ty`.
@@ -230,10 +232,22 @@ mod tests {
     #[test]
     fn errors_instead_of_panics() {
         let mut out = [0f32; 32];
-        assert!(matches!(dequantize_row(GgmlType::I8, &[0; 32], &mut [0f32; 32]), Err(QuantError::Unsupported { .. })));
-        assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out), Err(QuantError::WrongLength { .. })));
-        assert!(matches!(dequantize_row(GgmlType::Q4_0, &[0; 18], &mut out[..31]), Err(QuantError::NotBlockMultiple { .. })));
-        assert!(matches!(quantize_row(GgmlType::Q4_0, &out, &mut [0; 18]), Err(QuantError::Unsupported { .. })));
+        assert!(matches!(
+            dequantize_row(GgmlType::I8, &[0; 32], &mut [0f32; 32]),
+            Err(QuantError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out),
+            Err(QuantError::WrongLength { .. })
+        ));
+        assert!(matches!(
+            dequantize_row(GgmlType::Q4_0, &[0; 18], &mut out[..31]),
+            Err(QuantError::NotBlockMultiple { .. })
+        ));
+        assert!(matches!(
+            quantize_row(GgmlType::Q4_0, &out, &mut [0; 18]),
+            Err(QuantError::Unsupported { .. })
+        ));
         assert!(vec_dot(GgmlType::Q8_0, 32, &[0; 34], &[0; 33]).is_err());
     }
 }

@@ -35,7 +35,9 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
         let d = f16_at(&b[80..82]);
         let dmin = f16_at(&b[82..84]);
         let v = codes(b);
-        for ((&sc, yg), vg) in b[..QK_K / 16].iter().zip(y.chunks_exact_mut(16)).zip(v.chunks_exact(16)) {
+        for ((&sc, yg), vg) in
+            b[..QK_K / 16].iter().zip(y.chunks_exact_mut(16)).zip(v.chunks_exact(16))
+        {
             let (dl, ml) = (d * (sc & 0x0F) as f32, dmin * (sc >> 4) as f32);
             for (o, &c) in yg.iter_mut().zip(vg) {
                 *o = dl * c as f32 - ml;
@@ -54,7 +56,11 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let (mut isum, mut summs) = (0i32, 0i32);
         for g in 0..QK_K / 16 {
-            let s: i32 = v[16 * g..16 * g + 16].iter().zip(&q8[16 * g..16 * g + 16]).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
+            let s: i32 = v[16 * g..16 * g + 16]
+                .iter()
+                .zip(&q8[16 * g..16 * g + 16])
+                .map(|(&c, &a)| c as i32 * a as i8 as i32)
+                .sum();
             isum += (x[g] & 0x0F) as i32 * s;
             summs += (x[g] >> 4) as i32 * q8_k::bsum(y, g);
         }

@@ -39,7 +39,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             let v1 = (qs[j] >> 4) as i32;
             sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
         }
-        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32 + f16_at(&x[2..4]) * f16_at(&y[2..4]);
+        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32
+            + f16_at(&x[2..4]) * f16_at(&y[2..4]);
     }
     sumf
 }

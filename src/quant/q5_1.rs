@@ -49,7 +49,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let v = codes(x);
         let q8: &[u8; QK] = y[4..].try_into().expect("32 quants");
         let sumi: i32 = v.iter().zip(q8).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
-        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32 + f16_at(&x[2..4]) * f16_at(&y[2..4]);
+        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32
+            + f16_at(&x[2..4]) * f16_at(&y[2..4]);
     }
     sumf
 }

@@ -106,15 +106,15 @@ impl GgmlType {
             F16 | BF16 | I16 => 2,
             I8 => 1,
             I64 | F64 => 8,
-            Q4_0 => 2 + QK / 2,          // f16 d, 16 nibble bytes
-            Q4_1 => 2 + 2 + QK / 2,      // f16 d, f16 m, 16 nibble bytes
-            Q5_0 => 2 + 4 + QK / 2,      // f16 d, 32 high bits, 16 nibble bytes
-            Q5_1 => 2 + 2 + 4 + QK / 2,  // f16 d, f16 m, high bits, nibbles
-            Q8_0 => 2 + QK,              // f16 d, 32 i8
-            Q8_1 => 2 + 2 + QK,          // f16 d, f16 s (= d * sum q), 32 i8
+            Q4_0 => 2 + QK / 2,         // f16 d, 16 nibble bytes
+            Q4_1 => 2 + 2 + QK / 2,     // f16 d, f16 m, 16 nibble bytes
+            Q5_0 => 2 + 4 + QK / 2,     // f16 d, 32 high bits, 16 nibble bytes
+            Q5_1 => 2 + 2 + 4 + QK / 2, // f16 d, f16 m, high bits, nibbles
+            Q8_0 => 2 + QK,             // f16 d, 32 i8
+            Q8_1 => 2 + 2 + QK,         // f16 d, f16 s (= d * sum q), 32 i8
             Q2_K => QK_K / 16 + QK_K / 4 + 2 + 2,
             Q3_K => QK_K / 8 + QK_K / 4 + 12 + 2,
-            Q4_K => 2 + 2 + 12 + QK_K / 2,   // f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
+            Q4_K => 2 + 2 + 12 + QK_K / 2, // f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
             Q5_K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
             Q6_K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, // ql, qh, i8 scales, f16 d
             Q8_K => 4 + QK_K + QK_K / 16 * 2,            // f32 d, 256 i8, 16 i16 block sums

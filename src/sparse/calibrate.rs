@@ -49,7 +49,13 @@ pub struct CalibOptions {
 impl Default for CalibOptions {
     /// 2048 tokens, rank 64, three levels.
     fn default() -> Self {
-        CalibOptions { levels: vec![0.5, 0.7, 0.85], rank: 64, max_tokens: 2048, window: 256, seed: 1 }
+        CalibOptions {
+            levels: vec![0.5, 0.7, 0.85],
+            rank: 64,
+            max_tokens: 2048,
+            window: 256,
+            seed: 1,
+        }
     }
 }
 
@@ -107,7 +113,10 @@ pub fn calibrate_with(
         return Err(SparseError::Calibration(format!("levels {levels:?} must be in (0, 1)")));
     }
     if !c.dim.is_multiple_of(32) {
-        return Err(SparseError::Unsupported { what: "calibration", reason: format!("dim {} not a multiple of 32", c.dim) });
+        return Err(SparseError::Unsupported {
+            what: "calibration",
+            reason: format!("dim {} not a multiple of 32", c.dim),
+        });
     }
     let rank = opts.rank.clamp(1, c.dim);
     let rec = Arc::new(FfnHook::Record(Recorder::new(c.n_layers, c.dim, opts.max_tokens)));
@@ -121,7 +130,9 @@ pub fn calibrate_with(
     let FfnHook::Record(r) = &*rec else { unreachable!("made above") };
     let n = r.tokens();
     if n < 16 {
-        return Err(SparseError::Calibration(format!("only {n} calibration tokens (need at least 16)")));
+        return Err(SparseError::Calibration(format!(
+            "only {n} calibration tokens (need at least 16)"
+        )));
     }
     let mut layers = Vec::with_capacity(c.n_layers);
     let mut report = CalibReport { tokens: n, recall: Vec::new(), n_hot: Vec::new() };
@@ -131,18 +142,44 @@ pub fn calibrate_with(
         }
         let lr = r.take(l);
         let down = dequant_down(model, l)?;
-        let d = rt.install(|| fit_layer(&lr.h, &lr.a, lr.n, c.dim, c.ffn_dim, rank, &levels, &down, opts.seed ^ l as u64));
+        let d = rt.install(|| {
+            fit_layer(
+                &lr.h,
+                &lr.a,
+                lr.n,
+                c.dim,
+                c.ffn_dim,
+                rank,
+                &levels,
+                &down,
+                opts.seed ^ l as u64,
+            )
+        });
         report.recall.push(d.recall.clone());
         report.n_hot.push(d.n_hot);
         layers.push(d);
     }
-    let spec = SidecarSpec { n_layers: c.n_layers, dim: c.dim, ffn_dim: c.ffn_dim, rank, levels, model_key: model_key(model.file()) };
+    let spec = SidecarSpec {
+        n_layers: c.n_layers,
+        dim: c.dim,
+        ffn_dim: c.ffn_dim,
+        rank,
+        levels,
+        model_key: model_key(model.file()),
+    };
     Ok((spec, layers, report))
 }
 
 /// Runs every text (in windows of `opts.window` tokens, each a fresh context, fed
 /// [`CANCEL_CHUNK`] tokens per pass) until the recorder is full; polls `cancel` before every pass.
-fn record_texts(model: &Model, tok: &Tokenizer, rt: &Runtime, texts: &[String], opts: &CalibOptions, cancel: &dyn Fn() -> bool) -> Result<(), SparseError> {
+fn record_texts(
+    model: &Model,
+    tok: &Tokenizer,
+    rt: &Runtime,
+    texts: &[String],
+    opts: &CalibOptions,
+    cancel: &dyn Fn() -> bool,
+) -> Result<(), SparseError> {
     let calib = |e: &dyn std::fmt::Display| SparseError::Calibration(e.to_string());
     let mut seen = 0usize;
     for t in texts {
@@ -184,9 +221,19 @@ fn quantile(v: &[f32], q: f32) -> f32 {
 
 /// Fits one layer from `n` recorded rows: `h` `[n, dim]`, `a` `[n, ffn]` (f16), `down` `[dim, ffn]`.
 #[allow(clippy::too_many_arguments)]
-fn fit_layer(h: &[f32], a: &[half::f16], n: usize, dim: usize, ffn: usize, r: usize, levels: &[f32], down: &[f32], seed: u64) -> LayerData {
+fn fit_layer(
+    h: &[f32],
+    a: &[half::f16],
+    n: usize,
+    dim: usize,
+    ffn: usize,
+    r: usize,
+    levels: &[f32],
+    down: &[f32],
+    seed: u64,
+) -> LayerData {
     let absa: Vec<f32> = a.par_iter().map(|x| x.to_f32().abs()).collect(); // [n, ffn]
-    // A sample of 2^20 magnitudes is plenty for a quantile (error ~1e-3 in rank).
+                                                                           // A sample of 2^20 magnitudes is plenty for a quantile (error ~1e-3 in rank).
     let step = (absa.len() / (1 << 20)).max(1);
     let sample: Vec<f32> = absa.iter().step_by(step).copied().collect();
     let thr: Vec<f32> = levels.iter().map(|&s| quantile(&sample, s)).collect();
@@ -200,7 +247,8 @@ fn fit_layer(h: &[f32], a: &[half::f16], n: usize, dim: usize, ffn: usize, r: us
     }
     let mut order: Vec<u32> = (0..ffn as u32).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(freq[i as usize]));
-    let n_hot = order.iter().take_while(|&&i| freq[i as usize] as f32 >= HOT_FREQ * n as f32).count();
+    let n_hot =
+        order.iter().take_while(|&&i| freq[i as usize] as f32 >= HOT_FREQ * n as f32).count();
     // Targets in hot-first column order, centered; inputs centered.
     let eps = 0.1 * thr[0].max(1e-12);
     let mut y = vec![0.0f32; n * ffn]; // [n, ffn] permuted
@@ -233,7 +281,7 @@ fn fit_layer(h: &[f32], a: &[half::f16], n: usize, dim: usize, ffn: usize, r: us
     let mut xt = transpose(&x, dim, r);
     orthonormalize_rows(&mut xt, r, dim);
     let p = transpose(&xt, r, dim); // [dim, r]
-    // Q by ridge least squares on Z = Hc·P.
+                                    // Q by ridge least squares on Z = Hc·P.
     let z = gemm(&hc, &p, n, dim, r); // [n, r]
     let zt = transpose(&z, n, r); // [r, n]
     let mut g = gemm(&zt, &z, r, n, r); // [r, r]
@@ -248,7 +296,12 @@ fn fit_layer(h: &[f32], a: &[half::f16], n: usize, dim: usize, ffn: usize, r: us
     // Calibration scores of the cold neurons (centered form: Z·Q + mu_y).
     let s = gemm(&z, &q, n, r, ffn); // [n, ffn]
     let cold = ffn - n_hot;
-    let cold_scores: Vec<f32> = s.par_chunks(ffn).flat_map_iter(|row| row[n_hot..].iter().zip(&mu_y[n_hot..]).map(|(v, m)| v + m).collect::<Vec<_>>()).collect();
+    let cold_scores: Vec<f32> = s
+        .par_chunks(ffn)
+        .flat_map_iter(|row| {
+            row[n_hot..].iter().zip(&mu_y[n_hot..]).map(|(v, m)| v + m).collect::<Vec<_>>()
+        })
+        .collect();
     let mut cutoff = Vec::new();
     let mut recall = Vec::new();
     for (li, &lvl) in levels.iter().enumerate() {

@@ -94,7 +94,8 @@ pub fn run(cmd: &str, args: &[String]) -> Result<(), String> {
 fn load(o: &Opts) -> Result<(Model, Tokenizer, Runtime, PathBuf), String> {
     let path = PathBuf::from(o.req("--model")?);
     let file = Arc::new(GgufFile::open(&path).map_err(|e| e.to_string())?);
-    let model = Model::from_gguf(file.clone()).map_err(|e| format!("cannot load model {}: {e}", path.display()))?;
+    let model = Model::from_gguf(file.clone())
+        .map_err(|e| format!("cannot load model {}: {e}", path.display()))?;
     let tok = Tokenizer::from_gguf(&file).map_err(|e| e.to_string())?;
     let rt = Runtime::new(o.num("--threads", 0)?).map_err(|e| e.to_string())?;
     Ok((model, tok, rt, path))
@@ -111,7 +112,10 @@ fn cmd_calibrate(o: &Opts) -> Result<(), String> {
     let out = o.one("--out")?.map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(&path));
     let mut opts = CalibOptions::default();
     if let Some(v) = o.one("--target-sparsity")? {
-        opts.levels = v.split(',').map(|s| s.trim().parse::<f32>().map_err(|_| format!("bad sparsity {s:?}"))).collect::<Result<_, _>>()?;
+        opts.levels = v
+            .split(',')
+            .map(|s| s.trim().parse::<f32>().map_err(|_| format!("bad sparsity {s:?}")))
+            .collect::<Result<_, _>>()?;
     }
     opts.rank = o.num("--rank", opts.rank)?;
     opts.max_tokens = o.num("--tokens", opts.max_tokens)?;
@@ -121,19 +125,37 @@ fn cmd_calibrate(o: &Opts) -> Result<(), String> {
     let file_texts = corpus::read_texts(&files).map_err(|e| format!("cannot read corpus: {e}"))?;
     let mixed = corpus::interleave(texts, file_texts);
     let t0 = Instant::now();
-    let (spec, layers, rep) = calibrate(&mut model, &tok, &rt, &mixed, &opts).map_err(|e| e.to_string())?;
+    let (spec, layers, rep) =
+        calibrate(&mut model, &tok, &rt, &mixed, &opts).map_err(|e| e.to_string())?;
     let fit_s = t0.elapsed().as_secs_f64();
     sidecar::write(&out, &spec, &layers).map_err(|e| e.to_string())?;
-    println!("calibrated {} tokens, rank {}, levels {:?} in {fit_s:.1}s -> {}", rep.tokens, spec.rank, spec.levels, out.display());
-    println!("layer  hot  {}", spec.levels.iter().map(|l| format!("recall@{l:<5}")).collect::<Vec<_>>().join(" "));
+    println!(
+        "calibrated {} tokens, rank {}, levels {:?} in {fit_s:.1}s -> {}",
+        rep.tokens,
+        spec.rank,
+        spec.levels,
+        out.display()
+    );
+    println!(
+        "layer  hot  {}",
+        spec.levels.iter().map(|l| format!("recall@{l:<5}")).collect::<Vec<_>>().join(" ")
+    );
     for (l, (r, h)) in rep.recall.iter().zip(&rep.n_hot).enumerate() {
-        println!("{l:>5} {h:>4}  {}", r.iter().map(|x| format!("{x:>12.3}")).collect::<Vec<_>>().join(" "));
+        println!(
+            "{l:>5} {h:>4}  {}",
+            r.iter().map(|x| format!("{x:>12.3}")).collect::<Vec<_>>().join(" ")
+        );
     }
     Ok(())
 }
 
 /// Attaches the sidecar at `--sparsity` with `cfg`; returns the hook.
-fn attach(o: &Opts, model: &mut Model, path: &Path, mut cfg: SparseConfig) -> Result<Arc<FfnHook>, String> {
+fn attach(
+    o: &Opts,
+    model: &mut Model,
+    path: &Path,
+    mut cfg: SparseConfig,
+) -> Result<Arc<FfnHook>, String> {
     let s: f32 = o.num("--sparsity", 0.0)?;
     if let Some(sel) = o.one("--selector")? {
         cfg.selector = sel.parse()?;
@@ -161,7 +183,8 @@ fn text_ids(o: &Opts, tok: &Tokenizer, max: usize) -> Result<Vec<u32>, String> {
 fn cmd_report(o: &Opts) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let s: f32 = o.num("--sparsity", 0.0)?;
-    let mut cfg = SparseConfig { audit: s > 0.0 && !o.flag("--no-audit"), ..SparseConfig::default() };
+    let mut cfg =
+        SparseConfig { audit: s > 0.0 && !o.flag("--no-audit"), ..SparseConfig::default() };
     if s == 0.0 {
         cfg.fallback_ratio = 0.0; // every token dense: the baseline timing
     }
@@ -175,18 +198,32 @@ fn cmd_report(o: &Opts) -> Result<(), String> {
     }
     let secs = t0.elapsed().as_secs_f64();
     let rep = sp.report();
-    println!("sparsity target {:.2}: {} tokens, {:.2} tok/s{}", sp.target(), ids.len(), ids.len() as f64 / secs, if cfg.audit { " (audit on: tok/s includes the audit)" } else { "" });
-    println!("layer  pred_sparsity  actual_sparsity  recall  fallback  ffn_us/token  ffn_cpu_us/token");
+    println!(
+        "sparsity target {:.2}: {} tokens, {:.2} tok/s{}",
+        sp.target(),
+        ids.len(),
+        ids.len() as f64 / secs,
+        if cfg.audit { " (audit on: tok/s includes the audit)" } else { "" }
+    );
+    println!(
+        "layer  pred_sparsity  actual_sparsity  recall  fallback  ffn_us/token  ffn_cpu_us/token"
+    );
     let (mut tot, mut cpu) = (0.0, 0.0);
     for (l, r) in rep.iter().enumerate() {
         tot += r.us_per_token;
         cpu += r.cpu_us_per_token;
         println!(
             "{l:>5}  {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  {:>12.1}  {:>16.1}",
-            r.predicted_sparsity, r.actual_sparsity, r.recall, r.fallback_rate, r.us_per_token, r.cpu_us_per_token
+            r.predicted_sparsity,
+            r.actual_sparsity,
+            r.recall,
+            r.fallback_rate,
+            r.us_per_token,
+            r.cpu_us_per_token
         );
     }
-    let mean = |f: &dyn Fn(&super::LayerReport) -> f64| rep.iter().map(f).sum::<f64>() / rep.len() as f64;
+    let mean =
+        |f: &dyn Fn(&super::LayerReport) -> f64| rep.iter().map(f).sum::<f64>() / rep.len() as f64;
     println!(
         "mean   {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  total {tot:.1} us/token, cpu {cpu:.1} us/token (one thread: -t 1)",
         mean(&|r| r.predicted_sparsity),
@@ -202,7 +239,12 @@ fn cmd_perplexity(o: &Opts) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     if o.one("--sparsity")?.is_some() {
         let oracle = o.flag("--oracle");
-        attach(o, &mut model, &path, SparseConfig { batches: true, oracle, ..SparseConfig::default() })?;
+        attach(
+            o,
+            &mut model,
+            &path,
+            SparseConfig { batches: true, oracle, ..SparseConfig::default() },
+        )?;
     }
     let ids = text_ids(o, &tok, o.num("--tokens", 4096)?)?;
     let ctx: usize = o.num("--ctx", 512)?;
@@ -221,7 +263,11 @@ fn cmd_perplexity(o: &Opts) -> Result<(), String> {
             count += 1;
         }
     }
-    println!("perplexity {:.4} over {count} tokens ({:.1}s)", (nll / count as f64).exp(), t0.elapsed().as_secs_f64());
+    println!(
+        "perplexity {:.4} over {count} tokens ({:.1}s)",
+        (nll / count as f64).exp(),
+        t0.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -230,7 +276,8 @@ fn cmd_perplexity(o: &Opts) -> Result<(), String> {
 fn cmd_agree(o: &Opts) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let n: usize = o.num("--n-predict", 48)?;
-    let prompts: Vec<String> = corpus::nl2sql_prompts(Some(1)).into_iter().take(o.num("--questions", 20)?).collect();
+    let prompts: Vec<String> =
+        corpus::nl2sql_prompts(Some(1)).into_iter().take(o.num("--questions", 20)?).collect();
     let params = GenerateParams { max_tokens: n, ..GenerateParams::default() };
     let run_all = |model: &Model| -> Result<(Vec<Vec<u32>>, f64, usize), String> {
         let mut outs = Vec::new();
@@ -238,7 +285,8 @@ fn cmd_agree(o: &Opts) -> Result<(), String> {
         for p in &prompts {
             let ids = tok.encode_prompt(p, true).map_err(|e| e.to_string())?;
             let mut cache = model.new_cache(ids.len() + n + 1);
-            let g = generate_ids(model, &tok, &rt, &mut cache, &ids, &params, &mut |_| {}).map_err(|e| e.to_string())?;
+            let g = generate_ids(model, &tok, &rt, &mut cache, &ids, &params, &mut |_| {})
+                .map_err(|e| e.to_string())?;
             ms += g.timings.decode_ms;
             toks += g.timings.decode_tokens;
             outs.push(g.output_ids);
@@ -249,10 +297,22 @@ fn cmd_agree(o: &Opts) -> Result<(), String> {
     attach(o, &mut model, &path, SparseConfig::default())?;
     let (sparse, sms, st) = run_all(&model)?;
     let same = dense.iter().zip(&sparse).filter(|(a, b)| a == b).count();
-    let prefix: usize = dense.iter().zip(&sparse).map(|(a, b)| a.iter().zip(b).take_while(|(x, y)| x == y).count()).sum();
+    let prefix: usize = dense
+        .iter()
+        .zip(&sparse)
+        .map(|(a, b)| a.iter().zip(b).take_while(|(x, y)| x == y).count())
+        .sum();
     let total: usize = dense.iter().map(Vec::len).sum();
-    println!("questions {}: identical outputs {same}/{}, common prefix {prefix}/{total} tokens", prompts.len(), prompts.len());
-    println!("decode tok/s: dense {:.2}, sparse {:.2}", dt as f64 * 1000.0 / dms, st as f64 * 1000.0 / sms);
+    println!(
+        "questions {}: identical outputs {same}/{}, common prefix {prefix}/{total} tokens",
+        prompts.len(),
+        prompts.len()
+    );
+    println!(
+        "decode tok/s: dense {:.2}, sparse {:.2}",
+        dt as f64 * 1000.0 / dms,
+        st as f64 * 1000.0 / sms
+    );
     for (i, (a, b)) in dense.iter().zip(&sparse).enumerate().filter(|(_, (a, b))| a != b).take(5) {
         println!("  q{i} dense:  {:?}\n  q{i} sparse: {:?}", tok.decode(a), tok.decode(b));
     }

@@ -19,59 +19,154 @@ fn table(name: &str, cols: &[(&str, &str)]) -> Table {
 fn schemas() -> Vec<(SchemaInfo, Vec<&'static str>)> {
     let shop = SchemaInfo::new(
         vec![
-            table("customers", &[("id", "integer"), ("name", "text"), ("email", "text"), ("country", "text"), ("created_at", "timestamp")]),
-            table("orders", &[("id", "integer"), ("customer_id", "integer"), ("status", "text"), ("total", "numeric(10,2)"), ("ordered_at", "timestamp")]),
-            table("products", &[("id", "integer"), ("name", "text"), ("category", "text"), ("price", "numeric(10,2)"), ("stock", "integer")]),
-            table("order_items", &[("id", "integer"), ("order_id", "integer"), ("product_id", "integer"), ("quantity", "integer"), ("unit_price", "numeric(10,2)")]),
+            table(
+                "customers",
+                &[
+                    ("id", "integer"),
+                    ("name", "text"),
+                    ("email", "text"),
+                    ("country", "text"),
+                    ("created_at", "timestamp"),
+                ],
+            ),
+            table(
+                "orders",
+                &[
+                    ("id", "integer"),
+                    ("customer_id", "integer"),
+                    ("status", "text"),
+                    ("total", "numeric(10,2)"),
+                    ("ordered_at", "timestamp"),
+                ],
+            ),
+            table(
+                "products",
+                &[
+                    ("id", "integer"),
+                    ("name", "text"),
+                    ("category", "text"),
+                    ("price", "numeric(10,2)"),
+                    ("stock", "integer"),
+                ],
+            ),
+            table(
+                "order_items",
+                &[
+                    ("id", "integer"),
+                    ("order_id", "integer"),
+                    ("product_id", "integer"),
+                    ("quantity", "integer"),
+                    ("unit_price", "numeric(10,2)"),
+                ],
+            ),
         ],
         Some("public"),
     );
     let hr = SchemaInfo::new(
         vec![
-            table("employees", &[("id", "integer"), ("first_name", "text"), ("last_name", "text"), ("department_id", "integer"), ("salary", "numeric"), ("hired_on", "date")]),
-            table("departments", &[("id", "integer"), ("name", "text"), ("location", "text"), ("manager_id", "integer")]),
-            table("timesheets", &[("id", "integer"), ("employee_id", "integer"), ("work_date", "date"), ("hours", "numeric(4,2)")]),
+            table(
+                "employees",
+                &[
+                    ("id", "integer"),
+                    ("first_name", "text"),
+                    ("last_name", "text"),
+                    ("department_id", "integer"),
+                    ("salary", "numeric"),
+                    ("hired_on", "date"),
+                ],
+            ),
+            table(
+                "departments",
+                &[
+                    ("id", "integer"),
+                    ("name", "text"),
+                    ("location", "text"),
+                    ("manager_id", "integer"),
+                ],
+            ),
+            table(
+                "timesheets",
+                &[
+                    ("id", "integer"),
+                    ("employee_id", "integer"),
+                    ("work_date", "date"),
+                    ("hours", "numeric(4,2)"),
+                ],
+            ),
         ],
         Some("public"),
     );
     let lib = SchemaInfo::new(
         vec![
-            table("books", &[("id", "integer"), ("title", "text"), ("author_id", "integer"), ("published_year", "integer"), ("isbn", "text")]),
-            table("authors", &[("id", "integer"), ("name", "text"), ("born", "date"), ("nationality", "text")]),
-            table("loans", &[("id", "integer"), ("book_id", "integer"), ("member_id", "integer"), ("loaned_at", "timestamp"), ("returned_at", "timestamp")]),
-            table("members", &[("id", "integer"), ("name", "text"), ("joined_at", "date"), ("city", "text")]),
+            table(
+                "books",
+                &[
+                    ("id", "integer"),
+                    ("title", "text"),
+                    ("author_id", "integer"),
+                    ("published_year", "integer"),
+                    ("isbn", "text"),
+                ],
+            ),
+            table(
+                "authors",
+                &[("id", "integer"), ("name", "text"), ("born", "date"), ("nationality", "text")],
+            ),
+            table(
+                "loans",
+                &[
+                    ("id", "integer"),
+                    ("book_id", "integer"),
+                    ("member_id", "integer"),
+                    ("loaned_at", "timestamp"),
+                    ("returned_at", "timestamp"),
+                ],
+            ),
+            table(
+                "members",
+                &[("id", "integer"), ("name", "text"), ("joined_at", "date"), ("city", "text")],
+            ),
         ],
         Some("public"),
     );
     vec![
-        (shop, vec![
-            "how many customers are there?",
-            "list the 5 most expensive products",
-            "total revenue per country in 2024",
-            "which customers have never placed an order?",
-            "average order total by status",
-            "top 3 categories by number of items sold",
-            "products with less than 10 units in stock",
-            "how many orders were placed last month?",
-        ]),
-        (hr, vec![
-            "how many employees work in each department?",
-            "who earns the highest salary?",
-            "average salary per department location",
-            "employees hired after 2020 ordered by hire date",
-            "total hours worked by each employee in March 2024",
-            "departments without a manager",
-            "list employees whose salary is above the company average",
-        ]),
-        (lib, vec![
-            "how many books were published before 1950?",
-            "which authors have more than 3 books?",
-            "books that are currently on loan",
-            "members who borrowed the most books this year",
-            "average loan duration in days",
-            "list all authors from France with their book count",
-            "which city has the most members?",
-        ]),
+        (
+            shop,
+            vec![
+                "how many customers are there?",
+                "list the 5 most expensive products",
+                "total revenue per country in 2024",
+                "which customers have never placed an order?",
+                "average order total by status",
+                "top 3 categories by number of items sold",
+                "products with less than 10 units in stock",
+                "how many orders were placed last month?",
+            ],
+        ),
+        (
+            hr,
+            vec![
+                "how many employees work in each department?",
+                "who earns the highest salary?",
+                "average salary per department location",
+                "employees hired after 2020 ordered by hire date",
+                "total hours worked by each employee in March 2024",
+                "departments without a manager",
+                "list employees whose salary is above the company average",
+            ],
+        ),
+        (
+            lib,
+            vec![
+                "how many books were published before 1950?",
+                "which authors have more than 3 books?",
+                "books that are currently on loan",
+                "members who borrowed the most books this year",
+                "average loan duration in days",
+                "list all authors from France with their book count",
+                "which city has the most members?",
+            ],
+        ),
     ]
 }
 
@@ -115,24 +210,14 @@ pub fn read_texts(paths: &[impl AsRef<Path>]) -> std::io::Result<Vec<String>> {
         .map(|p| {
             // Non-blocking open, regular files only: a FIFO named here must not hang the caller.
             let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut crate::regular_file::open(p.as_ref(), crate::regular_file::Links::Follow)?, &mut b)?;
+            std::io::Read::read_to_end(
+                &mut crate::regular_file::open(p.as_ref(), crate::regular_file::Links::Follow)?,
+                &mut b,
+            )?;
             let s = String::from_utf8_lossy(&b).into_owned();
             Ok(if s.contains("</") { strip_tags(&s) } else { s })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn interleaves_both_sources() {
-        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(interleave(v(&["a", "b", "c"]), v(&["x"])), v(&["a", "x", "b", "c"]));
-        assert_eq!(interleave(v(&[]), v(&["x", "y"])), v(&["x", "y"]));
-        assert!(nl2sql_prompts(Some(0)).len() > 5);
-    }
 }
 
 /// Removes `<...>` tags and collapses blank runs.
@@ -163,4 +248,17 @@ fn strip_tags(s: &str) -> String {
         res.push('\n');
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaves_both_sources() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(interleave(v(&["a", "b", "c"]), v(&["x"])), v(&["a", "x", "b", "c"]));
+        assert_eq!(interleave(v(&[]), v(&["x", "y"])), v(&["x", "y"]));
+        assert!(nl2sql_prompts(Some(0)).len() > 5);
+    }
 }

@@ -9,7 +9,9 @@ pub enum SparseError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a turboinfer sparse sidecar (bad magic)")]
     BadMagic { path: PathBuf },
-    #[error("sparse sidecar {path} has format version {found}, this build reads version {expected}")]
+    #[error(
+        "sparse sidecar {path} has format version {found}, this build reads version {expected}"
+    )]
     Version { path: PathBuf, found: u32, expected: u32 },
     #[error("sparse sidecar {path} is corrupt: {reason}")]
     Corrupt { path: PathBuf, reason: String },

@@ -74,7 +74,14 @@ impl Default for SparseConfig {
         // 0.9: above ~90% active the gather overhead exceeds the ~10% saved; 0.75: neuron-major
         // Q8_0 rows (1.06 B/weight) read more bytes than the dense Q4_K/Q6_K/Q5_0 down matrix
         // (0.56-0.82 B/weight) once more than ~3/4 of the neurons are active.
-        SparseConfig { fallback_ratio: 0.9, dense_down_ratio: 0.75, batches: false, audit: false, oracle: false, selector: Selector::Predictor }
+        SparseConfig {
+            fallback_ratio: 0.9,
+            dense_down_ratio: 0.75,
+            batches: false,
+            audit: false,
+            oracle: false,
+            selector: Selector::Predictor,
+        }
     }
 }
 
@@ -92,7 +99,11 @@ pub struct SparseFfn {
 
 impl SparseFfn {
     /// Binds `sidecar` at the calibrated level nearest to `target` (0 = all neurons active).
-    pub fn new(sidecar: Arc<Sidecar>, target: f32, config: SparseConfig) -> Result<SparseFfn, SparseError> {
+    pub fn new(
+        sidecar: Arc<Sidecar>,
+        target: f32,
+        config: SparseConfig,
+    ) -> Result<SparseFfn, SparseError> {
         if !(0.0..1.0).contains(&target) {
             return Err(SparseError::BadTarget(target));
         }
@@ -144,10 +155,22 @@ impl SparseFfn {
 
     /// Runs layer `l`'s FFN on `h` (`[n, dim]`, the normed FFN input) into `out` (`[n, dim]`).
     /// Returns false (and writes nothing) when the caller should run the dense path instead.
-    pub fn forward(&self, l: usize, file: &GgufFile, lw: &LayerWeights, h: &[f32], out: &mut [f32]) -> Result<bool, SparseError> {
+    pub fn forward(
+        &self,
+        l: usize,
+        file: &GgufFile,
+        lw: &LayerWeights,
+        h: &[f32],
+        out: &mut [f32],
+    ) -> Result<bool, SparseError> {
         let spec = self.sidecar.spec();
         let dim = spec.dim;
-        if l >= spec.n_layers || lw.w_gate.rows != spec.ffn_dim || lw.w_gate.cols != dim || lw.w_up.rows != spec.ffn_dim || lw.w_down.rows != dim {
+        if l >= spec.n_layers
+            || lw.w_gate.rows != spec.ffn_dim
+            || lw.w_gate.cols != dim
+            || lw.w_up.rows != spec.ffn_dim
+            || lw.w_down.rows != dim
+        {
             return Err(SparseError::ShapeMismatch {
                 path: self.sidecar.path().to_path_buf(),
                 found: format!("{} layers, dim {dim}, ffn {}", spec.n_layers, spec.ffn_dim),
@@ -179,12 +202,21 @@ impl SparseFfn {
         }
         let cut = v.cutoff[level];
         let mut active: Vec<u32> = (0..v.n_hot as u32).collect();
-        active.extend(s.iter().enumerate().filter(|(_, &x)| x > cut).map(|(j, _)| (j + v.n_hot) as u32));
+        active.extend(
+            s.iter().enumerate().filter(|(_, &x)| x > cut).map(|(j, _)| (j + v.n_hot) as u32),
+        );
         active
     }
 
     /// One token through layer `l`.
-    fn token(&self, l: usize, file: &GgufFile, lw: &LayerWeights, h: &[f32], out: &mut [f32]) -> Result<(), SparseError> {
+    fn token(
+        &self,
+        l: usize,
+        file: &GgufFile,
+        lw: &LayerWeights,
+        h: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), SparseError> {
         let t0 = Instant::now();
         let c0 = thread_cpu_ns();
         let v = self.sidecar.layer(l);
@@ -234,18 +266,20 @@ impl SparseFfn {
         let mut rows: Vec<u32> = active.iter().map(|&j| v.order[j as usize]).collect();
         rows.sort_unstable();
         let mut ys = vec![0.0f32; rows.len()]; // [n_active] in `rows` order
-        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(|(yo, rs)| {
-            for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
-                if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
-                    prefetch(lw.w_gate.row_bytes_of(file, next as usize));
-                    prefetch(lw.w_up.row_bytes_of(file, next as usize));
+        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(
+            |(yo, rs)| {
+                for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
+                    if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
+                        prefetch(lw.w_gate.row_bytes_of(file, next as usize));
+                        prefetch(lw.w_up.row_bytes_of(file, next as usize));
+                    }
+                    let r = r as usize;
+                    let g = gk(cols, lw.w_gate.row_bytes_of(file, r), &ag);
+                    let u = uk(cols, lw.w_up.row_bytes_of(file, r), au);
+                    *y = ops::silu(g) * u;
                 }
-                let r = r as usize;
-                let g = gk(cols, lw.w_gate.row_bytes_of(file, r), &ag);
-                let u = uk(cols, lw.w_up.row_bytes_of(file, r), au);
-                *y = ops::silu(g) * u;
-            }
-        });
+            },
+        );
         let mut full = vec![0.0f32; f]; // [ffn_dim] original order, inactive neurons zero
         for (&r, &y) in rows.iter().zip(&ys) {
             full[r as usize] = y;
@@ -256,16 +290,19 @@ impl SparseFfn {
         } else {
             let parts: Vec<Vec<f32>> = active
                 .par_chunks(DOWN_PER_TASK)
-                .map(|js| {
-                    down_rows(&v, js, &full, out.len())
-                })
+                .map(|js| down_rows(&v, js, &full, out.len()))
                 .collect();
             out.fill(0.0);
             for p in &parts {
                 simd::axpy(out, 1.0, p);
             }
         }
-        self.stats[l].add(active.len(), false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
+        self.stats[l].add(
+            active.len(),
+            false,
+            t0.elapsed().as_nanos() as u64,
+            thread_cpu_ns() - c0,
+        );
         if self.config.audit {
             let mut pred = vec![false; f]; // by original neuron index
             for &j in &active {
@@ -284,7 +321,17 @@ impl SparseFfn {
 
     /// One token through layer `l` with the exact-gate selector.
     #[allow(clippy::too_many_arguments)]
-    fn token_gate(&self, l: usize, file: &GgufFile, lw: &LayerWeights, v: &LayerView<'_>, h: &[f32], out: &mut [f32], t0: Instant, c0: u64) -> Result<(), SparseError> {
+    fn token_gate(
+        &self,
+        l: usize,
+        file: &GgufFile,
+        lw: &LayerWeights,
+        v: &LayerView<'_>,
+        h: &[f32],
+        out: &mut [f32],
+        t0: Instant,
+        c0: u64,
+    ) -> Result<(), SparseError> {
         let f = v.order.len();
         let mut acts = SharedActs::new(h, h.len());
         let mut g = vec![0.0f32; f]; // [ffn_dim] original order
@@ -300,14 +347,16 @@ impl SparseFfn {
         let cols = lw.w_up.cols;
         let mut full = vec![0.0f32; f]; // [ffn_dim] original order, inactive neurons zero
         let mut ys = vec![0.0f32; rows.len()];
-        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(|(yo, rs)| {
-            for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
-                if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
-                    prefetch(lw.w_up.row_bytes_of(file, next as usize));
+        ys.par_chunks_mut(ROWS_PER_TASK).zip(rows.par_chunks(ROWS_PER_TASK)).for_each(
+            |(yo, rs)| {
+                for (k, (y, &r)) in yo.iter_mut().zip(rs).enumerate() {
+                    if let Some(&next) = rs.get(k + PREFETCH_AHEAD) {
+                        prefetch(lw.w_up.row_bytes_of(file, next as usize));
+                    }
+                    *y = sg[r as usize] * uk(cols, lw.w_up.row_bytes_of(file, r as usize), au);
                 }
-                *y = sg[r as usize] * uk(cols, lw.w_up.row_bytes_of(file, r as usize), au);
-            }
-        });
+            },
+        );
         for (&r, &y) in rows.iter().zip(&ys) {
             full[r as usize] = y;
         }
@@ -318,9 +367,7 @@ impl SparseFfn {
             pos.sort_unstable();
             let parts: Vec<Vec<f32>> = pos
                 .par_chunks(DOWN_PER_TASK)
-                .map(|js| {
-                    down_rows(v, js, &full, out.len())
-                })
+                .map(|js| down_rows(v, js, &full, out.len()))
                 .collect();
             out.fill(0.0);
             for p in &parts {
@@ -369,7 +416,11 @@ fn down_rows(v: &LayerView<'_>, js: &[u32], full: &[f32], dim: usize) -> Vec<f32
         if let Some(next) = js.get((k + 2) * 4..(k + 3) * 4) {
             next.iter().for_each(|&j| prefetch(row(j)));
         }
-        simd::axpy4_q8_0(&mut acc, [coef(c[0]), coef(c[1]), coef(c[2]), coef(c[3])], [row(c[0]), row(c[1]), row(c[2]), row(c[3])]);
+        simd::axpy4_q8_0(
+            &mut acc,
+            [coef(c[0]), coef(c[1]), coef(c[2]), coef(c[3])],
+            [row(c[0]), row(c[1]), row(c[2]), row(c[3])],
+        );
     }
     for &j in rest {
         simd::axpy_q8_0(&mut acc, coef(j), row(j));
@@ -384,12 +435,21 @@ fn prefetch(b: &[u8]) {
     for off in (0..b.len()).step_by(64) {
         // SAFETY: `_mm_prefetch` is a hint that never faults; the address is inside `b`; SSE is
         // part of the x86_64 baseline.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(b.as_ptr().add(off) as *const i8) };
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                b.as_ptr().add(off) as *const i8,
+            )
+        };
     }
 }
 
 /// `out = acts · mᵀ` for one token through the dense kernels (the same arithmetic as the dense path).
-fn dense_mul(file: &GgufFile, m: &crate::model::Matrix, acts: &mut SharedActs<'_>, out: &mut [f32]) -> Result<(), SparseError> {
+fn dense_mul(
+    file: &GgufFile,
+    m: &crate::model::Matrix,
+    acts: &mut SharedActs<'_>,
+    out: &mut [f32],
+) -> Result<(), SparseError> {
     let (a, rb) = acts.get(m.act_ty)?;
     ops::matmul(m.rows(file), a, rb, 1, out);
     Ok(())

@@ -19,7 +19,14 @@ pub enum FfnHook {
 
 impl FfnHook {
     /// Runs layer `l`'s FFN on `h` into `out` if this hook computes it; false means "do it densely".
-    pub fn run(&self, l: usize, file: &GgufFile, lw: &LayerWeights, h: &[f32], out: &mut [f32]) -> Result<bool, SparseError> {
+    pub fn run(
+        &self,
+        l: usize,
+        file: &GgufFile,
+        lw: &LayerWeights,
+        h: &[f32],
+        out: &mut [f32],
+    ) -> Result<bool, SparseError> {
         match self {
             FfnHook::Sparse(s) => s.forward(l, file, lw, h, out),
             FfnHook::Record(_) => Ok(false),
@@ -66,7 +73,11 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder for `n_layers` layers of FFN input width `dim`.
     pub fn new(n_layers: usize, dim: usize, max_tokens: usize) -> Recorder {
-        Recorder { dim, max_tokens, layers: (0..n_layers).map(|_| Mutex::new(LayerRecord::default())).collect() }
+        Recorder {
+            dim,
+            max_tokens,
+            layers: (0..n_layers).map(|_| Mutex::new(LayerRecord::default())).collect(),
+        }
     }
 
     /// Appends the rows of layer `l` (`h`: `[n, dim]`, `act`: `[n, ffn]`) up to `max_tokens`.

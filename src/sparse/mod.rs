@@ -30,7 +30,12 @@ use std::sync::Arc;
 
 /// Opens `sidecar` (checked against `model`'s file and shape) and returns an executor at the level
 /// nearest `target` (0 = every neuron active), ready for `Model::set_ffn_hook`.
-pub fn load_for(model: &Model, sidecar: &Path, target: f32, config: SparseConfig) -> Result<Arc<FfnHook>, SparseError> {
+pub fn load_for(
+    model: &Model,
+    sidecar: &Path,
+    target: f32,
+    config: SparseConfig,
+) -> Result<Arc<FfnHook>, SparseError> {
     let sc = Sidecar::open(sidecar, Some(model.file()))?;
     let c = model.config();
     sc.check_shape(c.n_layers, c.dim, c.ffn_dim)?;

@@ -63,11 +63,11 @@ pub struct LayerData {
     pub cutoff: Vec<f32>,
     /// Per level: recall of truly active neurons on the calibration set.
     pub recall: Vec<f32>,
-    pub order: Vec<u32>,  // [ffn_dim]
-    pub p: Vec<f32>,      // [dim, rank]
-    pub q: Vec<f32>,      // [rank, ffn_dim]
-    pub bias: Vec<f32>,   // [ffn_dim]
-    pub down: Vec<u8>,    // [ffn_dim, q8_0_row_bytes(dim)]
+    pub order: Vec<u32>, // [ffn_dim]
+    pub p: Vec<f32>,     // [dim, rank]
+    pub q: Vec<f32>,     // [rank, ffn_dim]
+    pub bias: Vec<f32>,  // [ffn_dim]
+    pub down: Vec<u8>,   // [ffn_dim, q8_0_row_bytes(dim)]
 }
 
 /// One layer's data borrowed from the mapping.
@@ -93,7 +93,13 @@ fn align(x: usize) -> usize {
 
 /// Byte sizes of one layer's sections: order, p, q, bias, down.
 fn section_sizes(s: &SidecarSpec) -> [usize; 5] {
-    [s.ffn_dim * 4, s.dim * s.rank * 4, s.rank * s.ffn_dim * 4, s.ffn_dim * 4, s.ffn_dim * q8_0_row_bytes(s.dim)]
+    [
+        s.ffn_dim * 4,
+        s.dim * s.rank * 4,
+        s.rank * s.ffn_dim * 4,
+        s.ffn_dim * 4,
+        s.ffn_dim * q8_0_row_bytes(s.dim),
+    ]
 }
 
 /// Offsets of every layer's sections and the total file length.
@@ -146,7 +152,8 @@ fn check_spec(s: &SidecarSpec) -> Result<(), String> {
     if s.levels.is_empty() || s.levels.len() > MAX_LEVELS {
         return Err(format!("{} levels (expected 1..={MAX_LEVELS})", s.levels.len()));
     }
-    if s.levels.iter().any(|l| !(0.0..1.0).contains(l)) || s.levels.windows(2).any(|w| w[0] >= w[1]) {
+    if s.levels.iter().any(|l| !(0.0..1.0).contains(l)) || s.levels.windows(2).any(|w| w[0] >= w[1])
+    {
         return Err(format!("levels {:?} are not ascending in [0, 1)", s.levels));
     }
     // Keep every size far from overflow (a hostile header must not make us allocate or index wildly).
@@ -168,7 +175,9 @@ pub fn write(path: &Path, spec: &SidecarSpec, layers: &[LayerData]) -> Result<()
     let sizes = section_sizes(spec);
     let mut buf = vec![0u8; total];
     buf[0..8].copy_from_slice(MAGIC);
-    let put_u32 = |b: &mut [u8], at: usize, v: usize| b[at..at + 4].copy_from_slice(&(v as u32).to_le_bytes());
+    let put_u32 = |b: &mut [u8], at: usize, v: usize| {
+        b[at..at + 4].copy_from_slice(&(v as u32).to_le_bytes())
+    };
     put_u32(&mut buf, 8, VERSION as usize);
     put_u32(&mut buf, 12, spec.n_layers);
     put_u32(&mut buf, 16, spec.dim);
@@ -219,7 +228,9 @@ pub fn write(path: &Path, spec: &SidecarSpec, layers: &[LayerData]) -> Result<()
     let io = |source| SparseError::Io { path: path.to_path_buf(), source };
     // A name of its own per writer (process id + time), so two concurrent calibrations never
     // write into the same temporary file; readers only ever see a complete file (rename).
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".{}.{nanos}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
@@ -276,7 +287,10 @@ impl Sidecar {
     pub fn open(path: impl AsRef<Path>, model: Option<&GgufFile>) -> Result<Sidecar, SparseError> {
         let path = path.as_ref().to_path_buf();
         if cfg!(target_endian = "big") {
-            return Err(SparseError::Unsupported { what: "sidecar", reason: "big-endian host".into() });
+            return Err(SparseError::Unsupported {
+                what: "sidecar",
+                reason: "big-endian host".into(),
+            });
         }
         let io = |source| SparseError::Io { path: path.clone(), source };
         // Non-blocking, regular files only, no symlink followed (sidecars are written by rename).
@@ -311,7 +325,10 @@ impl Sidecar {
         let (offs, total) = layout(&spec);
         let stated = u64::from_le_bytes(b[96..104].try_into().expect("8 bytes"));
         if b.len() != total || stated != total as u64 {
-            return Err(corrupt(format!("length {} (header says {stated}), expected {total}", b.len())));
+            return Err(corrupt(format!(
+                "length {} (header says {stated}), expected {total}",
+                b.len()
+            )));
         }
         let mut h = Sha256::new();
         h.update(&b[..CHECKSUM_AT.start]);
@@ -324,7 +341,11 @@ impl Sidecar {
         if let Some(m) = model {
             let key = model_key(m);
             if key != spec.model_key {
-                return Err(SparseError::ModelMismatch { path, sidecar: hex(&spec.model_key), model: hex(&key) });
+                return Err(SparseError::ModelMismatch {
+                    path,
+                    sidecar: hex(&spec.model_key),
+                    model: hex(&key),
+                });
             }
         }
         let sc = Sidecar { path: path.clone(), map, spec, offs };
@@ -345,7 +366,12 @@ impl Sidecar {
     }
 
     /// Checks that the sidecar's shape matches a model of `n_layers` layers, `dim`, `ffn_dim`.
-    pub fn check_shape(&self, n_layers: usize, dim: usize, ffn_dim: usize) -> Result<(), SparseError> {
+    pub fn check_shape(
+        &self,
+        n_layers: usize,
+        dim: usize,
+        ffn_dim: usize,
+    ) -> Result<(), SparseError> {
         let s = &self.spec;
         if (s.n_layers, s.dim, s.ffn_dim) != (n_layers, dim, ffn_dim) {
             return Err(SparseError::ShapeMismatch {
@@ -385,7 +411,10 @@ impl Sidecar {
         let sz = section_sizes(s);
         let r = HEADER_BYTES + l * LAYER_REC_BYTES;
         let nl = s.levels.len();
-        let rec = |k: usize| cast::<f32>(&b[r + 8 + 4 * MAX_LEVELS * k..r + 8 + 4 * MAX_LEVELS * k + 4 * nl]).expect("aligned");
+        let rec = |k: usize| {
+            cast::<f32>(&b[r + 8 + 4 * MAX_LEVELS * k..r + 8 + 4 * MAX_LEVELS * k + 4 * nl])
+                .expect("aligned")
+        };
         LayerView {
             n_hot: u32_at(b, r) as usize,
             thr: rec(0),
@@ -407,7 +436,14 @@ mod tests {
 
     /// A small synthetic sidecar (2 layers, dim 32, ffn 8, rank 2, two levels).
     fn sample() -> (SidecarSpec, Vec<LayerData>) {
-        let spec = SidecarSpec { n_layers: 2, dim: 32, ffn_dim: 8, rank: 2, levels: vec![0.5, 0.8], model_key: [7; 32] };
+        let spec = SidecarSpec {
+            n_layers: 2,
+            dim: 32,
+            ffn_dim: 8,
+            rank: 2,
+            levels: vec![0.5, 0.8],
+            model_key: [7; 32],
+        };
         let layer = |k: u32| LayerData {
             n_hot: 1,
             thr: vec![0.1, 0.2],
@@ -437,8 +473,14 @@ mod tests {
         assert_eq!(sc.spec(), &spec);
         for (l, d) in layers.iter().enumerate() {
             let v = sc.layer(l);
-            assert_eq!((v.n_hot, v.thr, v.cutoff, v.recall), (d.n_hot, &d.thr[..], &d.cutoff[..], &d.recall[..]));
-            assert_eq!((v.order, v.p, v.q, v.bias, v.down), (&d.order[..], &d.p[..], &d.q[..], &d.bias[..], &d.down[..]));
+            assert_eq!(
+                (v.n_hot, v.thr, v.cutoff, v.recall),
+                (d.n_hot, &d.thr[..], &d.cutoff[..], &d.recall[..])
+            );
+            assert_eq!(
+                (v.order, v.p, v.q, v.bias, v.down),
+                (&d.order[..], &d.p[..], &d.q[..], &d.bias[..], &d.down[..])
+            );
         }
         sc.check_shape(2, 32, 8).unwrap();
         assert!(matches!(sc.check_shape(2, 32, 16), Err(SparseError::ShapeMismatch { .. })));

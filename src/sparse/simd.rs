@@ -126,10 +126,20 @@ fn table() -> Fns {
         {
             let f = crate::cpu::cpu_features();
             if f.avx2 && f.fma {
-                return Fns { axpy: avx2::axpy, axpy_q8_0: avx2::axpy_q8_0, axpy4_q8_0: avx2::axpy4_q8_0, dot: avx2::dot };
+                return Fns {
+                    axpy: avx2::axpy,
+                    axpy_q8_0: avx2::axpy_q8_0,
+                    axpy4_q8_0: avx2::axpy4_q8_0,
+                    dot: avx2::dot,
+                };
             }
         }
-        Fns { axpy: axpy_body, axpy_q8_0: axpy_q8_0_body, axpy4_q8_0: axpy4_q8_0_body, dot: dot_body }
+        Fns {
+            axpy: axpy_body,
+            axpy_q8_0: axpy_q8_0_body,
+            axpy4_q8_0: axpy4_q8_0_body,
+            dot: dot_body,
+        }
     })
 }
 

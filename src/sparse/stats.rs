@@ -69,12 +69,17 @@ pub struct Summary {
 impl Summary {
     /// Sums `layers` (each of `ffn_dim` neurons); zeros when nothing ran.
     pub fn of(layers: &[LayerStats], ffn_dim: usize) -> Summary {
-        let sum = |f: fn(&LayerStats) -> &AtomicU64| layers.iter().map(|s| f(s).load(Relaxed)).sum::<u64>();
+        let sum = |f: fn(&LayerStats) -> &AtomicU64| {
+            layers.iter().map(|s| f(s).load(Relaxed)).sum::<u64>()
+        };
         let token_layers = sum(|s| &s.tokens);
         let ratio = |n: u64, d: f64| if d > 0.0 { n as f64 / d } else { 0.0 };
         Summary {
             tokens: layers.first().map_or(0, |s| s.tokens.load(Relaxed)),
-            predicted_active_ratio: ratio(sum(|s| &s.predicted_active), token_layers as f64 * ffn_dim as f64),
+            predicted_active_ratio: ratio(
+                sum(|s| &s.predicted_active),
+                token_layers as f64 * ffn_dim as f64,
+            ),
             fallback_rate: ratio(sum(|s| &s.fallbacks), token_layers as f64),
             ffn_ms: sum(|s| &s.ns) as f64 / 1e6,
         }
@@ -117,7 +122,16 @@ impl LayerStats {
 
     /// Zeroes every counter.
     pub fn reset(&self) {
-        for c in [&self.tokens, &self.predicted_active, &self.fallbacks, &self.true_active, &self.true_hit, &self.audited, &self.ns, &self.cpu_ns] {
+        for c in [
+            &self.tokens,
+            &self.predicted_active,
+            &self.fallbacks,
+            &self.true_active,
+            &self.true_hit,
+            &self.audited,
+            &self.ns,
+            &self.cpu_ns,
+        ] {
             c.store(0, Relaxed);
         }
     }

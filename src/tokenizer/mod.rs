@@ -28,8 +28,16 @@ use tokenizers::Model;
 
 /// Token texts llama.cpp treats as end-of-generation whatever their id (`special_eog_ids`).
 const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-    "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
 ];
 /// FIM padding / repository / file-separator tokens: also end generation in llama.cpp.
 const FIM_EOG_TEXTS: &[&str] = &["<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"];
@@ -76,7 +84,8 @@ impl Tokenizer {
         let n = tokens.len();
 
         // Token string -> id; on a duplicate string the last id wins, as in llama.cpp.
-        let bpe_vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let bpe_vocab: tokenizers::models::bpe::Vocab =
+            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let model = BPE::builder()
             .vocab_and_merges(bpe_vocab, merges)
             .build()
@@ -90,8 +99,12 @@ impl Tokenizer {
         for (t, ty) in tokens.iter().zip(&types) {
             texts.push(t.as_bytes())?;
             match ty {
-                TokenType::Normal | TokenType::Byte | TokenType::Undefined => alphabet.decode_into(t, pieces.buffer()),
-                TokenType::Control | TokenType::UserDefined | TokenType::Unknown => pieces.buffer().extend_from_slice(t.as_bytes()),
+                TokenType::Normal | TokenType::Byte | TokenType::Undefined => {
+                    alphabet.decode_into(t, pieces.buffer())
+                }
+                TokenType::Control | TokenType::UserDefined | TokenType::Unknown => {
+                    pieces.buffer().extend_from_slice(t.as_bytes())
+                }
                 // Padding slots render as nothing (llama.cpp does the same).
                 TokenType::Unused => {}
             }
@@ -122,7 +135,10 @@ impl Tokenizer {
             match frag {
                 Fragment::Token(id) => out.push(id),
                 Fragment::Text(s) => {
-                    let enc = self.bpe.encode_fast(s, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+                    let enc = self
+                        .bpe
+                        .encode_fast(s, false)
+                        .map_err(|e| TokenizerError::Encode(e.to_string()))?;
                     out.extend_from_slice(enc.get_ids());
                 }
             }
@@ -132,7 +148,11 @@ impl Tokenizer {
 
     /// Encodes a whole prompt: [`Tokenizer::encode`], with BOS in front when the model's
     /// `add_bos_token` says so and EOS at the end when `add_eos_token` says so.
-    pub fn encode_prompt(&self, text: &str, parse_special: bool) -> Result<Vec<u32>, TokenizerError> {
+    pub fn encode_prompt(
+        &self,
+        text: &str,
+        parse_special: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let mut ids = Vec::new();
         if let (true, Some(bos)) = (self.ids.add_bos, self.ids.bos) {
             ids.push(bos);
@@ -244,7 +264,10 @@ impl Tokenizer {
 /// The end-of-generation set: metadata EOS/EOT/EOM/FIM ids plus tokens with a known stop text;
 /// like llama.cpp, stop tokens found by text are promoted to control tokens.
 fn collect_eog(ids: &SpecialIds, model: &BPE, types: &mut [TokenType]) -> Vec<u32> {
-    let mut eog: Vec<u32> = [ids.eos, ids.eot, ids.eom, ids.fim_pad, ids.fim_rep, ids.fim_sep].into_iter().flatten().collect();
+    let mut eog: Vec<u32> = [ids.eos, ids.eot, ids.eom, ids.fim_pad, ids.fim_rep, ids.fim_sep]
+        .into_iter()
+        .flatten()
+        .collect();
     for text in EOG_TEXTS.iter().chain(FIM_EOG_TEXTS) {
         if let Some(id) = model.token_to_id(text) {
             eog.push(id);

@@ -31,7 +31,8 @@ impl PackedBytes {
 
     /// Ends the current string (everything appended since the previous seal).
     pub fn seal(&mut self) -> Result<(), TokenizerError> {
-        let end = u32::try_from(self.bytes.len()).map_err(|_| TokenizerError::InvalidVocab("token strings exceed 4 GiB".into()))?;
+        let end = u32::try_from(self.bytes.len())
+            .map_err(|_| TokenizerError::InvalidVocab("token strings exceed 4 GiB".into()))?;
         self.start.push(end);
         Ok(())
     }

@@ -22,16 +22,28 @@ const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N
 
 /// Pre-tokenizer names accepted, grouped as llama.cpp groups them (same regexes within a group).
 pub const SUPPORTED: &[&str] = &[
-    "qwen2", "stablelm2", // QWEN2
-    "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva", // digits + GPT2
-    "gpt2", "mpt", "olmo", "jais", // GPT2
+    "qwen2",
+    "stablelm2", // QWEN2
+    "smollm",
+    "starcoder",
+    "refact",
+    "command-r",
+    "codeshell",
+    "exaone",
+    "minerva", // digits + GPT2
+    "gpt2",
+    "mpt",
+    "olmo",
+    "jais", // GPT2
 ];
 
 /// The regex sequence for a `tokenizer.ggml.pre` value.
 pub fn regexes_for(pre: &str) -> Result<&'static [&'static str], TokenizerError> {
     Ok(match pre {
         "qwen2" | "stablelm2" => &[QWEN2],
-        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" => &[SINGLE_DIGITS, GPT2],
+        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" => {
+            &[SINGLE_DIGITS, GPT2]
+        }
         "gpt2" | "mpt" | "olmo" | "jais" => &[GPT2],
         other => return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string())),
     })
@@ -42,8 +54,12 @@ pub fn regexes_for(pre: &str) -> Result<&'static [&'static str], TokenizerError>
 pub fn build(pre: &str) -> Result<Sequence, TokenizerError> {
     let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
     for re in regexes_for(pre)? {
-        let split = Split::new(SplitPattern::Regex(re.to_string()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(|e| TokenizerError::Build(format!("pre-tokenizer regex {re:?}: {e}")))?;
+        let split = Split::new(
+            SplitPattern::Regex(re.to_string()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| TokenizerError::Build(format!("pre-tokenizer regex {re:?}: {e}")))?;
         steps.push(split.into());
     }
     steps.push(ByteLevel::new(false, false, false).into());

@@ -32,7 +32,10 @@ impl Utf8Stream {
                 }
                 Err(e) => {
                     let good = e.valid_up_to();
-                    out.push_str(std::str::from_utf8(&self.pending[start..start + good]).expect("validated prefix"));
+                    out.push_str(
+                        std::str::from_utf8(&self.pending[start..start + good])
+                            .expect("validated prefix"),
+                    );
                     start += good;
                     match e.error_len() {
                         Some(bad) => {

@@ -111,7 +111,9 @@ impl<'a> Meta<'a> {
         let Some(v) = self.0.get(key) else { return Ok(None) };
         let id = v.as_u64().ok_or_else(|| wrong(key, "unsigned integer", v.type_name()))?;
         if id >= n_vocab as u64 {
-            return Err(TokenizerError::InvalidVocab(format!("{key} = {id} is outside the vocabulary of {n_vocab} tokens")));
+            return Err(TokenizerError::InvalidVocab(format!(
+                "{key} = {id} is outside the vocabulary of {n_vocab} tokens"
+            )));
         }
         Ok(Some(id as u32))
     }
@@ -192,8 +194,9 @@ pub fn read(meta: &HashMap<String, MetaValue>) -> Result<VocabData<'_>, Tokenize
     let rules = m.strings(KEY_MERGES)?;
     let mut merges = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
-        let (l, r) = split_merge(rule)
-            .ok_or_else(|| TokenizerError::InvalidVocab(format!("merge #{i} {rule:?} is not \"left right\"")))?;
+        let (l, r) = split_merge(rule).ok_or_else(|| {
+            TokenizerError::InvalidVocab(format!("merge #{i} {rule:?} is not \"left right\""))
+        })?;
         merges.push((l.to_string(), r.to_string()));
     }
 

@@ -16,7 +16,9 @@ pub fn model_required(name: &str) -> bool {
 /// Path of model `name` (e.g. `"smollm2-135m"` -> `<dir>/smollm2-135m.gguf`), or `None` after
 /// printing a skip notice when it is absent. Panics when it is absent but required.
 pub fn model_path(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("TURBOINFER_MODELS_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_MODELS_DIR));
+    let dir = std::env::var_os("TURBOINFER_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_MODELS_DIR));
     let path = dir.join(format!("{name}.gguf"));
     if path.is_file() {
         return Some(path);
@@ -31,9 +33,9 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
 /// Directory of the llama.cpp reference fixtures (`$TURBOINFER_FIXTURES_DIR`, default
 /// `<crate root>/../shared/fixtures`).
 pub fn fixtures_dir() -> PathBuf {
-    std::env::var_os("TURBOINFER_FIXTURES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("fixtures"))
+    std::env::var_os("TURBOINFER_FIXTURES_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("fixtures")
+    })
 }
 
 /// The fixture file of model `name` (`<fixtures>/<file>.llamacpp.json`).
@@ -51,8 +53,13 @@ pub fn fixture_path(name: &str) -> PathBuf {
 pub fn load_fixture(name: &str) -> Option<serde_json::Value> {
     let path = fixture_path(name);
     match std::fs::read_to_string(&path) {
-        Ok(s) => Some(serde_json::from_str(&s).unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display()))),
-        Err(e) if model_required(name) => panic!("required fixture {} unreadable: {e}", path.display()),
+        Ok(s) => Some(
+            serde_json::from_str(&s)
+                .unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display())),
+        ),
+        Err(e) if model_required(name) => {
+            panic!("required fixture {} unreadable: {e}", path.display())
+        }
         Err(_) => {
             println!("skipping: fixture for {name} not found at {}", path.display());
             None
@@ -63,8 +70,10 @@ pub fn load_fixture(name: &str) -> Option<serde_json::Value> {
 /// The parsed fixture of model `name`; panics when it is absent (callers have already found the model).
 pub fn fixture(name: &str) -> serde_json::Value {
     let path = fixture_path(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display()))
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display()))
 }
 
 /// A JSON array of integers as token ids.

@@ -175,7 +175,8 @@ pub fn reference_dot(weight: GgmlType, n: usize, w: &[u8], act: &[u8]) -> (f64, 
     let scale = abs_dot_f64(&wf, &af);
     if act_ty == GgmlType::Q8_1 {
         let f16 = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32() as f64;
-        for (wb, ab) in w.chunks_exact(weight.type_size()).zip(act.chunks_exact(act_ty.type_size())) {
+        for (wb, ab) in w.chunks_exact(weight.type_size()).zip(act.chunks_exact(act_ty.type_size()))
+        {
             let m = f16(&wb[2..4]);
             let (d, s) = (f16(&ab[0..2]), f16(&ab[2..4]));
             let sum_q: i32 = ab[4..].iter().map(|&q| q as i8 as i32).sum();

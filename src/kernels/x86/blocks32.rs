@@ -95,7 +95,13 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
 ///
 /// Safety: as `sym`, with 20-byte Q4_1 weight blocks and 36-byte Q8_1 activation blocks.
 #[inline(always)]
-pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let mut acc = [_mm256_setzero_ps(); B];
     // m_w * s_a summed in vectors whose 8 lanes are equal (no scalar dependency chain); lane 0 is used.
     let mut summ = [_mm256_setzero_ps(); B];

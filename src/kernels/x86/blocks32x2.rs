@@ -101,13 +101,23 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
             let yv = load_pair(y.add(2), Q8_0_BYTES);
             let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
             let p = D::dpbusd(_mm512_setzero_si512(), aq, s);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES)), _mm512_cvtepi32_ps(p), *acc);
+            *acc = _mm512_fmadd_ps(
+                _mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES)),
+                _mm512_cvtepi32_ps(p),
+                *acc,
+            );
         }
     }
     let mut tail = [0.0f32; B];
     if nb % 2 == 1 {
         let i = nb - 1;
-        blocks32::sym::<T, D2, B>(1, w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, tail.as_mut_ptr());
+        blocks32::sym::<T, D2, B>(
+            1,
+            w.add(i * T::BYTES),
+            a.add(i * Q8_0_BYTES),
+            stride,
+            tail.as_mut_ptr(),
+        );
     }
     for k in 0..B {
         *out.add(k) = _mm512_reduce_add_ps(acc[k]) + tail[k];
@@ -138,7 +148,11 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
         for k in 0..B {
             let y = a.add(k * stride + 2 * j * Q8_1_BYTES);
             let p = D::dpbusd(_mm512_setzero_si512(), u, load_pair(y.add(4), Q8_1_BYTES));
-            acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, f16_pair(y, Q8_1_BYTES)), _mm512_cvtepi32_ps(p), acc[k]);
+            acc[k] = _mm512_fmadd_ps(
+                _mm512_mul_ps(dw, f16_pair(y, Q8_1_BYTES)),
+                _mm512_cvtepi32_ps(p),
+                acc[k],
+            );
             summ[k] = _mm512_fmadd_ps(m, f16_pair(y.add(2), Q8_1_BYTES), summ[k]);
         }
     }

@@ -57,14 +57,21 @@ impl FloatW for F16 {
 ///
 /// Safety: `w` holds `n` elements, each vector `n` f32, `out` B floats; CPU has AVX2/FMA/F16C.
 #[inline(always)]
-pub(crate) unsafe fn dot256<W: FloatW, const B: usize>(n: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn dot256<W: FloatW, const B: usize>(
+    n: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let mut acc = [_mm256_setzero_ps(); B];
     let full = n / 8 * 8;
     let mut j = 0;
     while j < full {
         let wv = W::load8(w.add(j * W::SIZE));
         for (k, acc) in acc.iter_mut().enumerate() {
-            *acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
+            *acc =
+                _mm256_fmadd_ps(wv, _mm256_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
         }
         j += 8;
     }
@@ -81,14 +88,21 @@ pub(crate) unsafe fn dot256<W: FloatW, const B: usize>(n: usize, w: *const u8, a
 ///
 /// Safety: as `dot256`, plus AVX-512F.
 #[inline(always)]
-pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(n: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(
+    n: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let mut acc = [_mm512_setzero_ps(); B];
     let full = n / 16 * 16;
     let mut j = 0;
     while j < full {
         let wv = W::load16(w.add(j * W::SIZE));
         for (k, acc) in acc.iter_mut().enumerate() {
-            *acc = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
+            *acc =
+                _mm512_fmadd_ps(wv, _mm512_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
         }
         j += 16;
     }
@@ -108,10 +122,23 @@ pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(n: usize, w: *const u8, a
 ///
 /// Safety: `v` holds `n*hd` elements, `p` n floats, `out` hd floats; CPU has AVX2/F16C.
 #[inline(always)]
-pub(crate) unsafe fn wsum256<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32) {
+pub(crate) unsafe fn wsum256<W: FloatW>(
+    hd: usize,
+    n: usize,
+    p: *const f32,
+    v: *const u8,
+    out: *mut f32,
+) {
     /// One pass over the rows for lanes `d0 .. d0 + 8*A`.
     #[inline(always)]
-    unsafe fn pass<W: FloatW, const A: usize>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+    unsafe fn pass<W: FloatW, const A: usize>(
+        hd: usize,
+        n: usize,
+        p: *const f32,
+        v: *const u8,
+        out: *mut f32,
+        d0: usize,
+    ) {
         let mut acc = [_mm256_setzero_ps(); A];
         for j in 0..n {
             let pj = _mm256_set1_ps(*p.add(j));
@@ -141,10 +168,23 @@ pub(crate) unsafe fn wsum256<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *
 ///
 /// Safety: as `wsum256`, plus AVX-512F.
 #[inline(always)]
-pub(crate) unsafe fn wsum512<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32) {
+pub(crate) unsafe fn wsum512<W: FloatW>(
+    hd: usize,
+    n: usize,
+    p: *const f32,
+    v: *const u8,
+    out: *mut f32,
+) {
     /// One pass over the rows for lanes `d0 .. d0 + 16*A`.
     #[inline(always)]
-    unsafe fn pass<W: FloatW, const A: usize>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+    unsafe fn pass<W: FloatW, const A: usize>(
+        hd: usize,
+        n: usize,
+        p: *const f32,
+        v: *const u8,
+        out: *mut f32,
+        d0: usize,
+    ) {
         let mut acc = [_mm512_setzero_ps(); A];
         for j in 0..n {
             let pj = _mm512_set1_ps(*p.add(j));
@@ -174,7 +214,14 @@ pub(crate) unsafe fn wsum512<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *
 ///
 /// Safety: as `wsum256`.
 #[inline(always)]
-unsafe fn wsum_tail<W: FloatW>(hd: usize, n: usize, p: *const f32, v: *const u8, out: *mut f32, d0: usize) {
+unsafe fn wsum_tail<W: FloatW>(
+    hd: usize,
+    n: usize,
+    p: *const f32,
+    v: *const u8,
+    out: *mut f32,
+    d0: usize,
+) {
     for d in d0..hd {
         let mut s = 0.0f32;
         for j in 0..n {
@@ -205,8 +252,16 @@ pub(crate) unsafe fn score256<W: FloatW>(n: usize, k: *const u8, q: *const u8) -
     let full = n / 16 * 16;
     let mut j = 0;
     while j < full {
-        lo = _mm256_fmadd_ps(W::load8(k.add(j * W::SIZE)), _mm256_loadu_ps(q.add(4 * j) as *const f32), lo);
-        hi = _mm256_fmadd_ps(W::load8(k.add((j + 8) * W::SIZE)), _mm256_loadu_ps(q.add(4 * (j + 8)) as *const f32), hi);
+        lo = _mm256_fmadd_ps(
+            W::load8(k.add(j * W::SIZE)),
+            _mm256_loadu_ps(q.add(4 * j) as *const f32),
+            lo,
+        );
+        hi = _mm256_fmadd_ps(
+            W::load8(k.add((j + 8) * W::SIZE)),
+            _mm256_loadu_ps(q.add(4 * (j + 8)) as *const f32),
+            hi,
+        );
         j += 16;
     }
     score_tail::<W>(reduce8(_mm256_add_ps(lo, hi)), full, n, k, q)
@@ -221,7 +276,11 @@ pub(crate) unsafe fn score512<W: FloatW>(n: usize, k: *const u8, q: *const u8) -
     let full = n / 16 * 16;
     let mut j = 0;
     while j < full {
-        acc = _mm512_fmadd_ps(W::load16(k.add(j * W::SIZE)), _mm512_loadu_ps(q.add(4 * j) as *const f32), acc);
+        acc = _mm512_fmadd_ps(
+            W::load16(k.add(j * W::SIZE)),
+            _mm512_loadu_ps(q.add(4 * j) as *const f32),
+            acc,
+        );
         j += 16;
     }
     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
@@ -232,7 +291,13 @@ pub(crate) unsafe fn score512<W: FloatW>(n: usize, k: *const u8, q: *const u8) -
 ///
 /// Safety: as `score256`.
 #[inline(always)]
-unsafe fn score_tail<W: FloatW>(mut s: f32, from: usize, n: usize, k: *const u8, q: *const u8) -> f32 {
+unsafe fn score_tail<W: FloatW>(
+    mut s: f32,
+    from: usize,
+    n: usize,
+    k: *const u8,
+    q: *const u8,
+) -> f32 {
     for t in from..n {
         s += W::one(k.add(t * W::SIZE)) * f32_at(q.add(4 * t));
     }

@@ -39,7 +39,8 @@ unsafe fn expand_bits_avx2(bits: u32) -> __m256i {
     let v = _mm256_set1_epi32(bits as i32);
     // Byte j of the result reads source byte j/8 of the broadcast u32.
     let idx = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
     );
     let b = _mm256_shuffle_epi8(v, idx);
     // Bit j%8 of each byte: OR in every other bit, then a byte is all-ones iff its bit was set.

@@ -43,7 +43,13 @@ pub(crate) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, u64) {
 /// Safety: `w` holds `nb` Q4_K blocks, every vector `nb` Q8_K blocks, `out` B floats; CPU has
 /// AVX2/FMA/F16C and the features of `D`.
 #[inline(always)]
-pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm256_set1_epi8(0x0F);
     let mut acc = [0.0f32; B];
     for i in 0..nb {
@@ -88,7 +94,13 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a:
 ///
 /// Safety: as `q4_k`, with 210-byte Q6_K blocks.
 #[inline(always)]
-pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm256_set1_epi8(0x0F);
     let m30 = _mm256_set1_epi8(0x30);
     let mut acc = [0.0f32; B];
@@ -101,16 +113,31 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a:
         for h in 0..2 {
             // [8] i32, lane j = scale 8h+j in both i16 halves.
             let s32 = _mm256_cvtepi8_epi32(if h == 0 { sc8 } else { _mm_srli_si128(sc8, 8) });
-            let sdup = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+            let sdup = _mm256_or_si256(
+                _mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)),
+                _mm256_slli_epi32(s32, 16),
+            );
             let ql = x.add(64 * h);
             let qh = load256(x.add(128 + 32 * h));
             let (l0, l1) = (load256(ql), load256(ql.add(32)));
             // Elements 32p..32p+32 of the half, p = 0..4 (see the layout in quant/q6_k.rs).
             let e = [
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+                _mm256_or_si256(
+                    _mm256_and_si256(l0, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(l1, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                    _mm256_and_si256(qh, m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30),
+                ),
             ];
             // Piece p covers 16-element groups 2p (low 128 bits) and 2p+1 (high 128 bits).
             let sv = [
@@ -122,7 +149,8 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(nb: usize, w: *const u8, a:
             for (k, isum) in isum.iter_mut().enumerate() {
                 let y = a.add(k * stride + i * Q8K_BYTES + Q8K_QS + 128 * h);
                 for p in 0..4 {
-                    *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(e[p], load256(y.add(32 * p))), sv[p]);
+                    *isum =
+                        D::dpwssd(*isum, _mm256_maddubs_epi16(e[p], load256(y.add(32 * p))), sv[p]);
                 }
             }
         }

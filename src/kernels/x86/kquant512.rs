@@ -27,7 +27,13 @@ const AND_OR: i32 = 0xEA;
 /// Safety: `w` holds `nb` Q4_K blocks, every vector `nb` Q8_K blocks, `out` B floats; CPU has
 /// AVX-512 F/BW/VL, AVX2/FMA/F16C and the features of `D`.
 #[inline(always)]
-pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm512_set1_epi8(0x0F);
     let mut acc = [0.0f32; B];
     // Chunk c of 64 elements is sub-blocks 2c (i32 lanes 0..8) and 2c+1 (lanes 8..16).
@@ -76,7 +82,13 @@ pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a:
 ///
 /// Safety: as `q4_k`, with 210-byte Q6_K blocks.
 #[inline(always)]
-pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm512_set1_epi8(0x0F);
     let m30 = _mm512_set1_epi8(0x30);
     let mut acc = [0.0f32; B];
@@ -94,7 +106,10 @@ pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(nb: usize, w: *const u8, a:
         let sc16 = _mm256_cvtepi8_epi16(sc8); // [16] i16, for the offset term
         let s32 = _mm512_cvtepi8_epi32(sc8);
         // [16] i32, lane g = scale g in both i16 halves.
-        let sdup = _mm512_or_si512(_mm512_and_si512(s32, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32::<16>(s32));
+        let sdup = _mm512_or_si512(
+            _mm512_and_si512(s32, _mm512_set1_epi32(0xFFFF)),
+            _mm512_slli_epi32::<16>(s32),
+        );
         let mut isum = [_mm512_setzero_si512(); B];
         for h in 0..2 {
             let ql = load512(x.add(64 * h));

@@ -30,7 +30,14 @@ struct Geometry {
 
 /// Validates one kernel call and returns the number of blocks: `n` whole blocks, `w` at least
 /// `nb*wb` bytes, and `count` activation vectors of `nb*ab` bytes at `stride` inside `acts_len` bytes.
-fn check(n: usize, g: Geometry, w_len: usize, acts_len: usize, stride: usize, count: usize) -> usize {
+fn check(
+    n: usize,
+    g: Geometry,
+    w_len: usize,
+    acts_len: usize,
+    stride: usize,
+    count: usize,
+) -> usize {
     let Geometry { qk, wb, ab } = g;
     assert!(n.is_multiple_of(qk), "row length {n} is not a whole number of {qk}-element blocks");
     let nb = n / qk;
@@ -97,7 +104,10 @@ macro_rules! entry {
 /// Validates one weighted-sum call: `hd` lanes out, `p.len()` rows of `hd` elements of `size` bytes in `v`.
 fn check_wsum(hd: usize, n: usize, size: usize, v_len: usize, out_len: usize) {
     assert_eq!(out_len, hd, "weighted sum output length");
-    assert!(n.checked_mul(hd).and_then(|e| e.checked_mul(size)).is_some_and(|b| b <= v_len), "weighted sum rows too short");
+    assert!(
+        n.checked_mul(hd).and_then(|e| e.checked_mul(size)).is_some_and(|b| b <= v_len),
+        "weighted sum rows too short"
+    );
 }
 
 /// Defines the safe weighted-sum entry `$name` over `$w` rows with kernel `float::$k`, compiled with `$feat`.
@@ -131,7 +141,8 @@ macro_rules! score_entry {
             }
             let size = <$w as float::FloatW>::SIZE;
             assert!(
-                n.checked_mul(size).is_some_and(|b| b <= k.len()) && n.checked_mul(4).is_some_and(|b| b <= q.len()),
+                n.checked_mul(size).is_some_and(|b| b <= k.len())
+                    && n.checked_mul(4).is_some_and(|b| b <= q.len()),
                 "score rows too short"
             );
             // SAFETY: lengths checked above; features as in `wsum_entry`.
@@ -143,13 +154,24 @@ macro_rules! score_entry {
 /// Validates one packed-group call and returns the number of super-blocks: `n` whole 256-element
 /// blocks, `w` exactly one group of `block`-byte packed blocks, `out` whole 16-row outputs, every
 /// vector inside `acts`.
-fn check_packed(n: usize, block: usize, w_len: usize, acts_len: usize, stride: usize, out_len: usize) -> usize {
-    assert!(n.is_multiple_of(256) && out_len.is_multiple_of(PACK_ROWS), "packed call: row length {n}, outputs {out_len}");
+fn check_packed(
+    n: usize,
+    block: usize,
+    w_len: usize,
+    acts_len: usize,
+    stride: usize,
+    out_len: usize,
+) -> usize {
+    assert!(
+        n.is_multiple_of(256) && out_len.is_multiple_of(PACK_ROWS),
+        "packed call: row length {n}, outputs {out_len}"
+    );
     let nb = n / 256;
     assert!(nb.checked_mul(block) == Some(w_len), "packed group size");
     let count = out_len / PACK_ROWS;
     if count > 0 {
-        let need = stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * kquant256::Q8K_BYTES));
+        let need =
+            stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * kquant256::Q8K_BYTES));
         assert!(need.is_some_and(|b| b <= acts_len), "activation buffer too short");
     }
     nb
@@ -164,7 +186,13 @@ macro_rules! packed_entry {
         pub(crate) fn $name(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
             /// The kernel for `B` vectors, compiled for this tier.
             #[target_feature(enable = $feat)]
-            unsafe fn run<const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+            unsafe fn run<const B: usize>(
+                nb: usize,
+                w: *const u8,
+                a: *const u8,
+                stride: usize,
+                out: *mut f32,
+            ) {
                 $k::$kf::<$d, B>(nb, w, a, stride, out)
             }
             let nb = check_packed(n, $block, w.len(), acts.len(), stride, out.len());
@@ -263,8 +291,34 @@ macro_rules! tier {
 // 256 bits the emulated dot (`maddubs`+`madd`+`add` per four codes of eight rows) loses in batches
 // (AVX2 Q4_K B=8: 2.7 vs 1.8 ms), and packed Q6_K's code decode costs more than it saves on both
 // 256-bit tiers (B=1: 1.6-2.0 vs 0.5 ms), so those stay unpacked (same results, block-exact).
-tier!(avx2, Tier::Avx2, "avx2,fma,f16c", blocks32, [isa::Avx2], kquant256, isa::Avx2, dot256, wsum256, score256, none, none);
-tier!(avx_vnni, Tier::AvxVnni, "avx2,fma,f16c,avxvnni", blocks32, [isa::AvxVnni], kquant256, isa::AvxVnni, dot256, wsum256, score256, (packed256, 2), none);
+tier!(
+    avx2,
+    Tier::Avx2,
+    "avx2,fma,f16c",
+    blocks32,
+    [isa::Avx2],
+    kquant256,
+    isa::Avx2,
+    dot256,
+    wsum256,
+    score256,
+    none,
+    none
+);
+tier!(
+    avx_vnni,
+    Tier::AvxVnni,
+    "avx2,fma,f16c,avxvnni",
+    blocks32,
+    [isa::AvxVnni],
+    kquant256,
+    isa::AvxVnni,
+    dot256,
+    wsum256,
+    score256,
+    (packed256, 2),
+    none
+);
 tier!(
     avx512,
     Tier::Avx512,

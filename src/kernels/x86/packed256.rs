@@ -34,7 +34,13 @@ unsafe fn byte_ctrl(j: usize, pair: bool) -> __m256i {
 /// Safety: `w` holds `nb` packed blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats; CPU has
 /// AVX2/FMA/F16C and the features of `D`.
 #[inline(always)]
-pub(crate) unsafe fn q4_k_x16<D: Dot256, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+pub(crate) unsafe fn q4_k_x16<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     for h in 0..2 {
         half::<D, B>(nb, w, h, a, stride, out.add(8 * h));
     }
@@ -45,9 +51,20 @@ pub(crate) unsafe fn q4_k_x16<D: Dot256, const B: usize>(nb: usize, w: *const u8
 ///
 /// Safety: as `q4_k_x16`.
 #[inline(always)]
-unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: *const u8, stride: usize, out: *mut f32) {
+unsafe fn half<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    h: usize,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm256_set1_epi8(0x0F);
-    let (k3f, k0f, k03) = (_mm256_set1_epi32(0x3f3f_3f3f), _mm256_set1_epi32(0x0f0f_0f0f), _mm256_set1_epi32(0x0303_0303));
+    let (k3f, k0f, k03) = (
+        _mm256_set1_epi32(0x3f3f_3f3f),
+        _mm256_set1_epi32(0x0f0f_0f0f),
+        _mm256_set1_epi32(0x0303_0303),
+    );
     let mut acc = [_mm256_setzero_ps(); B]; // [B] × [8 rows] f32
     for b in 0..nb {
         let x = w.add(b * PACKED_BLOCK + 32 * h); // this half of every 64-byte unit
@@ -55,7 +72,10 @@ unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: 
         // Lane i: row 8h+i's 12 scale bytes as three u32s, decoded as in `q4k_scales_mins`.
         let (u0, u1, u2) = (load256(x.add(64)), load256(x.add(128)), load256(x.add(192)));
         let sc_lo = _mm256_and_si256(u0, k3f); // bytes: sc[0..4]
-        let sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k0f), _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u0), k03)));
+        let sc_hi = _mm256_or_si256(
+            _mm256_and_si256(u2, k0f),
+            _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u0), k03)),
+        );
         let mut isum = [_mm256_setzero_si256(); B];
         for c in 0..4 {
             // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), one i32 per row.
@@ -65,7 +85,13 @@ unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: 
             // `ch` independent accumulator chains per vector and nibble half (the integer sums are
             // exact, so splitting them changes nothing): one chain of 8 dependent dot instructions
             // (~5 cycles each) per 64 elements would bound a 1-vector pass by latency, not throughput.
-            let ch = if B == 1 { 4 } else if B == 2 { 2 } else { 1 };
+            let ch = if B == 1 {
+                4
+            } else if B == 2 {
+                2
+            } else {
+                1
+            };
             let mut lo_acc = [[_mm256_setzero_si256(); 4]; B];
             let mut hi_acc = [[_mm256_setzero_si256(); 4]; B];
             for (g, k) in (0..8).map(|g| (g, g % 4)) {
@@ -106,8 +132,16 @@ unsafe fn half<D: Dot256, const B: usize>(nb: usize, w: *const u8, h: usize, a: 
         let dmin = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h).add(32) as *const __m128i)); // [8] dmin
         for t in 0..B {
             let dy = f32_at(y(t));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc[t]);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, _mm256_set1_ps(-dy)), acc[t]);
+            acc[t] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(isum[t]),
+                _mm256_mul_ps(d, _mm256_set1_ps(dy)),
+                acc[t],
+            );
+            acc[t] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(msum[t]),
+                _mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
+                acc[t],
+            );
         }
     }
     for (t, acc) in acc.iter().enumerate() {

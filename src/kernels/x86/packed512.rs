@@ -45,9 +45,20 @@ unsafe fn byte_ctrl(j: usize, pair: bool) -> __m512i {
 /// Safety: `w` holds `nb` packed blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats; CPU has
 /// AVX-512 F/BW/VL, AVX2/FMA/F16C and the features of `D`.
 #[inline(always)]
-pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+#[allow(clippy::needless_range_loop)] // [t][k] accumulators read clearer indexed
+pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm512_set1_epi8(0x0F);
-    let (k3f, k0f, k03) = (_mm512_set1_epi32(0x3f3f_3f3f), _mm512_set1_epi32(0x0f0f_0f0f), _mm512_set1_epi32(0x0303_0303));
+    let (k3f, k0f, k03) = (
+        _mm512_set1_epi32(0x3f3f_3f3f),
+        _mm512_set1_epi32(0x0f0f_0f0f),
+        _mm512_set1_epi32(0x0303_0303),
+    );
     let mut acc = [_mm512_setzero_ps(); B]; // [B] × [16 rows] f32
     for b in 0..nb {
         let x = w.add(b * PACKED_BLOCK);
@@ -58,7 +69,10 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
         }
         let (u0, u1, u2) = (load512(x.add(64)), load512(x.add(128)), load512(x.add(192)));
         let sc_lo = _mm512_and_si512(u0, k3f); // bytes: sc[0..4]
-        let sc_hi = _mm512_or_si512(_mm512_and_si512(u2, k0f), _mm512_slli_epi32::<4>(_mm512_and_si512(_mm512_srli_epi32::<6>(u0), k03)));
+        let sc_hi = _mm512_or_si512(
+            _mm512_and_si512(u2, k0f),
+            _mm512_slli_epi32::<4>(_mm512_and_si512(_mm512_srli_epi32::<6>(u0), k03)),
+        );
         let mut isum = [_mm512_setzero_si512(); B];
         for c in 0..4 {
             // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), one i32 per row.
@@ -68,7 +82,13 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
             // `ch` independent accumulator chains per vector and nibble half (the integer sums are
             // exact, so splitting them changes nothing): one chain of 8 dependent dot instructions
             // (~5 cycles each) per 64 elements would bound a 1-vector pass by latency, not throughput.
-            let ch = if B == 1 { 4 } else if B == 2 { 2 } else { 1 };
+            let ch = if B == 1 {
+                4
+            } else if B == 2 {
+                2
+            } else {
+                1
+            };
             let mut lo_acc = [[_mm512_setzero_si512(); 4]; B];
             let mut hi_acc = [[_mm512_setzero_si512(); 4]; B];
             for (g, k) in (0..8).map(|g| (g, g % 4)) {
@@ -76,7 +96,9 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
                 let wv = load512(x.add(256 + 64 * (8 * c + g)));
                 // Streaming from memory: ask for the same line two blocks ahead (hardware prefetch
                 // alone left single-thread reads at ~60% of the plain-sum bandwidth).
-                _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(PREFETCH + 256 + 64 * (8 * c + g)) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(
+                    x.wrapping_add(PREFETCH + 256 + 64 * (8 * c + g)) as *const i8
+                );
                 let lo = _mm512_and_si512(wv, m4);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(wv), m4);
                 for t in 0..B {
@@ -112,8 +134,16 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
         let dmin = _mm512_cvtph_ps(load256(x.add(32))); // [16] dmin
         for t in 0..B {
             let dy = f32_at(y(t));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy)), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, _mm512_set1_ps(-dy)), acc[t]);
+            acc[t] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(isum[t]),
+                _mm512_mul_ps(d, _mm512_set1_ps(dy)),
+                acc[t],
+            );
+            acc[t] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(msum[t]),
+                _mm512_mul_ps(dmin, _mm512_set1_ps(-dy)),
+                acc[t],
+            );
         }
     }
     for (t, acc) in acc.iter().enumerate() {
@@ -134,7 +164,14 @@ unsafe fn top_ctrl(j: usize, pair: bool) -> __m512i {
 /// Safety: `w` holds `nb` packed Q6_K blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats;
 /// CPU has AVX-512 F/BW/VL, AVX2/FMA/F16C and the features of `D`.
 #[inline(always)]
-pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
+#[allow(clippy::needless_range_loop)] // [t][k] accumulators read clearer indexed
+pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
     let m4 = _mm512_set1_epi8(0x0F);
     let m30 = _mm512_set1_epi8(0x30);
     let mut acc = [_mm512_setzero_ps(); B]; // [B] × [16 rows] f32
@@ -146,7 +183,12 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
             _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(PREFETCH_Q6K + 64 * l) as *const i8);
         }
         // Lane r: scales 4u..4u+4 of row r.
-        let sc = [load512(x.add(Q6X_SCALES)), load512(x.add(Q6X_SCALES + 64)), load512(x.add(Q6X_SCALES + 128)), load512(x.add(Q6X_SCALES + 192))];
+        let sc = [
+            load512(x.add(Q6X_SCALES)),
+            load512(x.add(Q6X_SCALES + 64)),
+            load512(x.add(Q6X_SCALES + 128)),
+            load512(x.add(Q6X_SCALES + 192)),
+        ];
         let mut isum = [_mm512_setzero_si512(); B];
         for n in 0..2 {
             for hh in 0..2 {
@@ -162,10 +204,26 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
                     }
                     let (va, vb, vh) = (load512(ua), load512(ub), load512(uh));
                     let q = [
-                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_slli_epi16::<4>(vh), m30, _mm512_and_si512(va, m4)),
-                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_slli_epi16::<2>(vh), m30, _mm512_and_si512(vb, m4)),
-                        _mm512_ternarylogic_epi32::<AND_OR>(vh, m30, _mm512_and_si512(_mm512_srli_epi16::<4>(va), m4)),
-                        _mm512_ternarylogic_epi32::<AND_OR>(_mm512_srli_epi16::<2>(vh), m30, _mm512_and_si512(_mm512_srli_epi16::<4>(vb), m4)),
+                        _mm512_ternarylogic_epi32::<AND_OR>(
+                            _mm512_slli_epi16::<4>(vh),
+                            m30,
+                            _mm512_and_si512(va, m4),
+                        ),
+                        _mm512_ternarylogic_epi32::<AND_OR>(
+                            _mm512_slli_epi16::<2>(vh),
+                            m30,
+                            _mm512_and_si512(vb, m4),
+                        ),
+                        _mm512_ternarylogic_epi32::<AND_OR>(
+                            vh,
+                            m30,
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(va), m4),
+                        ),
+                        _mm512_ternarylogic_epi32::<AND_OR>(
+                            _mm512_srli_epi16::<2>(vh),
+                            m30,
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(vb), m4),
+                        ),
                     ];
                     for t in 0..B {
                         let yq = y(t).add(Q8K_QS + 128 * n + 4 * g);
@@ -176,7 +234,10 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
                 }
                 for k in 0..4 {
                     let s = 8 * n + 2 * k + hh;
-                    let sv = _mm512_srai_epi32::<24>(_mm512_shuffle_epi8(sc[s / 4], top_ctrl(s % 4, false)));
+                    let sv = _mm512_srai_epi32::<24>(_mm512_shuffle_epi8(
+                        sc[s / 4],
+                        top_ctrl(s % 4, false),
+                    ));
                     for t in 0..B {
                         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(qa[t][k], sv));
                     }
@@ -186,7 +247,8 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
         // Σ_g sc[g] · bsums[g], two groups per i16 pair.
         let mut msum = [_mm512_setzero_si512(); B];
         for p in 0..8 {
-            let sp = _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc[p / 2], top_ctrl(2 * (p % 2), true)));
+            let sp =
+                _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc[p / 2], top_ctrl(2 * (p % 2), true)));
             for (t, m) in msum.iter_mut().enumerate() {
                 *m = D::dpwssd(*m, sp, bcast(y(t).add(Q8K_BSUMS + 4 * p)));
             }
@@ -195,7 +257,11 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(nb: usize, w: *const u8
         for t in 0..B {
             // 32 (= 1 << 5): the code midpoint.
             let total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32::<5>(msum[t]));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(f32_at(y(t)))), acc[t]);
+            acc[t] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(total),
+                _mm512_mul_ps(d, _mm512_set1_ps(f32_at(y(t)))),
+                acc[t],
+            );
         }
     }
     for (t, acc) in acc.iter().enumerate() {

@@ -84,7 +84,12 @@ unsafe fn q8_0_or_1<const SUM: bool>(x: &[f32], dst: &mut [u8]) {
     let (bytes, qs) = if SUM { (36, 4) } else { (34, 2) };
     for (xb, b) in x.chunks_exact(QK).zip(dst.chunks_exact_mut(bytes)) {
         let p = xb.as_ptr();
-        let v = [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)), _mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24))];
+        let v = [
+            _mm256_loadu_ps(p),
+            _mm256_loadu_ps(p.add(8)),
+            _mm256_loadu_ps(p.add(16)),
+            _mm256_loadu_ps(p.add(24)),
+        ];
         let mut am = _mm256_setzero_ps();
         for &vi in &v {
             am = amax_step(vi, am);
@@ -96,7 +101,10 @@ unsafe fn q8_0_or_1<const SUM: bool>(x: &[f32], dst: &mut [u8]) {
         _mm256_storeu_si256(b.as_mut_ptr().add(qs) as *mut __m256i, pack_i8(q));
         b[0..2].copy_from_slice(&f16_bits(d));
         if SUM {
-            let s = hsum256_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+            let s = hsum256_i32(_mm256_add_epi32(
+                _mm256_add_epi32(q[0], q[1]),
+                _mm256_add_epi32(q[2], q[3]),
+            ));
             b[2..4].copy_from_slice(&f16_bits(s as f32 * d));
         }
     }
@@ -120,7 +128,10 @@ unsafe fn q8_k(x: &[f32], dst: &mut [u8]) {
         let target = _mm256_set1_ps(amax);
         let mut first = 0;
         for j in 0..QK_K / 8 {
-            let m = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(abs_ps(_mm256_loadu_ps(p.add(8 * j))), target));
+            let m = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(
+                abs_ps(_mm256_loadu_ps(p.add(8 * j))),
+                target,
+            ));
             if m != 0 {
                 first = 8 * j + m.trailing_zeros() as usize;
                 break;
@@ -131,7 +142,10 @@ unsafe fn q8_k(x: &[f32], dst: &mut [u8]) {
         let iv = _mm256_set1_ps(iscale);
         for c in 0..QK_K / 32 {
             let q: [__m256i; 4] = std::array::from_fn(|t| {
-                _mm256_cvtps_epi32(round_even_q8k(_mm256_mul_ps(_mm256_loadu_ps(p.add(32 * c + 8 * t)), iv)))
+                _mm256_cvtps_epi32(round_even_q8k(_mm256_mul_ps(
+                    _mm256_loadu_ps(p.add(32 * c + 8 * t)),
+                    iv,
+                )))
             });
             _mm256_storeu_si256(b.as_mut_ptr().add(4 + 32 * c) as *mut __m256i, pack_i8(q));
             // 16-element sums: groups 2c (vectors 0, 1) and 2c+1 (vectors 2, 3).
@@ -146,7 +160,10 @@ unsafe fn q8_k(x: &[f32], dst: &mut [u8]) {
 
 /// Checks a quantizer call: whole blocks, destination exactly sized.
 fn check(x: &[f32], dst: &[u8], block: usize, bytes: usize) {
-    assert!(x.len().is_multiple_of(block) && dst.len() == x.len() / block * bytes, "quantizer buffer sizes");
+    assert!(
+        x.len().is_multiple_of(block) && dst.len() == x.len() / block * bytes,
+        "quantizer buffer sizes"
+    );
 }
 
 /// Q8_0 quantizer (AVX2).

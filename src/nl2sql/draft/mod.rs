@@ -29,7 +29,8 @@ const WEAK_LOOKUP: usize = 3;
 
 /// Keywords starting a clause: a template is also inserted from each of them on, so a clause
 /// is drafted wherever it appears in the answer, not only at the start of a matching statement.
-const CLAUSE_WORDS: &[&str] = &["SELECT", "FROM", "JOIN", "LEFT", "WHERE", "ON", "AND", "GROUP", "ORDER", "LIMIT", "HAVING"];
+const CLAUSE_WORDS: &[&str] =
+    &["SELECT", "FROM", "JOIN", "LEFT", "WHERE", "ON", "AND", "GROUP", "ORDER", "LIMIT", "HAVING"];
 
 /// Proposes draft tokens for one schema prefix.
 #[derive(Debug, Clone)]
@@ -57,7 +58,11 @@ impl Drafter {
 
     /// Builds the drafter of a schema prefix: instantiates the templates over `schema`'s tables
     /// (those shown in the prompt) and tokenizes them into the trie.
-    pub fn for_schema(tok: &Tokenizer, schema: &SchemaInfo, fingerprint: Fingerprint) -> Result<Drafter, TokenizerError> {
+    pub fn for_schema(
+        tok: &Tokenizer,
+        schema: &SchemaInfo,
+        fingerprint: Fingerprint,
+    ) -> Result<Drafter, TokenizerError> {
         let statements = templates::instantiate(schema);
         let mut trie = TokenTrie::new();
         for s in &statements {
@@ -96,7 +101,13 @@ impl Drafter {
     /// that used its whole allowance is extended from the extended history until `max`; one the
     /// source ended early is not.
     /// At template branch points, tokens of `focus` (sorted) are preferred.
-    pub fn propose(&self, history: &[u32], generated: usize, max: usize, focus: &[u32]) -> Vec<u32> {
+    pub fn propose(
+        &self,
+        history: &[u32],
+        generated: usize,
+        max: usize,
+        focus: &[u32],
+    ) -> Vec<u32> {
         let mut draft = Vec::new();
         let mut h = history.to_vec();
         let answer_start = history.len() - generated.min(history.len());
@@ -115,7 +126,13 @@ impl Drafter {
     }
 
     /// One proposal: (source, tokens).
-    fn propose_once(&self, history: &[u32], answer_start: usize, max: usize, focus: &[u32]) -> Option<(Source, Vec<u32>)> {
+    fn propose_once(
+        &self,
+        history: &[u32],
+        answer_start: usize,
+        max: usize,
+        focus: &[u32],
+    ) -> Option<(Source, Vec<u32>)> {
         let answer = &history[answer_start..];
         let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus);
         // A one-token match is a weak hint: copy little.
@@ -126,7 +143,9 @@ impl Drafter {
             (n, c)
         });
         match (t, l) {
-            (Some((ts, tc)), Some((ls, lc))) => Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) }),
+            (Some((ts, tc)), Some((ls, lc))) => {
+                Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) })
+            }
             (Some((_, tc)), None) => Some((Source::Template, tc)),
             (None, Some((_, lc))) => Some((Source::Lookup, lc)),
             (None, None) => None,
@@ -139,7 +158,10 @@ const HINTS: &[(&[&str], &[&str])] = &[
     (&["how many", "number of", "count"], &["COUNT"]),
     (&["average", "mean"], &["AVG"]),
     (&["total", "sum", "revenue"], &["SUM"]),
-    (&["most", "highest", "top", "largest", "expensive", "best", "latest"], &["ORDER", "DESC", "LIMIT"]),
+    (
+        &["most", "highest", "top", "largest", "expensive", "best", "latest"],
+        &["ORDER", "DESC", "LIMIT"],
+    ),
     (&["least", "lowest", "cheapest", "smallest", "oldest", "first"], &["ORDER", "ASC", "LIMIT"]),
     (&["per ", "each", "by "], &["GROUP"]),
     (&["distinct", "different", "unique"], &["DISTINCT"]),
@@ -150,7 +172,12 @@ const HINTS: &[(&[&str], &[&str])] = &[
 /// tokens of the names of `schema`'s tables and columns that share a word with `question`, as
 /// the answer would write them (after a space, or after `(` / `.`), and the SQL words its
 /// phrasing calls for ([`HINTS`]: "how many" -> COUNT).
-pub fn focus_tokens(tok: &Tokenizer, schema: &SchemaInfo, question: &str, question_ids: &[u32]) -> Result<Vec<u32>, TokenizerError> {
+pub fn focus_tokens(
+    tok: &Tokenizer,
+    schema: &SchemaInfo,
+    question: &str,
+    question_ids: &[u32],
+) -> Result<Vec<u32>, TokenizerError> {
     let q = words(question);
     let r = Renderer::new(schema);
     let mut names = Vec::new();
@@ -158,7 +185,12 @@ pub fn focus_tokens(tok: &Tokenizer, schema: &SchemaInfo, question: &str, questi
         if !words(&t.name).is_disjoint(&q) {
             names.push(r.table_name(&t.schema, &t.name));
         }
-        names.extend(t.columns.iter().filter(|c| !words(&c.name).is_disjoint(&q)).map(|c| quote_ident(&c.name)));
+        names.extend(
+            t.columns
+                .iter()
+                .filter(|c| !words(&c.name).is_disjoint(&q))
+                .map(|c| quote_ident(&c.name)),
+        );
     }
     let lower = question.to_lowercase();
     for (cues, sql) in HINTS {
@@ -207,7 +239,9 @@ mod tests {
     #[test]
     fn clauses_move_to_their_own_lines() {
         assert_eq!(
-            clauses_on_lines("SELECT a FROM t LEFT JOIN u ON t.x = u.x WHERE b = 1 ORDER BY a LIMIT 3;"),
+            clauses_on_lines(
+                "SELECT a FROM t LEFT JOIN u ON t.x = u.x WHERE b = 1 ORDER BY a LIMIT 3;"
+            ),
             "SELECT a\nFROM t\nLEFT JOIN u ON t.x = u.x\nWHERE b = 1\nORDER BY a\nLIMIT 3;"
         );
     }

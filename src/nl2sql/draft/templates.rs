@@ -85,7 +85,9 @@ pub fn template_count() -> usize {
 /// Column classes, from the type name PostgreSQL reports.
 fn is_numeric(c: &Column) -> bool {
     let t = c.data_type.to_ascii_lowercase();
-    ["integer", "smallint", "bigint", "numeric", "decimal", "real", "double precision", "money"].iter().any(|p| t.starts_with(p))
+    ["integer", "smallint", "bigint", "numeric", "decimal", "real", "double precision", "money"]
+        .iter()
+        .any(|p| t.starts_with(p))
 }
 
 /// Date and time types.
@@ -97,7 +99,11 @@ fn is_temporal(c: &Column) -> bool {
 /// Character types.
 fn is_text(c: &Column) -> bool {
     let t = c.data_type.to_ascii_lowercase();
-    t.starts_with("text") || t.starts_with("character") || t.starts_with("varchar") || t.starts_with("char") || t.starts_with("citext")
+    t.starts_with("text")
+        || t.starts_with("character")
+        || t.starts_with("varchar")
+        || t.starts_with("char")
+        || t.starts_with("citext")
 }
 
 /// True when `c` is part of `t`'s primary key or one of its foreign keys (an identifier, not a
@@ -109,7 +115,12 @@ fn is_key(t: &Table, c: &Column) -> bool {
 /// The conventional alias of table `name`: the initials of its `_`-separated words (`order_items`
 /// -> `oi`), made safe (a keyword gets a `1`).
 pub fn alias(name: &str) -> String {
-    let mut a: String = name.split('_').filter_map(|w| w.chars().next()).filter(|c| c.is_ascii_alphabetic()).map(|c| c.to_ascii_lowercase()).collect();
+    let mut a: String = name
+        .split('_')
+        .filter_map(|w| w.chars().next())
+        .filter(|c| c.is_ascii_alphabetic())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
     if a.is_empty() {
         a.push('t');
     }
@@ -143,7 +154,9 @@ pub fn instantiate(schema: &SchemaInfo) -> Vec<String> {
             let tn = r.table_name(&t.schema, &t.name);
             let a = alias(&t.name);
             let base = [("T", tn.as_str()), ("A", a.as_str())];
-            let cols = |pred: &dyn Fn(&Column) -> bool| -> Vec<String> { t.columns.iter().filter(|c| pred(c)).map(|c| quote_ident(&c.name)).collect() };
+            let cols = |pred: &dyn Fn(&Column) -> bool| -> Vec<String> {
+                t.columns.iter().filter(|c| pred(c)).map(|c| quote_ident(&c.name)).collect()
+            };
             match scope {
                 Scope::Table => push(fill(pattern, &base), &mut out),
                 Scope::Column | Scope::Measure | Scope::Temporal | Scope::Text => {
@@ -160,12 +173,19 @@ pub fn instantiate(schema: &SchemaInfo) -> Vec<String> {
                 Scope::GroupMeasure => {
                     for g in cols(&|c| is_text(c) && !is_key(t, c)) {
                         for n in cols(&|c| is_numeric(c) && !is_key(t, c)) {
-                            push(fill(pattern, &[base[0], base[1], ("G", &g), ("N", &n)]), &mut out);
+                            push(
+                                fill(pattern, &[base[0], base[1], ("G", &g), ("N", &n)]),
+                                &mut out,
+                            );
                         }
                     }
                 }
                 Scope::Join | Scope::JoinText => {
-                    for fk in t.foreign_keys.iter().filter(|fk| fk.columns.len() == 1 && fk.ref_columns.len() == 1) {
+                    for fk in t
+                        .foreign_keys
+                        .iter()
+                        .filter(|fk| fk.columns.len() == 1 && fk.ref_columns.len() == 1)
+                    {
                         let Some(p) = schema.find(&fk.ref_schema, &fk.ref_table) else { continue };
                         let parent = &schema.tables[p];
                         let t2 = r.table_name(&parent.schema, &parent.name);
@@ -173,13 +193,26 @@ pub fn instantiate(schema: &SchemaInfo) -> Vec<String> {
                         if a2 == a {
                             a2.push('2');
                         }
-                        let (f1, p2) = (quote_ident(&fk.columns[0]), quote_ident(&fk.ref_columns[0]));
-                        let vars = [("T1", tn.as_str()), ("A1", a.as_str()), ("F1", f1.as_str()), ("T2", t2.as_str()), ("A2", a2.as_str()), ("P2", p2.as_str())];
+                        let (f1, p2) =
+                            (quote_ident(&fk.columns[0]), quote_ident(&fk.ref_columns[0]));
+                        let vars = [
+                            ("T1", tn.as_str()),
+                            ("A1", a.as_str()),
+                            ("F1", f1.as_str()),
+                            ("T2", t2.as_str()),
+                            ("A2", a2.as_str()),
+                            ("P2", p2.as_str()),
+                        ];
                         if *scope == Scope::Join {
                             push(fill(pattern, &vars), &mut out);
                             continue;
                         }
-                        let texts: Vec<String> = parent.columns.iter().filter(|c| is_text(c) && !is_key(parent, c)).map(|c| quote_ident(&c.name)).collect();
+                        let texts: Vec<String> = parent
+                            .columns
+                            .iter()
+                            .filter(|c| is_text(c) && !is_key(parent, c))
+                            .map(|c| quote_ident(&c.name))
+                            .collect();
                         for x in &texts {
                             let mut v = vars.to_vec();
                             v.push(("X2", x));
@@ -210,7 +243,12 @@ mod tests {
             .column("user_id", "integer", false)
             .column("Total", "numeric(10,2)", true);
         orders.primary_key = vec!["order_id".into()];
-        orders.foreign_keys.push(ForeignKey { columns: vec!["user_id".into()], ref_schema: "shop".into(), ref_table: "users".into(), ref_columns: vec!["user_id".into()] });
+        orders.foreign_keys.push(ForeignKey {
+            columns: vec!["user_id".into()],
+            ref_schema: "shop".into(),
+            ref_table: "users".into(),
+            ref_columns: vec!["user_id".into()],
+        });
         let logs = Table::new("other", "order", TableKind::Table).column("at", "date", false);
         let mut s = SchemaInfo::new(vec![users, orders, logs], Some("shop"));
         s.normalize();

@@ -77,14 +77,16 @@ impl TokenTrie {
         let mut out = Vec::new();
         while out.len() < max {
             let mut best: Option<(u32, u32)> = None;
-            let key = |t: u32, c: u32| (focus.binary_search(&t).is_ok(), self.nodes[c as usize].count);
+            let key =
+                |t: u32, c: u32| (focus.binary_search(&t).is_ok(), self.nodes[c as usize].count);
             for &(t, c) in &self.nodes[node].children {
                 if best.is_none_or(|(bt, b)| key(t, c) > key(bt, b)) {
                     best = Some((t, c));
                 }
             }
             let Some((t, c)) = best else { break };
-            let through: u32 = self.nodes[node].children.iter().map(|&(_, c)| self.nodes[c as usize].count).sum();
+            let through: u32 =
+                self.nodes[node].children.iter().map(|&(_, c)| self.nodes[c as usize].count).sum();
             let weak = !key(t, c).0 && 2 * self.nodes[c as usize].count < through;
             if weak && !out.is_empty() {
                 break;
@@ -97,7 +99,13 @@ impl TokenTrie {
 
     /// The continuation after the longest suffix of `tokens` (at most `max_suffix` long) that is a
     /// path from the root and has a continuation: (suffix length, up to `max` tokens).
-    pub fn complete_suffix(&self, tokens: &[u32], max_suffix: usize, max: usize, focus: &[u32]) -> Option<(usize, Vec<u32>)> {
+    pub fn complete_suffix(
+        &self,
+        tokens: &[u32],
+        max_suffix: usize,
+        max: usize,
+        focus: &[u32],
+    ) -> Option<(usize, Vec<u32>)> {
         for s in (1..=max_suffix.min(tokens.len())).rev() {
             if let Some(node) = self.walk(&tokens[tokens.len() - s..]) {
                 let cont = self.continuation(node, max, focus);
@@ -125,16 +133,28 @@ mod tests {
         assert!(!t.is_empty());
         assert_eq!(t.len(), 1 + 4 + 2 + 2);
         let n = t.walk(&[1, 2]).unwrap();
-        assert_eq!(t.continuation(n, 10, &[]), vec![5, 6], "two sequences go through 5, one through 3");
+        assert_eq!(
+            t.continuation(n, 10, &[]),
+            vec![5, 6],
+            "two sequences go through 5, one through 3"
+        );
         assert_eq!(t.continuation(n, 1, &[]), vec![5]);
-        assert_eq!(t.continuation(n, 10, &[3, 11]), vec![3, 4], "a focus token beats travel counts");
+        assert_eq!(
+            t.continuation(n, 10, &[3, 11]),
+            vec![3, 4],
+            "a focus token beats travel counts"
+        );
         // From the root: 1 carries 3 of 4 sequences; then 2 (all), then 5 (2 of 3).
         assert_eq!(t.continuation(0, 10, &[]), vec![1, 2, 5, 6]);
         t.insert(&[1, 2, 9]);
         t.insert(&[1, 2, 10]);
         // Now 5 carries 2 of 5 sequences below 2: a weak guess, the draft stops before it.
         assert_eq!(t.continuation(0, 10, &[]), vec![1, 2]);
-        assert_eq!(t.continuation(t.walk(&[1, 2]).unwrap(), 10, &[]), vec![5, 6], "the first token is always proposed");
+        assert_eq!(
+            t.continuation(t.walk(&[1, 2]).unwrap(), 10, &[]),
+            vec![5, 6],
+            "the first token is always proposed"
+        );
         assert_eq!(t.walk(&[2]), None);
         assert_eq!(t.continuation(t.walk(&[1, 2, 3, 4]).unwrap(), 5, &[]), Vec::<u32>::new());
     }
@@ -152,7 +172,7 @@ mod tests {
         let mut t = TokenTrie::new();
         t.insert(&[10, 11, 12]); // "FROM users ;"
         t.insert(&[11, 13]); // "users WHERE"
-        // ... 10 11 -> the suffix [10, 11] matches and continues with 12.
+                             // ... 10 11 -> the suffix [10, 11] matches and continues with 12.
         assert_eq!(t.complete_suffix(&[5, 6, 10, 11], 4, 4, &[]), Some((2, vec![12])));
         // Only [11] matches.
         assert_eq!(t.complete_suffix(&[5, 11], 4, 4, &[]), Some((1, vec![13])));

@@ -19,7 +19,8 @@ const DEFAULT: usize = 3;
 const MAX_BONUS: i32 = 2;
 
 /// Keywords after which SQL is constrained to names of the prompt.
-const CONSTRAINING: &[&str] = &["FROM", "JOIN", "ON", "WHERE", "BY", "SELECT", "AND", "OR", "HAVING"];
+const CONSTRAINING: &[&str] =
+    &["FROM", "JOIN", "ON", "WHERE", "BY", "SELECT", "AND", "OR", "HAVING"];
 
 /// The adaptive window of one answer.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +54,14 @@ pub fn sql_state(text: &str) -> SqlState {
     if last == '.' && ends_with_name(&trimmed[..trimmed.len() - 1]) {
         return SqlState::Constrained;
     }
-    let word: String = trimmed.chars().rev().take_while(|c| c.is_ascii_alphabetic()).collect::<Vec<_>>().into_iter().rev().collect();
+    let word: String = trimmed
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     if CONSTRAINING.iter().any(|k| k.eq_ignore_ascii_case(&word)) {
         return SqlState::Constrained;
     }
@@ -149,10 +157,18 @@ mod tests {
         assert_eq!(w.len("x = 'a"), 1, "never below one token");
         assert_eq!(w.len("SELECT count"), DEFAULT - MAX_BONUS as usize);
         w.update(0, 0);
-        assert_eq!(w.len("SELECT count"), DEFAULT - MAX_BONUS as usize, "no draft, nothing learned");
+        assert_eq!(
+            w.len("SELECT count"),
+            DEFAULT - MAX_BONUS as usize,
+            "no draft, nothing learned"
+        );
         w.update(4, 3);
         assert_eq!(w.len("SELECT count"), DEFAULT - MAX_BONUS as usize);
         w.update(4, 1);
-        assert_eq!(w.len("SELECT count"), DEFAULT - MAX_BONUS as usize, "clamped at the lower bound");
+        assert_eq!(
+            w.len("SELECT count"),
+            DEFAULT - MAX_BONUS as usize,
+            "clamped at the lower bound"
+        );
     }
 }
