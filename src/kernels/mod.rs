@@ -9,15 +9,14 @@
 
 pub mod packed;
 mod scalar;
-mod set;
+mod select;
+mod table;
 mod tier;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use set::{
-    kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH,
-    OVERRIDE_ENV,
-};
+pub use select::{kernels, try_kernels, OVERRIDE_ENV};
+pub use table::{KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH};
 pub use tier::{parse_override, KernelError, Tier};
 
 pub use crate::quant::{QuantizeFn, VecDotFn};

@@ -1,6 +1,6 @@
 //! The scalar tier: the reference kernels of `crate::quant`, plus a batch form that loops over vectors.
 
-use super::set::{KernelSet, TypeKernels};
+use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
 use crate::quant::{self, bytes, GgmlType};
 

@@ -14,7 +14,7 @@ mod packed512;
 mod quantize;
 
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
-use super::set::{KernelSet, TypeKernels, MAX_BATCH};
+use super::table::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
 
 /// Block geometry of a (weight, activation) pairing.
