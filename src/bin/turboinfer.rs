@@ -329,7 +329,9 @@ fn cmd_info(path: &str) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(c) = args.first().filter(|c| turboinfer::sparse::cli::handles(c)) {
-        return match turboinfer::sparse::cli::run(c, &args[1..]) {
+        return match turboinfer::sparse::cli::run(c, &args[1..], &|split| {
+            turboinfer::nl2sql::calibration::nl2sql_prompts(Some(split))
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("turboinfer: error: {e}");

@@ -17,12 +17,10 @@ use super::sqltext::extract_sql;
 use super::trim;
 use super::vocab::{ActiveVocab, VocabBase};
 use crate::gguf::GgufFile;
-use crate::model::{KvCache, Logits, Model, ModelError};
+use crate::model::{FfnHook, KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
-use crate::sparse::{
-    self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError,
-};
+use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -507,7 +505,7 @@ impl Engine {
     /// `tag` must identify everything about the hook that changes the forward pass (sidecar
     /// content, level, configuration): it enters every prefix fingerprint and cache file key, so
     /// a prefix computed with one hook is never served to a call with another. `""` = dense.
-    pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>, tag: &str) {
+    pub fn set_ffn_hook(&mut self, hook: Option<Arc<dyn FfnHook>>, tag: &str) {
         assert_eq!(
             hook.is_none(),
             tag.is_empty(),

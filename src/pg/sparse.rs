@@ -7,8 +7,8 @@ use super::backend::{self, FileId, Loaded};
 use super::gucs;
 use super::nl2sql::{raise, raise_load};
 use crate::sparse::{
-    corpus, sidecar, CalibOptions, FfnHook, Selector, Sidecar, SparseConfig, SparseError,
-    SparseFfn, Summary,
+    corpus, sidecar, CalibOptions, Selector, Sidecar, SparseConfig, SparseError, SparseFfn,
+    SparseHook, Summary,
 };
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -34,7 +34,7 @@ pub struct SparseCache {
     id: FileId,
     sidecar: Arc<Sidecar>,
     /// `(level, selector, hook)` for each level and selector a call has used (at most 2 * `MAX_LEVELS`).
-    hooks: Vec<(f32, Selector, Arc<FfnHook>)>,
+    hooks: Vec<(f32, Selector, Arc<SparseHook>)>,
 }
 
 /// Why a call cannot run sparsely.
@@ -53,15 +53,15 @@ pub struct Active {
     pub level: f32,
     pub selector: Selector,
     pub path: PathBuf,
-    hook: Arc<FfnHook>,
+    hook: Arc<SparseHook>,
 }
 
 impl Active {
     /// The hook's counters since the call started (they are reset by [`prepare`]).
     pub fn summary(&self) -> Summary {
         match &*self.hook {
-            FfnHook::Sparse(s) => s.summary(),
-            FfnHook::Record(_) => Summary::default(),
+            SparseHook::Sparse(s) => s.summary(),
+            SparseHook::Record(_) => Summary::default(),
         }
     }
 }
@@ -153,18 +153,22 @@ pub fn prepare(
         None => {
             let ffn = SparseFfn::new(sc.clone(), level, config)
                 .map_err(|error| Failure::Open { path: path.clone(), error })?;
-            let h = Arc::new(FfnHook::Sparse(ffn));
+            let h = Arc::new(SparseHook::Sparse(ffn));
             cache.hooks.push((level, selector, h.clone()));
             h
         }
     };
     let tag =
         format!("sparse-v1|sidecar={}|level={level}|{config:?}", sidecar::hex(&sc.checksum()));
-    let attached = loaded.engine.model().ffn_hook().is_some_and(|h| Arc::ptr_eq(h, &hook));
+    let attached = loaded
+        .engine
+        .model()
+        .ffn_hook()
+        .is_some_and(|h| std::ptr::addr_eq(Arc::as_ptr(h), Arc::as_ptr(&hook)));
     if !attached || loaded.engine.ffn_tag() != tag {
         loaded.engine.set_ffn_hook(Some(hook.clone()), &tag);
     }
-    if let FfnHook::Sparse(s) = &*hook {
+    if let SparseHook::Sparse(s) = &*hook {
         s.reset_stats();
     }
     Ok(Some(Active { level, selector, path, hook }))
@@ -375,7 +379,10 @@ fn turboinfer_calibrate(
     let Some(tokens) = tokens.filter(|t| (MIN_CALIB_TOKENS..=MAX_CALIB_TOKENS).contains(t)) else {
         bad_arg("tokens", format!("must be between {MIN_CALIB_TOKENS} and {MAX_CALIB_TOKENS}"))
     };
-    let texts = corpus::interleave(corpus::nl2sql_prompts(Some(0)), read_corpus(corpus));
+    let texts = corpus::interleave(
+        crate::nl2sql::calibration::nl2sql_prompts(Some(0)),
+        read_corpus(corpus),
+    );
     let opts = CalibOptions {
         levels,
         rank: rank as usize,
