@@ -9,9 +9,9 @@ use std::cell::Cell;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
+use turboinfer::generate::kv_file::KvFileDir;
 use turboinfer::model::FfnHook;
 use turboinfer::nl2sql::calibration;
-use turboinfer::nl2sql::kv_file::KvFileDir;
 use turboinfer::nl2sql::{
     Engine, Options, PrefixCache, PrefixSource, SchemaInfo, Table, TableKind,
 };
