@@ -3,6 +3,7 @@
 //! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
+pub mod bench;
 pub mod calibration;
 pub mod constrain;
 pub mod decode;
