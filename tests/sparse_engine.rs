@@ -3,6 +3,8 @@
 //! hook's tag separates prefix fingerprints and cache file keys from the dense ones, so a sparse
 //! call is never served a dense prefix (in memory or from a cache file) and vice versa.
 
+#![cfg(feature = "sparse")]
+
 mod common;
 
 use std::cell::Cell;

@@ -2,6 +2,8 @@
 //! bitwise; the neuron-major down rows agree with the dense down closely; the predictor's recall is
 //! measured and reported; a sidecar of another model is refused.
 
+#![cfg(feature = "sparse")]
+
 mod common;
 
 use std::sync::Arc;

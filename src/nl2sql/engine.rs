@@ -22,6 +22,7 @@ use crate::gguf::GgufFile;
 use crate::model::{FfnHook, KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
+#[cfg(feature = "sparse")]
 use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
@@ -470,6 +471,7 @@ impl Engine {
 
     /// Calibrates a sparse-FFN sidecar on this engine's model (see [`sparse::calibrate_with`]);
     /// the attached hook, if any, is put back afterwards (also when `cancel` unwinds).
+    #[cfg(feature = "sparse")]
     pub fn calibrate_sparse(
         &mut self,
         rt: &Runtime,

@@ -4,6 +4,7 @@
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
 pub mod bench;
+#[cfg(feature = "sparse")]
 pub mod calibration;
 pub mod constrain;
 pub mod decode;
