@@ -22,6 +22,15 @@ pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out:
 /// in the reference's order (multiply, then add, row by row), so all tiers agree bit for bit.
 pub type WeightedSumFn = fn(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]);
 
+/// `y += a * x` over `y.len()` elements (`x.len() >= y.len()`).
+pub type AxpyFn = fn(y: &mut [f32], a: f32, x: &[f32]);
+/// `y += a * dequant(q)`, `q` one Q8_0 row of `y.len()` elements (a multiple of 32).
+pub type AxpyQ8Fn = fn(y: &mut [f32], a: f32, q: &[u8]);
+/// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows of `y.len()` elements each.
+pub type Axpy4Q8Fn = fn(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]);
+/// `Σ x[i] * y[i]` of two f32 vectors.
+pub type DotF32Fn = fn(x: &[f32], y: &[f32]) -> f32;
+
 /// The two kernels of one weight type.
 #[derive(Clone, Copy)]
 pub struct TypeKernels {
@@ -69,6 +78,15 @@ pub struct KernelSet {
     pub(crate) packed_q4_k: Option<PackedDotFn>,
     /// Dot products of `Q6_K×16` packed row groups, if this tier has them.
     pub(crate) packed_q6_k: Option<PackedDotFn>,
+    /// `y += a * x` (the sparse FFN's vector kernels, `kernels::vector`, are bitwise the same in
+    /// every tier).
+    pub(crate) axpy: AxpyFn,
+    /// `y += a * dequant(q)` over one Q8_0 row.
+    pub(crate) axpy_q8_0: AxpyQ8Fn,
+    /// `y += Σ a[k] * dequant(q[k])` over four Q8_0 rows.
+    pub(crate) axpy4_q8_0: Axpy4Q8Fn,
+    /// Dot product of two f32 vectors.
+    pub(crate) dot_f32: DotF32Fn,
 }
 
 impl KernelSet {
@@ -153,5 +171,27 @@ impl KernelSet {
             F32 => self.quant_f32,
             _ => return None,
         })
+    }
+
+    /// `y += a * x` (`x.len() >= y.len()`).
+    pub fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        (self.axpy)(y, a, x)
+    }
+
+    /// `y += a * dequant(q)`, `q` one Q8_0 row of `y.len()` elements (a multiple of 32).
+    pub fn axpy_q8_0(&self, y: &mut [f32], a: f32, q: &[u8]) {
+        debug_assert_eq!(q.len(), super::q8_0_row_bytes(y.len()));
+        (self.axpy_q8_0)(y, a, q)
+    }
+
+    /// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows of `y.len()` elements each.
+    pub fn axpy4_q8_0(&self, y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+        debug_assert!(q.iter().all(|r| r.len() == super::q8_0_row_bytes(y.len())));
+        (self.axpy4_q8_0)(y, a, q)
+    }
+
+    /// `Σ x[i] * y[i]`.
+    pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+        (self.dot_f32)(x, y)
     }
 }

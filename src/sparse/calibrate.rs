@@ -12,8 +12,8 @@
 use super::hook::{Recorder, SparseHook};
 use super::linalg::{gemm, orthonormalize_rows, spd_solve, transpose};
 use super::sidecar::{model_key, LayerData, SidecarSpec};
-use super::simd::q8_0_row_bytes;
 use super::SparseError;
+use crate::kernels::q8_0_row_bytes;
 use crate::model::FfnHook;
 use crate::model::{Logits, Model};
 use crate::quant::{self, GgmlType};

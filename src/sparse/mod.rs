@@ -14,7 +14,6 @@ pub mod ffn;
 pub mod hook;
 pub mod linalg;
 pub mod sidecar;
-pub mod simd;
 pub mod stats;
 
 pub use calibrate::{calibrate, calibrate_with, CalibOptions, CalibReport};
