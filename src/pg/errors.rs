@@ -176,9 +176,7 @@ impl From<SparseFailure> for ErrorReport {
         match failure {
             Failure::Missing { searched } => error_report(
                 PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
-                format!(
-                "turboinfer: sparsity {target} needs a sparse FFN sidecar, and the model has none"
-            ),
+                format!("turboinfer: sparsity {target} needs a sparse FFN sidecar, and the model has none"),
                 Some(searched_detail(&searched)),
                 Some(CALIBRATE_HINT.into()),
             ),
@@ -188,29 +186,29 @@ impl From<SparseFailure> for ErrorReport {
                     levels.iter().map(|&l| round_level(l)).chain([target]).collect();
                 with.sort_by(f64::total_cmp);
                 error_report(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("turboinfer: sparsity {target} is not a calibrated level"),
-                Some(format!("The sidecar \"{}\" has the levels {}.", shown_path(&path), list.join(", "))),
-                Some(format!(
-                    "Use one of {} (0 = off), or calibrate this level as a superuser: SELECT * FROM turboinfer_calibrate(levels => '{{{}}}');",
-                    list.join(", "),
-                    with.iter().map(f64::to_string).collect::<Vec<_>>().join(",")
-                )),
-            )
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("turboinfer: sparsity {target} is not a calibrated level"),
+                    Some(format!("The sidecar \"{}\" has the levels {}.", shown_path(&path), list.join(", "))),
+                    Some(format!(
+                        "Use one of {} (0 = off), or calibrate this level as a superuser: SELECT * FROM turboinfer_calibrate(levels => '{{{}}}');",
+                        list.join(", "),
+                        with.iter().map(f64::to_string).collect::<Vec<_>>().join(",")
+                    )),
+                )
             }
             Failure::Open { path, error } => {
                 let (code, hint) = match &error {
-                SparseError::Io { .. } => (PgSqlErrorCode::ERRCODE_IO_ERROR, "Check the file's permissions, or recalibrate."),
-                SparseError::ModelMismatch { .. } | SparseError::ShapeMismatch { .. } => (
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    "The sidecar belongs to another model file: recalibrate for this one (turboinfer_calibrate()), or SET turboinfer.sparsity = 0.",
-                ),
-                SparseError::Unsupported { .. } => (PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "SET turboinfer.sparsity = 0."),
-                _ => (
-                    PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                    "The file is damaged or not a sidecar: recalibrate to replace it (turboinfer_calibrate()), or SET turboinfer.sparsity = 0.",
-                ),
-            };
+                    SparseError::Io { .. } => (PgSqlErrorCode::ERRCODE_IO_ERROR, "Check the file's permissions, or recalibrate."),
+                    SparseError::ModelMismatch { .. } | SparseError::ShapeMismatch { .. } => (
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        "The sidecar belongs to another model file: recalibrate for this one (turboinfer_calibrate()), or SET turboinfer.sparsity = 0.",
+                    ),
+                    SparseError::Unsupported { .. } => (PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "SET turboinfer.sparsity = 0."),
+                    _ => (
+                        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                        "The file is damaged or not a sidecar: recalibrate to replace it (turboinfer_calibrate()), or SET turboinfer.sparsity = 0.",
+                    ),
+                };
                 error_report(
                     code,
                     format!(
