@@ -14,6 +14,7 @@ pub mod quant;
 pub mod regular_file;
 pub mod runtime;
 pub mod sampler;
+#[cfg(feature = "sparse")]
 pub mod sparse;
 pub mod tokenizer;
 

@@ -6,8 +6,8 @@ mod common;
 
 use std::fs;
 use std::path::PathBuf;
+use turboinfer::generate::kv_file::{KvFileDir, KvFileError};
 use turboinfer::model::Logits;
-use turboinfer::nl2sql::kv_file::{KvFileDir, KvFileError};
 use turboinfer::nl2sql::{
     Engine, ForeignKey, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind,
     PREFILL_CHUNK,

@@ -494,8 +494,8 @@ fn drafter_drafts_the_answer_fence() {
 #[test]
 fn backing_out_of_a_dead_end() {
     use std::collections::HashMap;
+    use turboinfer::nl2sql::decode::{decode, Choice};
     use turboinfer::nl2sql::draft::Drafter;
-    use turboinfer::nl2sql::speculate::{decode, Choice};
     use turboinfer::nl2sql::DecodeLimits;
     let rt = Runtime::new(2).unwrap();
     let Some(e) = engine("smollm2-135m") else { return };

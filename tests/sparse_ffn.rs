@@ -2,14 +2,17 @@
 //! bitwise; the neuron-major down rows agree with the dense down closely; the predictor's recall is
 //! measured and reported; a sidecar of another model is refused.
 
+#![cfg(feature = "sparse")]
+
 mod common;
 
 use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Logits, Model};
+use turboinfer::nl2sql::calibration;
 use turboinfer::runtime::Runtime;
 use turboinfer::sparse::{
-    self, corpus, sidecar, CalibOptions, FfnHook, Selector, SparseConfig, SparseError,
+    self, sidecar, CalibOptions, Selector, SparseConfig, SparseError, SparseHook,
 };
 use turboinfer::tokenizer::Tokenizer;
 
@@ -22,7 +25,7 @@ fn setup(name: &str, tokens: usize) -> Option<(Model, Tokenizer, Runtime, std::p
     let rt = Runtime::new(2).unwrap();
     let opts =
         CalibOptions { levels: vec![0.5], rank: 16, max_tokens: tokens, window: 64, seed: 3 };
-    let texts = corpus::nl2sql_prompts(Some(0));
+    let texts = calibration::nl2sql_prompts(Some(0));
     let (spec, layers, rep) = sparse::calibrate(&mut model, &tok, &rt, &texts, &opts).unwrap();
     assert!(model.ffn_hook().is_none(), "calibration detaches its recorder");
     assert_eq!(rep.tokens, tokens);
@@ -61,7 +64,9 @@ fn zero_sparsity_equals_dense(name: &str) {
     let sp = decode_logits(&model, &rt, ids);
     let same = dense.iter().zip(&sp).all(|(a, b)| a.to_bits() == b.to_bits());
     assert!(same, "{name}: sparse path at sparsity 0 differs from dense");
-    let FfnHook::Sparse(s) = &**model.ffn_hook().unwrap() else { panic!() };
+    let Some(SparseHook::Sparse(s)) = SparseHook::of(&**model.ffn_hook().unwrap()) else {
+        panic!()
+    };
     assert!(
         s.report().iter().all(|r| r.fallback_rate == 0.0 && r.predicted_sparsity == 0.0),
         "went through the sparse path"
@@ -93,7 +98,7 @@ fn zero_sparsity_equals_dense(name: &str) {
         .unwrap();
     let lg = decode_logits(&model, &rt, &held);
     assert!(lg.iter().all(|v| v.is_finite()));
-    let FfnHook::Sparse(s) = &*hook else { panic!() };
+    let SparseHook::Sparse(s) = &*hook else { panic!() };
     let rep = s.report();
     let recall = rep.iter().map(|r| r.recall).sum::<f64>() / rep.len() as f64;
     let pred = rep.iter().map(|r| r.predicted_sparsity).sum::<f64>() / rep.len() as f64;
@@ -104,7 +109,7 @@ fn zero_sparsity_equals_dense(name: &str) {
     let hook = sparse::load_for(&model, &sc, 0.5, gate).unwrap();
     model.set_ffn_hook(Some(hook.clone()));
     assert!(decode_logits(&model, &rt, &held).iter().all(|v| v.is_finite()));
-    let FfnHook::Sparse(s) = &*hook else { panic!() };
+    let SparseHook::Sparse(s) = &*hook else { panic!() };
     let rep = s.report();
     let pred = rep.iter().map(|r| r.predicted_sparsity).sum::<f64>() / rep.len() as f64;
     let recall = rep.iter().map(|r| r.recall).sum::<f64>() / rep.len() as f64;

@@ -11,12 +11,13 @@ use std::os::unix::fs::{symlink, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
+use turboinfer::generate::kv_file::{KvFileDir, KvFileError};
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::packed::{PackedError, PackedFile};
 use turboinfer::model::Logits;
-use turboinfer::nl2sql::kv_file::{KvFileDir, KvFileError};
 use turboinfer::nl2sql::{Engine, Options, SchemaInfo, Table, TableKind, PREFILL_CHUNK};
 use turboinfer::runtime::Runtime;
+#[cfg(feature = "sparse")]
 use turboinfer::sparse::Sidecar;
 
 /// How long a refusal may take: an open that blocks on a FIFO never returns, a refusal takes
@@ -90,23 +91,34 @@ fn model_pack_and_sidecar_refuse_fifos_and_links() {
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
     let e = err_text("pack FIFO", promptly("pack FIFO", &fifo, || PackedFile::open(&fifo, &gguf)));
     assert!(e.contains("is a FIFO, not a regular file"), "{e}");
-    let e =
-        err_text("sidecar FIFO", promptly("sidecar FIFO", &fifo, || Sidecar::open(&fifo, None)));
-    assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+    #[cfg(feature = "sparse")]
+    {
+        let e = err_text(
+            "sidecar FIFO",
+            promptly("sidecar FIFO", &fifo, || Sidecar::open(&fifo, None)),
+        );
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+    }
 
     // A symbolic link as the pack or the sidecar is not followed (here: to the model file).
     let link = tmp.0.join("planted.link");
     symlink(&model, &link).unwrap();
     let e = err_text("pack link", PackedFile::open(&link, &gguf));
     assert!(e.contains("is a symbolic link, which is not followed"), "{e}");
-    let e = err_text("sidecar link", Sidecar::open(&link, None));
-    assert!(e.contains("is a symbolic link, which is not followed"), "{e}");
+    #[cfg(feature = "sparse")]
+    {
+        let e = err_text("sidecar link", Sidecar::open(&link, None));
+        assert!(e.contains("is a symbolic link, which is not followed"), "{e}");
+    }
     // A model path is resolved and confined by its caller: a link to a model still opens.
     assert!(GgufFile::open(&link).is_ok());
 
     // A directory is refused too (not a regular file), missing files stay "missing".
-    let e = err_text("sidecar dir", Sidecar::open(&tmp.0, None));
-    assert!(e.contains("is a directory, not a regular file"), "{e}");
+    #[cfg(feature = "sparse")]
+    {
+        let e = err_text("sidecar dir", Sidecar::open(&tmp.0, None));
+        assert!(e.contains("is a directory, not a regular file"), "{e}");
+    }
     assert!(matches!(
         PackedFile::open(tmp.0.join("absent.kx16"), &gguf),
         Err(PackedError::Missing { .. })

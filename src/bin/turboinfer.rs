@@ -66,8 +66,11 @@ struct RunArgs {
     opts: ModelOptions,
     /// Sparse FFN: target sparsity (`--sparsity`, 0 = dense), sidecar (`--sparse-sidecar`, default
     /// `<model>.sparse`) and selector (`--selector predictor|gate`).
+    #[cfg(feature = "sparse")]
     sparsity: f32,
+    #[cfg(feature = "sparse")]
     sparse_sidecar: Option<String>,
+    #[cfg(feature = "sparse")]
     selector: turboinfer::sparse::Selector,
 }
 
@@ -93,8 +96,11 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         json: false,
         parse_special: true,
         opts: ModelOptions::default(),
+        #[cfg(feature = "sparse")]
         sparsity: 0.0,
+        #[cfg(feature = "sparse")]
         sparse_sidecar: None,
+        #[cfg(feature = "sparse")]
         selector: turboinfer::sparse::Selector::default(),
     };
     let mut it = args[1..].iter();
@@ -124,8 +130,11 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
             "--no-special" => run.parse_special = false,
             "--kv-type" => run.opts.kv_dtype = val(a)?.parse()?,
             "--attn-precision" => run.opts.attn_precision = val(a)?.parse()?,
+            #[cfg(feature = "sparse")]
             "--sparsity" => run.sparsity = num(a, val(a)?)?,
+            #[cfg(feature = "sparse")]
             "--sparse-sidecar" => run.sparse_sidecar = Some(val(a)?),
+            #[cfg(feature = "sparse")]
             "--selector" => run.selector = val(a)?.parse()?,
             _ => return Err(format!("unknown option {a:?}")),
         }
@@ -210,12 +219,14 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
+    #[cfg_attr(not(feature = "sparse"), allow(unused_mut))]
     let mut model = Model::from_gguf(file.clone())
         .map_err(|e| format!("cannot load model {}: {e}", a.model))?
         .with_options(a.opts);
     if let turboinfer::model::PackStatus::Ignored { .. } = model.attach_default_pack() {
         eprintln!("turboinfer: warning: packed weights {}", model.pack_status());
     }
+    #[cfg(feature = "sparse")]
     if a.sparsity > 0.0 {
         let sc = a
             .sparse_sidecar
@@ -325,11 +336,22 @@ fn cmd_info(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The usage of the sparse FFN commands (none in a build without the `sparse` feature).
+fn sparse_usage() -> &'static str {
+    #[cfg(feature = "sparse")]
+    return turboinfer::sparse::cli::USAGE;
+    #[cfg(not(feature = "sparse"))]
+    return "";
+}
+
 /// Parses the command line, runs the command, maps errors to exit codes (2 usage, 1 failure).
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    #[cfg(feature = "sparse")]
     if let Some(c) = args.first().filter(|c| turboinfer::sparse::cli::handles(c)) {
-        return match turboinfer::sparse::cli::run(c, &args[1..]) {
+        return match turboinfer::sparse::cli::run(c, &args[1..], &|split| {
+            turboinfer::nl2sql::calibration::nl2sql_prompts(Some(split))
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("turboinfer: error: {e}");
@@ -340,13 +362,13 @@ fn main() -> ExitCode {
     let cmd = match parse_args(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("turboinfer: {e}\n{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
+            eprintln!("turboinfer: {e}\n{USAGE}\n{}", sparse_usage());
             return ExitCode::from(2);
         }
     };
     let res = match &cmd {
         Command::Help => {
-            println!("{USAGE}\n{}", turboinfer::sparse::cli::USAGE);
+            println!("{USAGE}\n{}", sparse_usage());
             Ok(())
         }
         Command::Info { model } => cmd_info(model),
@@ -509,28 +531,31 @@ mod tests {
         assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--attn-precision", "fast"]))
             .unwrap_err()
             .contains("attention precision"));
-        let Command::Run(r) = parse_args(&args(&[
-            "run",
-            "-m",
-            "x",
-            "-p",
-            "y",
-            "--sparsity",
-            "0.3",
-            "--sparse-sidecar",
-            "s",
-            "--selector",
-            "gate",
-        ]))
-        .unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            (r.sparsity, r.sparse_sidecar.as_deref(), r.selector),
-            (0.3, Some("s"), turboinfer::sparse::Selector::Gate)
-        );
-        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--selector", "magic"]))
-            .unwrap_err()
-            .contains("selector"));
+        #[cfg(feature = "sparse")]
+        {
+            let Command::Run(r) = parse_args(&args(&[
+                "run",
+                "-m",
+                "x",
+                "-p",
+                "y",
+                "--sparsity",
+                "0.3",
+                "--sparse-sidecar",
+                "s",
+                "--selector",
+                "gate",
+            ]))
+            .unwrap() else {
+                panic!()
+            };
+            assert_eq!(
+                (r.sparsity, r.sparse_sidecar.as_deref(), r.selector),
+                (0.3, Some("s"), turboinfer::sparse::Selector::Gate)
+            );
+            assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--selector", "magic"]))
+                .unwrap_err()
+                .contains("selector"));
+        }
     }
 }

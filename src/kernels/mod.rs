@@ -5,20 +5,27 @@
 //! only reachable through a `KernelSet` built by `KernelSet::for_tier`, which refuses tiers the CPU
 //! lacks; so an instruction the CPU does not have is never executed. The scalar reference in
 //! `crate::quant` defines the semantics every tier reproduces (integer block sums exact, float
-//! accumulation order free).
+//! accumulation order free); `vector` holds the reference of the sparse FFN's f32 vector kernels.
+//!
+//! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`) <- `select`
+//! (the one place that picks a tier, from the CPU and `TURBOINFER_KERNELS`).
 
 pub mod packed;
 mod scalar;
-mod set;
+mod select;
+mod table;
 mod tier;
+mod vector;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use set::{
-    kernels, try_kernels, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn, MAX_BATCH,
-    OVERRIDE_ENV,
+pub use select::{kernels, try_kernels, OVERRIDE_ENV};
+pub use table::{
+    Axpy4Q8Fn, AxpyFn, AxpyQ8Fn, DotF32Fn, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn,
+    MAX_BATCH,
 };
 pub use tier::{parse_override, KernelError, Tier};
+pub use vector::q8_0_row_bytes;
 
 pub use crate::quant::{QuantizeFn, VecDotFn};
 

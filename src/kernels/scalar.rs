@@ -1,7 +1,8 @@
 //! The scalar tier: the reference kernels of `crate::quant`, plus a batch form that loops over vectors.
 
-use super::set::{KernelSet, TypeKernels};
+use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
+use super::vector;
 use crate::quant::{self, bytes, GgmlType};
 
 /// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
@@ -118,4 +119,8 @@ pub(crate) static SET: KernelSet = KernelSet {
     wsum_f16,
     packed_q4_k: None,
     packed_q6_k: None,
+    axpy: vector::axpy_body,
+    axpy_q8_0: vector::axpy_q8_0_body,
+    axpy4_q8_0: vector::axpy4_q8_0_body,
+    dot_f32: vector::dot_body,
 };

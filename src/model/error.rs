@@ -42,9 +42,10 @@ pub enum ModelError {
     /// The SIMD kernel tier could not be selected (e.g. `TURBOINFER_KERNELS` names a tier this CPU lacks).
     #[error(transparent)]
     Kernels(#[from] crate::kernels::KernelError),
-    /// The sparse FFN failed (bad sidecar data or a kernel error on the sparse path).
+    /// The attached FFN hook failed (e.g. a sparse FFN's bad sidecar data). Boxed: the model
+    /// does not know the hook's error type, and the message is the hook's own.
     #[error(transparent)]
-    Sparse(#[from] crate::sparse::SparseError),
+    FfnHook(Box<dyn std::error::Error + Send + Sync>),
     /// The packed weights file is unusable for this model.
     #[error(transparent)]
     Packed(#[from] super::PackedError),

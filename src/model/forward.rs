@@ -2,13 +2,12 @@
 
 use super::packed::{self, PackStatus, PackedError, PackedFile};
 use super::weights::{Matrix, Weights};
-use super::{Config, KvCache, ModelError, ModelOptions};
+use super::{Config, FfnHook, KvCache, ModelError, ModelOptions};
 use crate::fallible::try_zeroed;
 use crate::gguf::GgufFile;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
 use crate::quant;
 use crate::runtime::Runtime;
-use crate::sparse::FfnHook;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,8 +26,8 @@ pub struct Model {
     cfg: Config,
     w: Weights,
     opts: ModelOptions,
-    /// Sparse FFN executor or calibration recorder, if attached.
-    ffn_hook: Option<Arc<FfnHook>>,
+    /// The FFN hook (a replacement or observer of the dense FFN), if attached.
+    ffn_hook: Option<Arc<dyn FfnHook>>,
     /// The packed weights file the matrices' packed ranges point into, if attached.
     packed: Option<Arc<PackedFile>>,
     /// Whether packed weights are in use, or why not.
@@ -98,14 +97,14 @@ impl Model {
         self
     }
 
-    /// Attaches (or with `None` detaches) a sparse FFN executor or calibration recorder (use
-    /// `sparse::load_for` to check a sidecar against this model first).
-    pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>) {
+    /// Attaches (or with `None` detaches) an FFN hook, e.g. a sparse FFN executor or a
+    /// calibration recorder.
+    pub fn set_ffn_hook(&mut self, hook: Option<Arc<dyn FfnHook>>) {
         self.ffn_hook = hook;
     }
 
     /// The attached FFN hook.
-    pub fn ffn_hook(&self) -> Option<&Arc<FfnHook>> {
+    pub fn ffn_hook(&self) -> Option<&Arc<dyn FfnHook>> {
         self.ffn_hook.as_ref()
     }
 

@@ -2,6 +2,7 @@
 
 mod config;
 mod error;
+mod ffn_hook;
 mod forward;
 mod kv_cache;
 mod options;
@@ -10,6 +11,7 @@ mod weights;
 
 pub use config::{Arch, Config};
 pub use error::ModelError;
+pub use ffn_hook::FfnHook;
 pub use forward::{Logits, Model};
 pub use kv_cache::{KvCache, KvDtype};
 pub use options::ModelOptions;

@@ -3,26 +3,27 @@
 //! the caller's validator, and repair with the validator's message and catalog facts when it fails.
 
 use super::constrain::Constrainer;
+use super::decode::{self, Choice, DecodeLimits, Decoded, SpecStats, StopReason};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
-use super::fingerprint::Fingerprint;
 use super::ident::sanitize_question;
-use super::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
+use super::memory_plan::MemoryPlan;
+use super::progress::Progress;
 use super::prompt::{self, Segments};
 use super::render::Renderer;
-use super::repair::{self, Rejection};
+use super::repair::{self, cap_chars, Rejection};
 use super::schema::SchemaInfo;
-use super::speculate::{self, Choice, DecodeLimits, Decoded, SpecStats};
 use super::sqltext::extract_sql;
 use super::trim;
 use super::vocab::{ActiveVocab, VocabBase};
+use crate::generate::fingerprint::Fingerprint;
+use crate::generate::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use crate::gguf::GgufFile;
-use crate::model::{KvCache, Logits, Model, ModelError};
+use crate::model::{FfnHook, KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
-use crate::sparse::{
-    self, CalibOptions, CalibReport, FfnHook, LayerData, SidecarSpec, SparseError,
-};
+#[cfg(feature = "sparse")]
+use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -50,7 +51,7 @@ const MAX_ERROR_CHARS: usize = 300;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
-/// Back-outs of dead ends per constrained decode (see [`speculate::decode`]): each costs one
+/// Back-outs of dead ends per constrained decode (see [`decode::decode`]): each costs one
 /// forward pass, and a repair answer meets a handful (a banned word, an invented function name
 /// half written); the cap bounds a decode that keeps meeting them.
 const MAX_BACKTRACKS: usize = 32;
@@ -91,40 +92,6 @@ impl Default for Options {
     }
 }
 
-/// What the engine is doing, reported before every forward pass (the caller may cancel).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// About to run prompt tokens `done..done+chunk` of `total`.
-    Prefill { done: usize, total: usize },
-    /// `generated` tokens generated so far in this attempt.
-    Decode { generated: usize },
-}
-
-/// Why an attempt's generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The statement ended (`;`, closing fence, blank line after the SQL).
-    EndOfStatement,
-    /// The model produced an end-of-generation token.
-    EndOfGeneration,
-    /// `max_new_tokens` were generated.
-    Budget,
-    /// The KV cache is full.
-    ContextFull,
-}
-
-impl StopReason {
-    /// A short lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::EndOfStatement => "end_of_statement",
-            StopReason::EndOfGeneration => "end_of_generation",
-            StopReason::Budget => "max_new_tokens",
-            StopReason::ContextFull => "context_full",
-        }
-    }
-}
-
 /// One generation + validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
@@ -159,26 +126,6 @@ pub struct PhaseTimings {
     pub validate_ms: f64,
     /// Reading (on a memory miss) or writing (after computing) the prefix's cache file.
     pub cache_file_ms: f64,
-}
-
-/// The memory one call needs beyond the mapped model, known before it starts
-/// ([`Engine::memory_plan`]): the KV cache, allocated up front, and an upper estimate of the
-/// largest transient buffers of one forward pass (a prefill chunk or a verified draft).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MemoryPlan {
-    /// KV cache positions (`context_tokens` capped at the model's training context).
-    pub positions: usize,
-    /// Bytes of the KV cache for `positions`.
-    pub kv_cache_bytes: usize,
-    /// Upper estimate of the bytes of one forward pass's buffers.
-    pub scratch_bytes: usize,
-}
-
-impl MemoryPlan {
-    /// KV cache plus scratch.
-    pub fn total_bytes(&self) -> usize {
-        self.kv_cache_bytes.saturating_add(self.scratch_bytes)
-    }
 }
 
 /// The prompt of one call.
@@ -507,7 +454,7 @@ impl Engine {
     /// `tag` must identify everything about the hook that changes the forward pass (sidecar
     /// content, level, configuration): it enters every prefix fingerprint and cache file key, so
     /// a prefix computed with one hook is never served to a call with another. `""` = dense.
-    pub fn set_ffn_hook(&mut self, hook: Option<Arc<FfnHook>>, tag: &str) {
+    pub fn set_ffn_hook(&mut self, hook: Option<Arc<dyn FfnHook>>, tag: &str) {
         assert_eq!(
             hook.is_none(),
             tag.is_empty(),
@@ -524,6 +471,7 @@ impl Engine {
 
     /// Calibrates a sparse-FFN sidecar on this engine's model (see [`sparse::calibrate_with`]);
     /// the attached hook, if any, is put back afterwards (also when `cancel` unwinds).
+    #[cfg(feature = "sparse")]
     pub fn calibrate_sparse(
         &mut self,
         rt: &Runtime,
@@ -989,7 +937,7 @@ impl Engine {
     }
 
     /// Greedy generation from `logits` (the prompt `context` is in `kv`) until a stop, with
-    /// drafts from `drafter` verified in batches when it is set (see [`speculate::decode`]).
+    /// drafts from `drafter` verified in batches when it is set (see [`decode::decode`]).
     #[allow(clippy::too_many_arguments)]
     fn decode(
         &self,
@@ -1007,7 +955,7 @@ impl Engine {
             Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
             None => logits,                                                     // [vocab]
         };
-        speculate::decode(
+        decode::decode(
             &self.tok,
             kv,
             logits,
@@ -1108,14 +1056,6 @@ fn answer_reserve(max_new_tokens: usize, capacity: usize) -> usize {
     2 * max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS.min(capacity / 8)
 }
 
-/// `s` cut to at most `max` characters.
-pub(crate) fn cap_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
 /// Milliseconds elapsed since `t`.
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
@@ -1130,12 +1070,6 @@ mod tests {
         assert_eq!(answer_reserve(128, 8192), 2 * 128 + REPAIR_RESERVE_TOKENS);
         assert_eq!(answer_reserve(4096, 8192), 2 * 2048 + REPAIR_RESERVE_TOKENS);
         assert_eq!(answer_reserve(128, 512), 2 * 128 + 64, "an eighth of a small context");
-    }
-
-    #[test]
-    fn caps_characters() {
-        assert_eq!(cap_chars("abc", 5), "abc");
-        assert_eq!(cap_chars("ééééé", 2), "éé...");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The nl2sql module's error type.
 
+use super::memory_plan::MemoryPlan;
+use crate::generate::GenerateError;
 use crate::model::ModelError;
 use crate::tokenizer::TokenizerError;
 
@@ -23,9 +25,25 @@ pub enum Nl2SqlError {
     /// The allocator refused a large buffer (`what`, `bytes`: see `ModelError::OutOfMemory`);
     /// `plan` is what the call needed.
     #[error("out of memory: the {what} needs {bytes} bytes (this call needs about {} bytes: KV cache of {} positions {} bytes, scratch {} bytes)", .plan.total_bytes(), .plan.positions, .plan.kv_cache_bytes, .plan.scratch_bytes)]
-    OutOfMemory { what: &'static str, bytes: usize, plan: super::engine::MemoryPlan },
+    OutOfMemory { what: &'static str, bytes: usize, plan: MemoryPlan },
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// A generation error with no nl2sql meaning of its own.
+    #[error(transparent)]
+    Generate(GenerateError),
+}
+
+impl From<GenerateError> for Nl2SqlError {
+    /// Cancellation, model and tokenizer errors become nl2sql's own variants (one
+    /// `Cancelled` whichever layer noticed it); the rest is wrapped.
+    fn from(e: GenerateError) -> Nl2SqlError {
+        match e {
+            GenerateError::Cancelled => Nl2SqlError::Cancelled,
+            GenerateError::Model(e) => Nl2SqlError::Model(e),
+            GenerateError::Tokenizer(e) => Nl2SqlError::Tokenizer(e),
+            e => Nl2SqlError::Generate(e),
+        }
+    }
 }

@@ -3,32 +3,36 @@
 //! that stops at the end of the statement, and answer cleaning. The PostgreSQL glue
 //! (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports errors.
 
+pub mod bench;
+#[cfg(feature = "sparse")]
+pub mod calibration;
 pub mod constrain;
+pub mod decode;
 pub mod draft;
 mod engine;
 mod error;
-mod fingerprint;
 pub mod ident;
-pub mod kv_file;
+mod memory_plan;
 pub mod model_path;
+mod progress;
 pub mod prompt;
 mod render;
 pub mod repair;
 mod schema;
-pub mod speculate;
 pub mod sqltext;
 pub mod trim;
 mod values;
 pub mod vocab;
 
+pub use crate::generate::fingerprint::Fingerprint;
+pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 pub use engine::{
-    Attempt, CacheEvent, CacheStats, Engine, MemoryPlan, Options, Outcome, PhaseTimings, Plan,
-    PrefixCache, PrefixSource, Progress, StopReason, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
-    MAX_QUESTION_CHARS, PREFILL_CHUNK,
+    Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache,
+    PrefixSource, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, MAX_QUESTION_CHARS, PREFILL_CHUNK,
 };
 pub use error::Nl2SqlError;
-pub use fingerprint::Fingerprint;
+pub use memory_plan::MemoryPlan;
+pub use progress::Progress;
 pub use render::{render_schema, Renderer};
 pub use repair::Rejection;
 pub use schema::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
-pub use speculate::{DecodeLimits, Decoded, SpecStats};

@@ -12,7 +12,6 @@
 //! Everything here is generic SQL knowledge: no rule names a table, column or value of any
 //! particular database.
 
-use super::engine::cap_chars;
 use super::ident::quote_ident;
 use super::render::Renderer;
 use super::schema::{SchemaInfo, Table};
@@ -720,10 +719,24 @@ fn dialect_advice(f: &str) -> Option<&'static str> {
     })
 }
 
+/// `s` cut to at most `max` characters.
+pub(crate) fn cap_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::nl2sql::schema::{Table, TableKind};
+
+    #[test]
+    fn caps_characters() {
+        assert_eq!(cap_chars("abc", 5), "abc");
+        assert_eq!(cap_chars("ééééé", 2), "éé...");
+    }
 
     fn shop() -> SchemaInfo {
         let customers = Table::new("public", "customers", TableKind::Table)

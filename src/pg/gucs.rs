@@ -1,6 +1,6 @@
 //! The extension's settings (GUCs), registered when the library is loaded.
 
-use crate::nl2sql::kv_file::KvFileDir;
+use crate::generate::kv_file::KvFileDir;
 use crate::nl2sql::model_path::{self, MODELS_DIR};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;

@@ -4,148 +4,40 @@
 //! None of them executes the generated SQL. They run with the caller's rights (SECURITY
 //! INVOKER): the schema shown to the model is what the caller may read.
 
-use super::backend::{self, LoadError, Loaded};
-use super::encoding::{for_message, Jsonb, Text, TextArray, TextOut};
-use super::{catalog, gucs, slots, sparse, validate};
+use super::backend::{self, sparse, LoadError, Loaded};
+use super::encoding::{Jsonb, Text, TextArray, TextOut};
+use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
+use super::{catalog, gucs, slots, validate};
 use crate::model::ModelError;
-use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::{
-    Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind,
-    MAX_QUESTION_CHARS,
+    Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, MAX_QUESTION_CHARS,
 };
 use crate::runtime::Runtime;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
 use serde_json::json;
 use std::time::Instant;
 
-/// Raises an ERROR with SQLSTATE `code`, `message`, optional detail and hint (made safe for the
-/// database encoding: `encoding::for_message`). Never returns.
-pub(super) fn raise(
-    code: PgSqlErrorCode,
-    message: String,
-    detail: Option<String>,
-    hint: Option<String>,
-) -> ! {
-    let mut r = ErrorReport::new(code, for_message(message), "nl2sql");
-    if let Some(d) = detail {
-        r = r.set_detail(for_message(d));
-    }
-    if let Some(h) = hint {
-        r = r.set_hint(for_message(h));
-    }
-    r.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
-}
-
-/// Reports a model loading failure.
-pub(super) fn raise_load(e: LoadError) -> ! {
-    let fetch = "Install a model with: make fetch-model MODEL=qwen2.5-coder-0.5b, then SET turboinfer.model = 'qwen2.5-coder-0.5b' (as a superuser, or ALTER DATABASE/ROLE ... SET).";
-    match e {
-        LoadError::Path(ModelPathError::NotConfigured) => raise(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            "turboinfer: no model is configured".into(),
-            Some("turboinfer.model is empty.".into()),
-            Some(fetch.into()),
-        ),
-        LoadError::Path(ModelPathError::Missing(p)) => raise(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
-            format!("turboinfer: model file \"{p}\" not found"),
-            Some(format!("turboinfer.model = '{}' resolves inside {MODELS_DIR}.", gucs::model_setting())),
-            Some(fetch.into()),
-        ),
-        LoadError::Path(other) => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch.into())),
-        LoadError::Engine(p, e) => raise(
-            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!("turboinfer: cannot load model \"{}\"", p.display()),
-            Some(e.to_string()),
-            Some("The file is not a usable GGUF model (truncated, corrupt or unsupported); fetch it again with make fetch-model.".into()),
-        ),
-        LoadError::Runtime(m) => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: cannot start worker threads: {m}"), None, None),
-        LoadError::Limit(e) => raise_limit(e),
-    }
-}
-
-/// Reports a resource setting above its ceiling: SQLSTATE 42501 (insufficient_privilege), as
-/// for a superuser-only setting: the value is valid, the role may not use it.
-pub(super) fn raise_limit(e: gucs::LimitExceeded) -> ! {
-    raise(
-        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-        e.message(),
-        Some(e.detail()),
-        Some(e.hint()),
-    )
-}
-
-/// The HINT of an out-of-memory ERROR.
-const OOM_HINT: &str =
-    "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
-
-/// Reports an engine failure.
-fn raise_engine(e: Nl2SqlError) -> ! {
-    match e {
-        Nl2SqlError::EmptyQuestion => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "nl2sql: the question is empty".into(), None, Some("Ask a question about the data, e.g. nl2sql('how many users?').".into())),
-        Nl2SqlError::QuestionTooLong { chars, max } => raise(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("nl2sql: the question is too long ({chars} characters, limit {max})"),
+/// The effective sparsity of a call: the argument when given (checked), else the setting.
+pub fn target(arg: Option<f64>) -> f64 {
+    match arg {
+        None => gucs::SPARSITY.get(),
+        Some(s) if (0.0..=gucs::MAX_SPARSITY).contains(&s) => s,
+        Some(s) => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("turboinfer: sparsity {s} is out of range"),
             None,
-            Some("Ask a shorter question.".into()),
-        ),
-        Nl2SqlError::NoTables => raise(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-            "nl2sql: no tables or views are visible".into(),
-            Some("Only tables and views in the search path (or the given schemas) that the current role may SELECT from are shown to the model.".into()),
-            Some("Check search_path, pass schemas explicitly (nl2sql(question, ARRAY['myschema'])) or GRANT SELECT.".into()),
-        ),
-        Nl2SqlError::ContextTooSmall { needed, available } => raise(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("nl2sql: the context is too small ({needed} tokens needed, {available} available)"),
-            None,
-            Some("Raise turboinfer.context_tokens or lower turboinfer.max_new_tokens.".into()),
-        ),
-        Nl2SqlError::InvalidSql { sql, message } => raise(
-            PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION,
-            "nl2sql: the model did not produce a valid query".into(),
-            Some(format!("SQL: {sql}\nreason: {message}")),
-            Some("Rephrase the question, or use a larger model (turboinfer.model).".into()),
-        ),
-        Nl2SqlError::Cancelled => raise(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "nl2sql: cancelled".into(), None, None),
-        Nl2SqlError::UnsupportedModel(m) => raise(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("turboinfer: {m}"), None, None),
-        Nl2SqlError::OutOfMemory { what, bytes, plan } => raise(
-            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            format!("turboinfer: out of memory allocating the {what} ({bytes} bytes)"),
             Some(format!(
-                "turboinfer.context_tokens gives {} KV cache positions: this call needs about {} MiB ({} bytes of KV cache, {} bytes of scratch) besides the mapped model.",
-                plan.positions,
-                plan.total_bytes().div_ceil(1 << 20),
-                plan.kv_cache_bytes,
-                plan.scratch_bytes
+                "Use 0 (off) up to {}, a level calibrated in the model's sidecar.",
+                gucs::MAX_SPARSITY
             )),
-            Some(OOM_HINT.into()),
         ),
-        Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
-            raise(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, format!("turboinfer: out of memory allocating the {what} ({bytes} bytes)"), None, Some(OOM_HINT.into()))
-        }
-        Nl2SqlError::Model(ModelError::FileChanged { path }) => raise(
-            PgSqlErrorCode::ERRCODE_IO_ERROR,
-            format!("turboinfer: the model file {} changed while this call was reading it", path.display()),
-            Some("It was overwritten or truncated in place; the answer was discarded and the next call loads the file again.".into()),
-            Some("Replace a model (or its .kx16 pack) by rename: copy the new file next to it under a temporary name, then mv it over the old name.".into()),
-        ),
-        Nl2SqlError::Model(ModelError::ContextFull { needed, capacity }) => raise(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("nl2sql: the context is full ({needed} positions needed, {capacity} available)"),
-            None,
-            Some("Raise turboinfer.context_tokens.".into()),
-        ),
-        other => raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: {other}"), None, None),
     }
 }
 
 /// Engine options from the settings; raises the ERROR of a setting above its ceiling.
 fn options() -> Options {
-    gucs::check_limits().unwrap_or_else(|e| raise_limit(e));
+    gucs::check_limits().unwrap_or_else(|e| report(e));
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
@@ -236,17 +128,17 @@ struct Answer {
 fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
     // Reject a blank question before loading anything.
     if let Err(e) = Engine::clean_question(question) {
-        raise_engine(e);
+        report(e);
     }
     let opts = options();
     let (load_ms, reloaded) = backend::with_backend(|b| match b.model_and_runtime() {
         Ok((l, reloaded, _)) => (if reloaded { l.load_ms } else { 0.0 }, reloaded),
-        Err(e) => raise_load(e),
+        Err(e) => report(e),
     });
     let t1 = Instant::now();
     let schema = catalog::read_schema(schemas);
     let schema_ms = ms(t1);
-    let target = sparse::target(sparsity);
+    let target = target(sparsity);
     // The model work waits for an inference slot (turboinfer.max_concurrent); the catalog was read
     // before, without one.
     let t2 = Instant::now();
@@ -254,16 +146,15 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
     let wait_ms = ms(t2);
     let result = backend::with_backend(|b| {
         let out = {
-            let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+            let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| report(e));
             let active = sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine())
-                .unwrap_or_else(|f| sparse::raise_failure(f, target));
+                .unwrap_or_else(|failure| report(SparseFailure { failure, target }));
             notice_context_cap(loaded, &opts);
             let Loaded { engine, cache, path, .. } = loaded;
             cache.set_file_dir(gucs::kv_file_dir());
             let r = generate(engine, rt, cache, &schema, question, &opts);
             log_cache_events(cache);
-            let used =
-                active.map(|a| (sparse::shown_path(&a.path), a.level, a.selector, a.summary()));
+            let used = active.map(|a| (shown_path(&a.path), a.level, a.selector, a.summary()));
             (r, path.display().to_string(), used, packed_status(engine.model()))
         };
         if matches!(out.0, Err(Nl2SqlError::Model(ModelError::FileChanged { .. }))) {
@@ -286,7 +177,7 @@ fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -
             sparse: SparseUse { source, active },
             packed,
         },
-        (Err(e), ..) => raise_engine(e),
+        (Err(e), ..) => report(e),
     }
 }
 
@@ -299,7 +190,7 @@ fn nl2sql(question: Text) -> TextOut {
 
 /// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR.
 fn accepted(a: Answer) -> TextOut {
-    TextOut(a.outcome.into_result().unwrap_or_else(|e| raise_engine(e)).sql, "the generated SQL")
+    TextOut(a.outcome.into_result().unwrap_or_else(|e| report(e)).sql, "the generated SQL")
 }
 
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
@@ -493,7 +384,7 @@ fn sparse_info(l: &mut Loaded) -> serde_json::Value {
     match sparse::sidecar(l) {
         Ok((path, sc)) => json!({
             "sparsity": setting,
-            "sidecar": sparse::shown_path(&path),
+            "sidecar": shown_path(&path),
             "levels": sc.spec().levels.iter().map(|&x| sparse::round_level(x)).collect::<Vec<_>>(),
             "rank": sc.spec().rank,
             "bytes": sc.len_bytes(),
@@ -501,7 +392,7 @@ fn sparse_info(l: &mut Loaded) -> serde_json::Value {
         }),
         Err(sparse::Failure::Missing { .. }) => json!({ "sparsity": setting, "sidecar": null }),
         Err(sparse::Failure::Open { path, error }) => {
-            json!({ "sparsity": setting, "sidecar": sparse::shown_path(&path), "error": sparse::shown_error(&path, &error) })
+            json!({ "sparsity": setting, "sidecar": shown_path(&path), "error": shown_error(&path, &error) })
         }
         Err(sparse::Failure::Uncalibrated { .. }) => {
             unreachable!("sidecar() does not check levels")
@@ -558,46 +449,19 @@ fn packed_status(model: &crate::model::Model) -> String {
     let s = status.to_string();
     match status {
         crate::model::PackStatus::Ignored { path, .. } => {
-            s.replace(&path.display().to_string(), &sparse::shown_path(path))
+            s.replace(&path.display().to_string(), &shown_path(path))
         }
         _ => s,
     }
 }
 
-/// The widest SIMD feature set this CPU offers (what the kernels can dispatch to).
+/// The kernel tier the dispatcher chose for this process (`TURBOINFER_KERNELS` or the best the
+/// CPU supports), or why none could be chosen.
 fn kernel_tier() -> String {
-    let f = crate::cpu::cpu_features().list();
-    let has = |n: &str| f.iter().any(|(name, on)| *name == n && *on);
-    ["avx512vnni", "avx512bw", "avx512f", "avx2", "i8mm", "dotprod", "neon"]
-        .into_iter()
-        .find(|n| has(n))
-        .unwrap_or("scalar")
-        .to_string()
-}
-
-/// The built-in benchmark schema (the fixtures' two tables).
-fn bench_schema() -> SchemaInfo {
-    let mut users = Table::new("bench", "users", TableKind::Table)
-        .column("id", "integer", false)
-        .column("name", "text", false)
-        .column("email", "text", true)
-        .column("country", "text", true)
-        .column("created_at", "timestamp without time zone", true);
-    users.primary_key = vec!["id".into()];
-    let mut orders = Table::new("bench", "orders", TableKind::Table)
-        .column("id", "integer", false)
-        .column("user_id", "integer", true)
-        .column("amount", "numeric(10,2)", true)
-        .column("status", "text", true)
-        .column("ordered_at", "timestamp without time zone", true);
-    orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(crate::nl2sql::ForeignKey {
-        columns: vec!["user_id".into()],
-        ref_schema: "bench".into(),
-        ref_table: "users".into(),
-        ref_columns: vec!["id".into()],
-    });
-    SchemaInfo::new(vec![users, orders], Some("bench"))
+    match crate::kernels::try_kernels() {
+        Ok(k) => k.tier().name().to_string(),
+        Err(e) => format!("none ({}: {e})", crate::kernels::OVERRIDE_ENV),
+    }
 }
 
 /// `turboinfer_bench()`: measured figures on this server with the configured model: load time,
@@ -606,29 +470,28 @@ fn bench_schema() -> SchemaInfo {
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_bench(
 ) -> TableIterator<'static, (name!(metric, String), name!(value, f64), name!(unit, String))> {
-    let question = "How many users are there?";
-    let schema = bench_schema();
     let opts = options();
     let _slot = slots::acquire();
     let rows = backend::with_backend(|b| {
         let t = Instant::now();
-        let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| raise_load(e));
+        let (loaded, reloaded, rt) = b.model_and_runtime().unwrap_or_else(|e| report(e));
         let load_ms = if reloaded { loaded.load_ms } else { ms(t) };
         let target = gucs::SPARSITY.get();
         sparse::prepare(loaded, target, gucs::SPARSE_SELECTOR.get().engine())
-            .unwrap_or_else(|f| sparse::raise_failure(f, target));
+            .unwrap_or_else(|failure| report(SparseFailure { failure, target }));
         let threads = rt.n_threads() as f64;
-        let mut cache = PrefixCache::new();
-        let t1 = Instant::now();
-        // Timing only: an answer the parser rejects (a small model) still measures the engine.
-        let cold = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts)
-            .unwrap_or_else(|e| raise_engine(e));
-        let cold_ms = ms(t1);
-        let t2 = Instant::now();
-        let warm = generate(&loaded.engine, rt, &mut cache, &schema, question, &opts)
-            .unwrap_or_else(|e| raise_engine(e));
-        let warm_ms = ms(t2);
-        let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
+        let run = crate::nl2sql::bench::bench(
+            &loaded.engine,
+            rt,
+            &opts,
+            &mut |_| {
+                // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
+                pgrx::check_for_interrupts!();
+                true
+            },
+            &mut |sql| validate::validate(sql),
+        )
+        .unwrap_or_else(|e| report(e));
         let model = loaded.engine.model();
         vec![
             ("threads".to_string(), threads, "threads".to_string()),
@@ -642,20 +505,12 @@ fn turboinfer_bench(
                 load_ms,
                 if reloaded { "ms (cold load)" } else { "ms (already loaded)" }.into(),
             ),
-            (
-                "prefill".into(),
-                rate(cold.prefill_tokens, cold.timings.prefill_ms),
-                "tokens/s".into(),
-            ),
-            (
-                "decode".into(),
-                rate(cold.generated_tokens, cold.timings.decode_ms),
-                "tokens/s".into(),
-            ),
-            ("nl2sql_cold".into(), cold_ms, "ms".into()),
-            ("nl2sql_warm".into(), warm_ms, "ms".into()),
-            ("warm_prefill_tokens".into(), warm.prefill_tokens as f64, "tokens".into()),
-            ("generated_tokens".into(), warm.generated_tokens as f64, "tokens".into()),
+            ("prefill".into(), run.prefill_tok_s(), "tokens/s".into()),
+            ("decode".into(), run.decode_tok_s(), "tokens/s".into()),
+            ("nl2sql_cold".into(), run.cold_ms, "ms".into()),
+            ("nl2sql_warm".into(), run.warm_ms, "ms".into()),
+            ("warm_prefill_tokens".into(), run.warm.prefill_tokens as f64, "tokens".into()),
+            ("generated_tokens".into(), run.warm.generated_tokens as f64, "tokens".into()),
             (
                 "backend_rss".into(),
                 backend::rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),

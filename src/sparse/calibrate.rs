@@ -9,11 +9,12 @@
 //! exceeds the level's cutoff, chosen so that the predicted active fraction on the calibration set
 //! equals `1 - target`.
 
-use super::hook::{FfnHook, Recorder};
+use super::hook::{Recorder, SparseHook};
 use super::linalg::{gemm, orthonormalize_rows, spd_solve, transpose};
 use super::sidecar::{model_key, LayerData, SidecarSpec};
-use super::simd::q8_0_row_bytes;
 use super::SparseError;
+use crate::kernels::q8_0_row_bytes;
+use crate::model::FfnHook;
 use crate::model::{Logits, Model};
 use crate::quant::{self, GgmlType};
 use crate::runtime::Runtime;
@@ -84,7 +85,7 @@ pub fn calibrate(
 /// unwinds, e.g. PostgreSQL's interrupt check raising an ERROR).
 struct HookGuard<'a> {
     model: &'a mut Model,
-    prev: Option<Arc<FfnHook>>,
+    prev: Option<Arc<dyn FfnHook>>,
 }
 
 impl Drop for HookGuard<'_> {
@@ -119,7 +120,7 @@ pub fn calibrate_with(
         });
     }
     let rank = opts.rank.clamp(1, c.dim);
-    let rec = Arc::new(FfnHook::Record(Recorder::new(c.n_layers, c.dim, opts.max_tokens)));
+    let rec = Arc::new(SparseHook::Record(Recorder::new(c.n_layers, c.dim, opts.max_tokens)));
     let prev = model.ffn_hook().cloned();
     model.set_ffn_hook(Some(rec.clone()));
     let run = {
@@ -127,7 +128,7 @@ pub fn calibrate_with(
         record_texts(guard.model, tok, rt, texts, opts, cancel)
     }; // the guard is dropped here: the previous hook is back
     run?;
-    let FfnHook::Record(r) = &*rec else { unreachable!("made above") };
+    let SparseHook::Record(r) = &*rec else { unreachable!("made above") };
     let n = r.tokens();
     if n < 16 {
         return Err(SparseError::Calibration(format!(

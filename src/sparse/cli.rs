@@ -1,7 +1,7 @@
 //! The sparse subcommands of the `turboinfer` CLI: `calibrate`, `sparse-report`, `perplexity`,
 //! `sparse-agree` (kept here so the binary only dispatches).
 
-use super::{calibrate, corpus, load_for, sidecar, CalibOptions, FfnHook, SparseConfig};
+use super::{calibrate, corpus, load_for, sidecar, CalibOptions, SparseConfig, SparseHook};
 use crate::generate::{generate_ids, GenerateParams};
 use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
@@ -78,14 +78,19 @@ impl Opts {
     }
 }
 
-/// Runs subcommand `cmd` with `args` (after the command name).
-pub fn run(cmd: &str, args: &[String]) -> Result<(), String> {
+/// The caller's nl2sql prompts of one split (0: calibration, 1: evaluation; see
+/// `nl2sql::calibration::nl2sql_prompts`): the sparse module knows no nl2sql.
+pub type PromptsFn = dyn Fn(usize) -> Vec<String>;
+
+/// Runs subcommand `cmd` with `args` (after the command name); `prompts` gives the nl2sql prompts
+/// that `calibrate` mixes in and `sparse-agree` answers.
+pub fn run(cmd: &str, args: &[String], prompts: &PromptsFn) -> Result<(), String> {
     let o = Opts::parse(args, &["--no-nl2sql", "--no-audit", "--oracle"])?;
     match cmd {
-        "calibrate" => cmd_calibrate(&o),
+        "calibrate" => cmd_calibrate(&o, prompts),
         "sparse-report" => cmd_report(&o),
         "perplexity" => cmd_perplexity(&o),
-        "sparse-agree" => cmd_agree(&o),
+        "sparse-agree" => cmd_agree(&o, prompts),
         _ => Err(format!("unknown command {cmd:?}")),
     }
 }
@@ -107,7 +112,7 @@ fn sidecar_path(o: &Opts, model: &Path) -> Result<PathBuf, String> {
 }
 
 /// `turboinfer calibrate`.
-fn cmd_calibrate(o: &Opts) -> Result<(), String> {
+fn cmd_calibrate(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let out = o.one("--out")?.map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(&path));
     let mut opts = CalibOptions::default();
@@ -120,7 +125,7 @@ fn cmd_calibrate(o: &Opts) -> Result<(), String> {
     opts.rank = o.num("--rank", opts.rank)?;
     opts.max_tokens = o.num("--tokens", opts.max_tokens)?;
     opts.window = o.num("--window", opts.window)?;
-    let texts = if o.flag("--no-nl2sql") { Vec::new() } else { corpus::nl2sql_prompts(Some(0)) };
+    let texts = if o.flag("--no-nl2sql") { Vec::new() } else { prompts(0) };
     let files: Vec<String> = o.0.get("--corpus").cloned().unwrap_or_default();
     let file_texts = corpus::read_texts(&files).map_err(|e| format!("cannot read corpus: {e}"))?;
     let mixed = corpus::interleave(texts, file_texts);
@@ -155,7 +160,7 @@ fn attach(
     model: &mut Model,
     path: &Path,
     mut cfg: SparseConfig,
-) -> Result<Arc<FfnHook>, String> {
+) -> Result<Arc<SparseHook>, String> {
     let s: f32 = o.num("--sparsity", 0.0)?;
     if let Some(sel) = o.one("--selector")? {
         cfg.selector = sel.parse()?;
@@ -189,7 +194,7 @@ fn cmd_report(o: &Opts) -> Result<(), String> {
         cfg.fallback_ratio = 0.0; // every token dense: the baseline timing
     }
     let hook = attach(o, &mut model, &path, cfg)?;
-    let FfnHook::Sparse(sp) = &*hook else { unreachable!("load_for makes a sparse hook") };
+    let SparseHook::Sparse(sp) = &*hook else { unreachable!("load_for makes a sparse hook") };
     let ids = text_ids(o, &tok, o.num("--tokens", 256)?)?;
     let mut cache = model.new_cache(ids.len());
     let t0 = Instant::now();
@@ -273,11 +278,10 @@ fn cmd_perplexity(o: &Opts) -> Result<(), String> {
 
 /// `turboinfer sparse-agree`: greedy nl2sql answers (held-out questions) dense vs sparse: exact
 /// agreement, common prefix length, decode speed of both.
-fn cmd_agree(o: &Opts) -> Result<(), String> {
+fn cmd_agree(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let n: usize = o.num("--n-predict", 48)?;
-    let prompts: Vec<String> =
-        corpus::nl2sql_prompts(Some(1)).into_iter().take(o.num("--questions", 20)?).collect();
+    let prompts: Vec<String> = prompts(1).into_iter().take(o.num("--questions", 20)?).collect();
     let params = GenerateParams { max_tokens: n, ..GenerateParams::default() };
     let run_all = |model: &Model| -> Result<(Vec<Vec<u32>>, f64, usize), String> {
         let mut outs = Vec::new();

@@ -2,10 +2,10 @@
 //! active rows only → down over the active neurons only (neuron-major Q8_0 rows from the sidecar).
 
 use super::sidecar::{LayerView, Sidecar};
-use super::simd;
 use super::stats::{thread_cpu_ns, LayerReport, LayerStats};
 use super::SparseError;
 use crate::gguf::GgufFile;
+use crate::kernels::kernels;
 use crate::model::LayerWeights;
 use crate::ops::{self, SharedActs};
 use rayon::prelude::*;
@@ -189,16 +189,17 @@ impl SparseFfn {
 
     /// The active neurons (positions in the sidecar's order) for input `h` (`[dim]`).
     fn predict(&self, v: &LayerView<'_>, h: &[f32]) -> Vec<u32> {
+        let kset = kernels();
         let f = v.order.len();
         let Some(level) = self.level else { return (0..f as u32).collect() };
         let r = v.p.len() / h.len();
         let mut z = vec![0.0f32; r]; // [rank]
         for (i, &hi) in h.iter().enumerate() {
-            simd::axpy(&mut z, hi, &v.p[i * r..(i + 1) * r]);
+            kset.axpy(&mut z, hi, &v.p[i * r..(i + 1) * r]);
         }
         let mut s = v.bias[v.n_hot..].to_vec(); // [ffn_dim - n_hot] scores of the cold neurons
         for (k, &zk) in z.iter().enumerate() {
-            simd::axpy(&mut s, zk, &v.q[k * f + v.n_hot..(k + 1) * f]);
+            kset.axpy(&mut s, zk, &v.q[k * f + v.n_hot..(k + 1) * f]);
         }
         let cut = v.cutoff[level];
         let mut active: Vec<u32> = (0..v.n_hot as u32).collect();
@@ -217,6 +218,7 @@ impl SparseFfn {
         h: &[f32],
         out: &mut [f32],
     ) -> Result<(), SparseError> {
+        let kset = kernels();
         let t0 = Instant::now();
         let c0 = thread_cpu_ns();
         let v = self.sidecar.layer(l);
@@ -294,7 +296,7 @@ impl SparseFfn {
                 .collect();
             out.fill(0.0);
             for p in &parts {
-                simd::axpy(out, 1.0, p);
+                kset.axpy(out, 1.0, p);
             }
         }
         self.stats[l].add(
@@ -332,6 +334,7 @@ impl SparseFfn {
         t0: Instant,
         c0: u64,
     ) -> Result<(), SparseError> {
+        let kset = kernels();
         let f = v.order.len();
         let mut acts = SharedActs::new(h, h.len());
         let mut g = vec![0.0f32; f]; // [ffn_dim] original order
@@ -371,7 +374,7 @@ impl SparseFfn {
                 .collect();
             out.fill(0.0);
             for p in &parts {
-                simd::axpy(out, 1.0, p);
+                kset.axpy(out, 1.0, p);
             }
         }
         self.stats[l].add(rows.len(), false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
@@ -406,6 +409,7 @@ impl SparseFfn {
 
 /// `Σ_j full[order[j]] * down_t[j]` over positions `js` (`[dim]`), four rows per accumulator pass.
 fn down_rows(v: &LayerView<'_>, js: &[u32], full: &[f32], dim: usize) -> Vec<f32> {
+    let kset = kernels();
     let rb = v.down_row_bytes;
     let row = |j: u32| &v.down[j as usize * rb..(j as usize + 1) * rb];
     let coef = |j: u32| full[v.order[j as usize] as usize];
@@ -416,14 +420,14 @@ fn down_rows(v: &LayerView<'_>, js: &[u32], full: &[f32], dim: usize) -> Vec<f32
         if let Some(next) = js.get((k + 2) * 4..(k + 3) * 4) {
             next.iter().for_each(|&j| prefetch(row(j)));
         }
-        simd::axpy4_q8_0(
+        kset.axpy4_q8_0(
             &mut acc,
             [coef(c[0]), coef(c[1]), coef(c[2]), coef(c[3])],
             [row(c[0]), row(c[1]), row(c[2]), row(c[3])],
         );
     }
     for &j in rest {
-        simd::axpy_q8_0(&mut acc, coef(j), row(j));
+        kset.axpy_q8_0(&mut acc, coef(j), row(j));
     }
     acc
 }

@@ -1,52 +1,59 @@
-//! What the model's FFN block calls into: a sparse executor, or a recorder of dense activations
-//! (calibration).
+//! What the model's FFN block calls into (the sparse module's `model::FfnHook`): a sparse
+//! executor, or a recorder of dense activations (calibration).
 
 use super::ffn::SparseFfn;
-use super::SparseError;
 use crate::gguf::GgufFile;
-use crate::model::LayerWeights;
+use crate::model::{FfnHook, LayerWeights, ModelError};
 use half::f16;
 use std::sync::Mutex;
 
-/// The model's optional FFN hook.
+/// The sparse module's FFN hook.
 #[derive(Debug)]
-pub enum FfnHook {
+pub enum SparseHook {
     /// Run the FFN sparsely.
     Sparse(SparseFfn),
     /// Run it densely and record inputs and activations.
     Record(Recorder),
 }
 
-impl FfnHook {
-    /// Runs layer `l`'s FFN on `h` into `out` if this hook computes it; false means "do it densely".
-    pub fn run(
+impl SparseHook {
+    /// The sparse hook behind a model's `hook`, if it is one.
+    pub fn of(hook: &dyn FfnHook) -> Option<&SparseHook> {
+        (hook as &dyn std::any::Any).downcast_ref::<SparseHook>()
+    }
+}
+
+impl FfnHook for SparseHook {
+    /// A sparse executor computes the FFN (a `SparseError` becomes `ModelError::FfnHook`); a
+    /// recorder leaves it to the dense path.
+    fn run(
         &self,
         l: usize,
         file: &GgufFile,
         lw: &LayerWeights,
         h: &[f32],
         out: &mut [f32],
-    ) -> Result<bool, SparseError> {
+    ) -> Result<bool, ModelError> {
         match self {
-            FfnHook::Sparse(s) => s.forward(l, file, lw, h, out),
-            FfnHook::Record(_) => Ok(false),
+            SparseHook::Sparse(s) => {
+                s.forward(l, file, lw, h, out).map_err(|e| ModelError::FfnHook(Box::new(e)))
+            }
+            SparseHook::Record(_) => Ok(false),
         }
     }
 
-    /// True when a batch of tokens gets bitwise the results of the same tokens one at a time (what
-    /// exact speculative decoding needs): a recorder only observes; a sparse executor only when it
-    /// also runs batches token by token (`SparseConfig::batches`), since batches are dense otherwise.
-    pub fn batch_invariant(&self) -> bool {
+    /// A recorder only observes; a sparse executor is batch-invariant only when it also runs
+    /// batches token by token (`SparseConfig::batches`), since batches are dense otherwise.
+    fn batch_invariant(&self) -> bool {
         match self {
-            FfnHook::Sparse(s) => s.config.batches,
-            FfnHook::Record(_) => true,
+            SparseHook::Sparse(s) => s.config.batches,
+            SparseHook::Record(_) => true,
         }
     }
 
-    /// Sees the dense path's FFN input `h` (`[n, dim]`) and activations `act` (`[n, ffn_dim]`,
-    /// silu(gate)*up) of layer `l`.
-    pub fn observe(&self, l: usize, h: &[f32], act: &[f32]) {
-        if let FfnHook::Record(r) = self {
+    /// A recorder records the rows; a sparse executor ignores them.
+    fn observe(&self, l: usize, h: &[f32], act: &[f32]) {
+        if let SparseHook::Record(r) = self {
             r.record(l, h, act);
         }
     }

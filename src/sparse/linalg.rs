@@ -1,17 +1,18 @@
 //! Dense f32 linear algebra for calibration (row-major, rayon-parallel, no external BLAS).
 
-use super::simd;
+use crate::kernels::kernels;
 use rayon::prelude::*;
 
 /// `C = A·B` with `A` `[m, k]`, `B` `[k, n]`, `C` `[m, n]`; parallel over rows of `C`.
 pub fn gemm(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let kset = kernels();
     assert!(a.len() == m * k && b.len() == k * n, "gemm shapes");
     let mut c = vec![0.0f32; m * n]; // [m, n]
     c.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, row)| {
         for p in 0..k {
             let x = a[i * k + p];
             if x != 0.0 {
-                simd::axpy(row, x, &b[p * n..(p + 1) * n]);
+                kset.axpy(row, x, &b[p * n..(p + 1) * n]);
             }
         }
     });
@@ -32,16 +33,17 @@ pub fn transpose(a: &[f32], m: usize, n: usize) -> Vec<f32> {
 /// Orthonormalizes the rows of `x` (`[k, d]`) in place (modified Gram-Schmidt, twice for
 /// stability); a row that becomes (numerically) zero is left zero.
 pub fn orthonormalize_rows(x: &mut [f32], k: usize, d: usize) {
+    let kset = kernels();
     for _pass in 0..2 {
         for i in 0..k {
             let (done, rest) = x.split_at_mut(i * d);
             let row = &mut rest[..d];
             for j in 0..i {
                 let prev = &done[j * d..(j + 1) * d];
-                let c = simd::dot(row, prev);
-                simd::axpy(row, -c, prev);
+                let c = kset.dot_f32(row, prev);
+                kset.axpy(row, -c, prev);
             }
-            let norm = simd::dot(row, row).sqrt();
+            let norm = kset.dot_f32(row, row).sqrt();
             if norm > 1e-20 {
                 row.iter_mut().for_each(|v| *v /= norm);
             } else {
@@ -108,14 +110,15 @@ mod tests {
     /// gemm, transpose, orthonormalization and the SPD solver on small exact cases.
     #[test]
     fn small_cases() {
+        let kset = kernels();
         let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // [2, 3]
         let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [3, 2]
         assert_eq!(gemm(&a, &b, 2, 3, 2), vec![4.0, 5.0, 10.0, 11.0]);
         assert_eq!(transpose(&a, 2, 3), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
         let mut x = vec![3.0, 4.0, 0.0, 1.0, 1.0, 1.0];
         orthonormalize_rows(&mut x, 2, 3);
-        assert!((simd::dot(&x[0..3], &x[0..3]) - 1.0).abs() < 1e-6);
-        assert!(simd::dot(&x[0..3], &x[3..6]).abs() < 1e-6);
+        assert!((kset.dot_f32(&x[0..3], &x[0..3]) - 1.0).abs() < 1e-6);
+        assert!(kset.dot_f32(&x[0..3], &x[3..6]).abs() < 1e-6);
         let g = [4.0, 2.0, 2.0, 3.0]; // SPD
         let want = [1.0f32, -2.0];
         let rhs = [4.0 * 1.0 + 2.0 * -2.0, 2.0 * 1.0 + 3.0 * -2.0];

@@ -4,7 +4,7 @@
 //! Flow: `calibrate` records |silu(gate)*up| over calibration text and fits per-layer thresholds,
 //! hot-first neuron orders and low-rank predictors; `sidecar::write` stores them with the
 //! neuron-major down projection; `Sidecar::open` maps and validates the file; a `SparseFfn` bound to
-//! a level is attached to a model as its `FfnHook`.
+//! a level is attached to a model as its `model::FfnHook` (a `SparseHook`).
 
 pub mod calibrate;
 pub mod cli;
@@ -14,13 +14,12 @@ pub mod ffn;
 pub mod hook;
 pub mod linalg;
 pub mod sidecar;
-pub mod simd;
 pub mod stats;
 
 pub use calibrate::{calibrate, calibrate_with, CalibOptions, CalibReport};
 pub use error::SparseError;
 pub use ffn::{Selector, SparseConfig, SparseFfn};
-pub use hook::{FfnHook, Recorder};
+pub use hook::{Recorder, SparseHook};
 pub use sidecar::{LayerData, Sidecar, SidecarSpec};
 pub use stats::{LayerReport, LayerStats, Summary};
 
@@ -35,9 +34,9 @@ pub fn load_for(
     sidecar: &Path,
     target: f32,
     config: SparseConfig,
-) -> Result<Arc<FfnHook>, SparseError> {
+) -> Result<Arc<SparseHook>, SparseError> {
     let sc = Sidecar::open(sidecar, Some(model.file()))?;
     let c = model.config();
     sc.check_shape(c.n_layers, c.dim, c.ffn_dim)?;
-    Ok(Arc::new(FfnHook::Sparse(SparseFfn::new(Arc::new(sc), target, config)?)))
+    Ok(Arc::new(SparseHook::Sparse(SparseFfn::new(Arc::new(sc), target, config)?)))
 }

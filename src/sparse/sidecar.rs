@@ -16,9 +16,9 @@
 //!               down Q8_0[ffn_dim, dim]       down projection transposed, rows in `order`
 //! ```
 
-use super::simd::q8_0_row_bytes;
 use super::SparseError;
 use crate::gguf::GgufFile;
+use crate::kernels::q8_0_row_bytes;
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 use std::io::Write;

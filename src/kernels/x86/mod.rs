@@ -12,9 +12,10 @@ mod kquant512;
 mod packed256;
 mod packed512;
 mod quantize;
+mod vector;
 
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
-use super::set::{KernelSet, TypeKernels, MAX_BATCH};
+use super::table::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
 
 /// Block geometry of a (weight, activation) pairing.
@@ -280,6 +281,11 @@ macro_rules! tier {
                 wsum_f16,
                 packed_q4_k: packed_ptr!($p4, packed_q4_k),
                 packed_q6_k: packed_ptr!($p6, packed_q6_k),
+                // AVX2+FMA builds: every x86 tier has both.
+                axpy: super::vector::axpy,
+                axpy_q8_0: super::vector::axpy_q8_0,
+                axpy4_q8_0: super::vector::axpy4_q8_0,
+                dot_f32: super::vector::dot,
             };
         }
     };

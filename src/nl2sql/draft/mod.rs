@@ -3,18 +3,17 @@
 //! a token trie, (b) prompt lookup over the prompt and the answer so far, and (c) an adaptive
 //! draft length. One drafter is built per schema prefix and kept next to its KV state.
 
-pub mod lookup;
 pub mod templates;
-pub mod trie;
 pub mod window;
 
-use crate::nl2sql::fingerprint::Fingerprint;
+use crate::generate::fingerprint::Fingerprint;
+use crate::generate::lookup;
+pub use crate::generate::trie::TokenTrie;
 use crate::nl2sql::ident::quote_ident;
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::trim::words;
 use crate::tokenizer::{Tokenizer, TokenizerError};
-pub use trie::TokenTrie;
 pub use window::{Window, MAX_DRAFT};
 
 /// Longest answer suffix matched against the trie: a clause opening ("JOIN orders o ON o.") is

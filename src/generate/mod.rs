@@ -1,5 +1,14 @@
 //! The generation loop: prompt → tokens → batched prefill → token-by-token decode, with streaming
-//! text, stop conditions (end-of-generation token, stop strings, token budget) and timings.
+//! text, stop conditions (end-of-generation token, stop strings, token budget) and timings; and
+//! the machinery of generation that knows nothing of what is generated: speculative decoding
+//! with verification and back-outs (`speculate`), prompt lookup and a token trie for drafts,
+//! prompt-prefix fingerprints and the files of a prefix's KV state (`kv_file`).
+
+pub mod fingerprint;
+pub mod kv_file;
+pub mod lookup;
+pub mod speculate;
+pub mod trie;
 
 use crate::model::{KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
@@ -16,6 +25,9 @@ pub enum GenerateError {
     Tokenizer(#[from] TokenizerError),
     #[error("the prompt is empty (no tokens)")]
     EmptyPrompt,
+    /// The caller's progress callback asked to stop.
+    #[error("generation was cancelled")]
+    Cancelled,
 }
 
 /// Settings of one generation.

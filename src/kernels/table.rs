@@ -1,15 +1,9 @@
-//! `KernelSet`: one tier's table of dot-product kernels per weight type plus its activation quantizers,
-//! and the process-wide selection (`kernels()`), made once from the CPU features and `TURBOINFER_KERNELS`.
-
-use std::sync::OnceLock;
+//! `KernelSet`: one tier's table of dot-product kernels per weight type plus its activation
+//! quantizers. The implementations (`scalar`, `x86`) fill it; `select` picks one per process.
 
 use super::packed::PackedDotFn;
-use super::tier::{parse_override, KernelError, Tier};
-use crate::cpu::{cpu_features, CpuFeatures};
+use super::tier::Tier;
 use crate::quant::{GgmlType, QuantizeFn, VecDotFn};
-
-/// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni`); a tier the CPU lacks is an error.
-pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
 
 /// Activation vectors one batch-kernel call applies each decoded weight block to (more are chunked):
 /// 8 accumulators per vector still fit the 16 (AVX2) / 32 (AVX-512) vector registers.
@@ -27,6 +21,15 @@ pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out:
 /// elements in `v` (F32 or F16 bytes). Every tier computes each lane with the reference's operations
 /// in the reference's order (multiply, then add, row by row), so all tiers agree bit for bit.
 pub type WeightedSumFn = fn(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]);
+
+/// `y += a * x` over `y.len()` elements (`x.len() >= y.len()`).
+pub type AxpyFn = fn(y: &mut [f32], a: f32, x: &[f32]);
+/// `y += a * dequant(q)`, `q` one Q8_0 row of `y.len()` elements (a multiple of 32).
+pub type AxpyQ8Fn = fn(y: &mut [f32], a: f32, q: &[u8]);
+/// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows of `y.len()` elements each.
+pub type Axpy4Q8Fn = fn(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]);
+/// `Σ x[i] * y[i]` of two f32 vectors.
+pub type DotF32Fn = fn(x: &[f32], y: &[f32]) -> f32;
 
 /// The two kernels of one weight type.
 #[derive(Clone, Copy)]
@@ -75,35 +78,18 @@ pub struct KernelSet {
     pub(crate) packed_q4_k: Option<PackedDotFn>,
     /// Dot products of `Q6_K×16` packed row groups, if this tier has them.
     pub(crate) packed_q6_k: Option<PackedDotFn>,
+    /// `y += a * x` (the sparse FFN's vector kernels, `kernels::vector`, are bitwise the same in
+    /// every tier).
+    pub(crate) axpy: AxpyFn,
+    /// `y += a * dequant(q)` over one Q8_0 row.
+    pub(crate) axpy_q8_0: AxpyQ8Fn,
+    /// `y += Σ a[k] * dequant(q[k])` over four Q8_0 rows.
+    pub(crate) axpy4_q8_0: Axpy4Q8Fn,
+    /// Dot product of two f32 vectors.
+    pub(crate) dot_f32: DotF32Fn,
 }
 
 impl KernelSet {
-    /// The table of `tier`, or an error if this CPU cannot run it.
-    pub fn for_tier(tier: Tier) -> Result<&'static KernelSet, KernelError> {
-        Self::for_tier_with(tier, cpu_features())
-    }
-
-    /// The table of `tier` if `features` (which must describe this CPU) support it.
-    fn for_tier_with(
-        tier: Tier,
-        features: &CpuFeatures,
-    ) -> Result<&'static KernelSet, KernelError> {
-        tier.check(features)?;
-        Ok(match tier {
-            Tier::Scalar => &super::scalar::SET,
-            #[cfg(target_arch = "x86_64")]
-            Tier::Avx2 => &super::x86::AVX2,
-            #[cfg(target_arch = "x86_64")]
-            Tier::AvxVnni => &super::x86::AVX_VNNI,
-            #[cfg(target_arch = "x86_64")]
-            Tier::Avx512 => &super::x86::AVX512,
-            #[cfg(target_arch = "x86_64")]
-            Tier::Avx512Vnni => &super::x86::AVX512_VNNI,
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => unreachable!("Tier::check refuses x86 tiers on other architectures"),
-        })
-    }
-
     /// The tier this table belongs to.
     pub fn tier(&self) -> Tier {
         self.tier
@@ -186,30 +172,26 @@ impl KernelSet {
             _ => return None,
         })
     }
-}
 
-/// The process-wide selection (the `OVERRIDE_ENV` tier if set, else the best supported), made once.
-static SELECTED: OnceLock<Result<&'static KernelSet, KernelError>> = OnceLock::new();
+    /// `y += a * x` (`x.len() >= y.len()`).
+    pub fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        (self.axpy)(y, a, x)
+    }
 
-/// The kernel table for this process, or the error of an invalid `TURBOINFER_KERNELS` override.
-pub fn try_kernels() -> Result<&'static KernelSet, KernelError> {
-    SELECTED
-        .get_or_init(|| {
-            let f = cpu_features();
-            let tier = match std::env::var(OVERRIDE_ENV) {
-                Ok(s) if !s.trim().is_empty() => parse_override(&s, f)?,
-                _ => Tier::best(f),
-            };
-            KernelSet::for_tier_with(tier, f)
-        })
-        .clone()
-}
+    /// `y += a * dequant(q)`, `q` one Q8_0 row of `y.len()` elements (a multiple of 32).
+    pub fn axpy_q8_0(&self, y: &mut [f32], a: f32, q: &[u8]) {
+        debug_assert_eq!(q.len(), super::q8_0_row_bytes(y.len()));
+        (self.axpy_q8_0)(y, a, q)
+    }
 
-/// The kernel table for this process. Panics with the reason if `TURBOINFER_KERNELS` asks for an
-/// unknown tier or one this CPU lacks; call `try_kernels()` at start-up to report that as an error.
-pub fn kernels() -> &'static KernelSet {
-    match try_kernels() {
-        Ok(k) => k,
-        Err(e) => panic!("{OVERRIDE_ENV}: {e}"),
+    /// `y += Σ_k a[k] * dequant(q[k])` for four Q8_0 rows of `y.len()` elements each.
+    pub fn axpy4_q8_0(&self, y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
+        debug_assert!(q.iter().all(|r| r.len() == super::q8_0_row_bytes(y.len())));
+        (self.axpy4_q8_0)(y, a, q)
+    }
+
+    /// `Σ x[i] * y[i]`.
+    pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
+        (self.dot_f32)(x, y)
     }
 }

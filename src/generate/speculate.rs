@@ -7,14 +7,40 @@
 //! by token in the same order as plain decoding, and the chooser sees the text as it is at each
 //! position, so with a batch-invariant forward pass the outcome (ids, text, stop reason) is the
 //! same as without speculation; only the number of forward passes changes.
+//!
+//! Nothing here knows what is generated: where drafts come from ([`Drafting`]), when the answer is
+//! complete and which token is chosen are the caller's (nl2sql: `nl2sql::decode`).
 
-use super::draft::{Drafter, Window};
-use super::engine::{Progress, StopReason};
-use super::error::Nl2SqlError;
-use super::sqltext::answer_complete;
+use super::GenerateError;
 use crate::model::{KvCache, Logits};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::collections::VecDeque;
+
+/// Why a decode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The caller's completion check ended the answer (nl2sql: the statement ended: `;`,
+    /// closing fence, blank line after the SQL).
+    EndOfStatement,
+    /// The model produced an end-of-generation token.
+    EndOfGeneration,
+    /// `max_new` tokens were generated.
+    Budget,
+    /// The KV cache is full.
+    ContextFull,
+}
+
+impl StopReason {
+    /// A short lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::EndOfStatement => "end_of_statement",
+            StopReason::EndOfGeneration => "end_of_generation",
+            StopReason::Budget => "max_new_tokens",
+            StopReason::ContextFull => "context_full",
+        }
+    }
+}
 
 /// Forward-pass and draft counters of a decode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,18 +82,26 @@ pub struct Decoded {
     pub stats: SpecStats,
 }
 
-/// Limits and switches of one decode.
+/// Limits of one decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeLimits {
+pub struct Limits {
     /// Most tokens generated.
     pub max_new: usize,
-    /// Stop when the first SQL statement of the text has ended ([`answer_complete`]).
-    pub stop_at_statement: bool,
     /// Text the answer already starts with in the prompt (e.g. an opening SQL fence): the
     /// returned text begins with it, and the stop checks and the chooser see it.
     pub seed: &'static str,
     /// Most back-outs of a dead end (see [`decode`]); 0 never backs out (and keeps no rows).
     pub backtrack: usize,
+}
+
+/// A source of draft tokens for one decode.
+pub trait Drafting {
+    /// Up to `max` (> 0) draft tokens to follow `history` (prompt + the `generated` tokens so
+    /// far), whose answer text is `text`; empty for none.
+    fn propose(&mut self, history: &[u32], generated: usize, text: &str, max: usize) -> Vec<u32>;
+
+    /// Learns from one verification round: `accepted` of the `drafted` tokens were right.
+    fn verified(&mut self, drafted: usize, accepted: usize);
 }
 
 /// A chooser's answer: the token, and whether it keeps the text acceptable (false: the text so
@@ -83,17 +117,19 @@ pub struct Choice {
 const BACKTRACK_DEPTH: usize = 8;
 
 /// Runs the model on tokens appended to the cache and returns logits rows `[n, vocab]` (or the last).
-pub type ForwardFn<'a> =
-    dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, Nl2SqlError> + 'a;
+pub type ForwardFn<'a, E> = dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, E> + 'a;
 /// Picks the next token from (text so far, logits row, ids excluded at this position).
 pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
+/// True when the answer text is complete (ends the decode with [`StopReason::EndOfStatement`]).
+pub type CompleteFn<'a> = dyn Fn(&str) -> bool + 'a;
 
 /// Decodes from `first` (the logits row after the prompt, `[width]`) with the KV cache `kv`
 /// holding the prompt `context`. `forward` is the one forward entry point (returns `[n_out,
 /// width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
-/// there), `on_progress` runs before every forward pass (returning `false` cancels). With
-/// `drafter` set, drafts are verified in batches (its templates preferring the `focus` tokens at
-/// branch points); without, one token per pass.
+/// there), `complete` the check that ends the answer (`None`: only end-of-generation, budget and
+/// a full context stop), `on_step` runs before every forward pass with the number of tokens
+/// generated so far (returning `false` cancels with [`GenerateError::Cancelled`]). With
+/// `drafting` set, its drafts are verified in batches; without, one token per pass.
 ///
 /// Back-outs: when the chooser finds no acceptable token (a constrained decode at a dead end),
 /// the last tokens are taken back one at a time, at most [`BACKTRACK_DEPTH`] deep and
@@ -105,17 +141,18 @@ pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
 /// On return the cache holds the prompt and every generated token but the last (as plain
 /// decoding leaves it).
 #[allow(clippy::too_many_arguments)]
-pub fn decode(
+pub fn decode<E: From<GenerateError>>(
     tok: &Tokenizer,
     kv: &mut KvCache,
     first: Vec<f32>,
     context: &[u32],
-    drafter: Option<(&Drafter, &[u32])>,
-    limits: DecodeLimits,
-    forward: &mut ForwardFn,
+    mut drafting: Option<&mut dyn Drafting>,
+    limits: Limits,
+    complete: Option<&CompleteFn>,
+    forward: &mut ForwardFn<E>,
     choose: &mut ChooseFn,
-    on_progress: &mut dyn FnMut(Progress) -> bool,
-) -> Result<Decoded, Nl2SqlError> {
+    on_step: &mut dyn FnMut(usize) -> bool,
+) -> Result<Decoded, E> {
     let width = first.len();
     let base = kv.len();
     let mut rows = first; // [draft.len() + 1, width] logits of the last verification
@@ -126,7 +163,6 @@ pub fn decode(
     let mut stream = tok.stream_decoder();
     let mut text = limits.seed.to_string();
     let mut stats = SpecStats::default();
-    let mut window = Window::new();
     // Back-outs: the rows of the last positions (`(position, [width])`), the tokens excluded
     // per position, and how many back-outs are left.
     let mut kept: VecDeque<(usize, Vec<f32>)> = VecDeque::new();
@@ -184,7 +220,7 @@ pub fn decode(
             break StopReason::EndOfGeneration;
         }
         text.push_str(&stream.push(id));
-        if limits.stop_at_statement && answer_complete(&text) {
+        if complete.is_some_and(|c| c(&text)) {
             break StopReason::EndOfStatement;
         }
         if ids.len() >= limits.max_new {
@@ -197,27 +233,29 @@ pub fn decode(
         }
         // End of a verification round: `r` drafted tokens were accepted.
         if !backed_out {
-            window.update(draft.len(), r);
+            if let Some(d) = drafting.as_deref_mut() {
+                d.verified(draft.len(), r);
+            }
         }
         kv.truncate(base + ids.len() - 1); // every generated token but `id`
         if kv.check_room(1).is_err() {
             break StopReason::ContextFull;
         }
-        draft = match drafter {
-            Some((d, focus)) => {
+        draft = match drafting.as_deref_mut() {
+            Some(d) => {
                 let room = kv.capacity() - kv.len() - 1;
                 // Tokens n+1..n+k+1 come out of this pass; more than the budget left is waste.
-                let k = window.len(&text).min(limits.max_new - ids.len() - 1).min(room);
-                if k == 0 {
+                let max = (limits.max_new - ids.len() - 1).min(room);
+                if max == 0 {
                     Vec::new()
                 } else {
-                    d.propose(&history, ids.len(), k, focus)
+                    d.propose(&history, ids.len(), &text, max)
                 }
             }
             None => Vec::new(),
         };
-        if !on_progress(Progress::Decode { generated: ids.len() }) {
-            return Err(Nl2SqlError::Cancelled);
+        if !on_step(ids.len()) {
+            return Err(GenerateError::Cancelled.into());
         }
         let mut batch = Vec::with_capacity(draft.len() + 1);
         batch.push(id);

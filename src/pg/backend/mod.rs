@@ -3,6 +3,8 @@
 //! backend's signals blocked so that PostgreSQL's signal handlers only ever run on the backend's
 //! own thread).
 
+pub mod sparse;
+
 use super::gucs;
 use crate::nl2sql::model_path::{self, ModelPathError, MODELS_DIR};
 use crate::nl2sql::{Engine, Nl2SqlError, PrefixCache};
@@ -60,7 +62,7 @@ pub struct Loaded {
     pub load_ms: f64,
     /// The sparse FFN sidecar opened for this model and the hooks built from it (dropped with
     /// the model: a reload starts without one).
-    pub sparse: Option<super::sparse::SparseCache>,
+    pub sparse: Option<sparse::SparseCache>,
 }
 
 /// Everything a backend keeps between calls.

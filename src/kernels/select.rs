@@ -1,0 +1,65 @@
+//! The process-wide kernel selection (`kernels()`), made once from the CPU features and
+//! `TURBOINFER_KERNELS`: the one place that knows every implementation (`scalar`, `x86`).
+
+use std::sync::OnceLock;
+
+use super::table::KernelSet;
+use super::tier::{parse_override, KernelError, Tier};
+use crate::cpu::{cpu_features, CpuFeatures};
+
+/// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni`); a tier the CPU lacks is an error.
+pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
+
+impl KernelSet {
+    /// The table of `tier`, or an error if this CPU cannot run it.
+    pub fn for_tier(tier: Tier) -> Result<&'static KernelSet, KernelError> {
+        Self::for_tier_with(tier, cpu_features())
+    }
+
+    /// The table of `tier` if `features` (which must describe this CPU) support it.
+    fn for_tier_with(
+        tier: Tier,
+        features: &CpuFeatures,
+    ) -> Result<&'static KernelSet, KernelError> {
+        tier.check(features)?;
+        Ok(match tier {
+            Tier::Scalar => &super::scalar::SET,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => &super::x86::AVX2,
+            #[cfg(target_arch = "x86_64")]
+            Tier::AvxVnni => &super::x86::AVX_VNNI,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => &super::x86::AVX512,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512Vnni => &super::x86::AVX512_VNNI,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("Tier::check refuses x86 tiers on other architectures"),
+        })
+    }
+}
+
+/// The process-wide selection (the `OVERRIDE_ENV` tier if set, else the best supported), made once.
+static SELECTED: OnceLock<Result<&'static KernelSet, KernelError>> = OnceLock::new();
+
+/// The kernel table for this process, or the error of an invalid `TURBOINFER_KERNELS` override.
+pub fn try_kernels() -> Result<&'static KernelSet, KernelError> {
+    SELECTED
+        .get_or_init(|| {
+            let f = cpu_features();
+            let tier = match std::env::var(OVERRIDE_ENV) {
+                Ok(s) if !s.trim().is_empty() => parse_override(&s, f)?,
+                _ => Tier::best(f),
+            };
+            KernelSet::for_tier_with(tier, f)
+        })
+        .clone()
+}
+
+/// The kernel table for this process. Panics with the reason if `TURBOINFER_KERNELS` asks for an
+/// unknown tier or one this CPU lacks; call `try_kernels()` at start-up to report that as an error.
+pub fn kernels() -> &'static KernelSet {
+    match try_kernels() {
+        Ok(k) => k,
+        Err(e) => panic!("{OVERRIDE_ENV}: {e}"),
+    }
+}
