@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod fallible;
+pub mod fileio;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;
