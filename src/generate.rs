@@ -1,6 +1,7 @@
 //! The generation loop: prompt → tokens → batched prefill → token-by-token decode, with streaming
 //! text, stop conditions (end-of-generation token, stop strings, token budget) and timings.
 
+use crate::clock::ms_since;
 use crate::model::{KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -191,11 +192,6 @@ pub fn generate_ids(
         stop_reason: reason,
         timings,
     })
-}
-
-/// Milliseconds elapsed since `t`.
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// Streams text while holding back anything that could be the start of a stop string.

@@ -86,11 +86,11 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let cold = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!cold.cache_hit);
+    assert!(!cold.cache_hit());
     let warm = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(warm.cache_hit);
+    assert!(warm.cache_hit());
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
     assert_eq!(
         cold.attempts[0].raw, warm.attempts[0].raw,
@@ -116,7 +116,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let third = e
         .run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!third.cache_hit);
+    assert!(!third.cache_hit());
     assert_ne!(third.fingerprint, cold.fingerprint);
 
     // Cancel during the prefix prefill: the cache is left without a valid prefix, and the next
@@ -139,7 +139,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let again = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!again.cache_hit);
+    assert!(!again.cache_hit());
     assert_eq!(again.attempts[0].raw, cold.attempts[0].raw);
 
     // A rejecting validator triggers `repair_rounds` repair rounds (fewer only when a repair

@@ -120,7 +120,7 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     b.set_file_dir(Some(files.clone()));
     let warm = e.run(&rt, &mut b, &schema(), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(warm.prefix_source, PrefixSource::File, "{:?}", b.take_events());
-    assert!(warm.cache_hit);
+    assert!(warm.cache_hit());
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
     assert_eq!(warm.attempts[0].raw, cold.attempts[0].raw);
     assert_eq!(b.stats().file_hits, 1);
