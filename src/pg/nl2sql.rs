@@ -574,26 +574,22 @@ fn kernel_tier() -> String {
 
 /// The built-in benchmark schema (the fixtures' two tables).
 fn bench_schema() -> SchemaInfo {
-    let mut users = Table::new("bench", "users", TableKind::Table)
+    let ts = "timestamp without time zone";
+    let users = Table::new("bench", "users", TableKind::Table)
         .column("id", "integer", false)
         .column("name", "text", false)
         .column("email", "text", true)
         .column("country", "text", true)
-        .column("created_at", "timestamp without time zone", true);
-    users.primary_key = vec!["id".into()];
-    let mut orders = Table::new("bench", "orders", TableKind::Table)
+        .column("created_at", ts, true)
+        .with_primary_key(&["id"]);
+    let orders = Table::new("bench", "orders", TableKind::Table)
         .column("id", "integer", false)
         .column("user_id", "integer", true)
         .column("amount", "numeric(10,2)", true)
         .column("status", "text", true)
-        .column("ordered_at", "timestamp without time zone", true);
-    orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(crate::nl2sql::ForeignKey {
-        columns: vec!["user_id".into()],
-        ref_schema: "bench".into(),
-        ref_table: "users".into(),
-        ref_columns: vec!["id".into()],
-    });
+        .column("ordered_at", ts, true)
+        .with_primary_key(&["id"])
+        .with_foreign_key(&["user_id"], "bench", "users", &["id"]);
     SchemaInfo::new(vec![users, orders], Some("bench"))
 }
 
