@@ -7,7 +7,7 @@ use crate::regular_file::{self, Links};
 use memmap2::Mmap;
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Whether a mapping is watched for faults and in-place rewrites (see [`crate::mapguard`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,7 @@ const HEAD: u64 = 16;
 
 /// A read-only shared mapping of a regular file, validated at open.
 pub struct MappedFile {
+    path: PathBuf,
     /// Watches `map` (declared first: released before the mapping is unmapped).
     watch: Option<MapWatch>,
     /// The open file, when not watched (a watch keeps it itself).
@@ -45,7 +46,10 @@ pub struct MappedFile {
 impl std::fmt::Debug for MappedFile {
     /// The length only (the data is not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MappedFile").field("len", &self.map.len()).finish()
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .finish()
     }
 }
 
@@ -76,9 +80,21 @@ impl MappedFile {
             return Err(MapError::Magic { found: map[..magic.len()].to_vec() });
         }
         Ok(match watch {
-            Watch::Yes => MappedFile { watch: Some(MapWatch::new(file, &map)), file: None, map },
-            Watch::No => MappedFile { watch: None, file: Some(file), map },
+            Watch::Yes => MappedFile {
+                path: path.to_path_buf(),
+                watch: Some(MapWatch::new(file, &map)),
+                file: None,
+                map,
+            },
+            Watch::No => {
+                MappedFile { path: path.to_path_buf(), watch: None, file: Some(file), map }
+            }
         })
+    }
+
+    /// The file this was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The whole mapped file.
@@ -86,13 +102,24 @@ impl MappedFile {
         &self.map
     }
 
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// True for an empty mapping (never, for a file with a minimum length).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// The open file of an unwatched mapping (`None` when watched).
     pub fn file(&self) -> Option<&File> {
         self.file.as_ref()
     }
 
-    /// True when a watched file changed under the mapping (see [`MapWatch::changed`]); never for
-    /// an unwatched one.
+    /// True when a watched file changed under the mapping (a read past a new end, which read
+    /// zeros, or a new size or modification time: what was read from it may be garbage; see
+    /// [`MapWatch::changed`]); never for an unwatched one.
     pub fn changed(&self) -> bool {
         self.watch.as_ref().is_some_and(MapWatch::changed)
     }

@@ -121,17 +121,27 @@ pub struct GgufHeader {
 
 /// An open GGUF model file: the mapping plus its parsed header.
 pub struct GgufFile {
-    path: PathBuf,
-    /// The watched mapping.
+    /// The watched mapping (what [`GgufFile`] dereferences to: path, bytes, length, `changed`).
     map: MappedFile,
     header: GgufHeader,
     by_name: HashMap<String, usize>,
 }
 
+/// A GGUF file is a validated mapping plus its parsed header: the mapping's accessors
+/// ([`MappedFile::path`], [`MappedFile::bytes`], [`MappedFile::len`], [`MappedFile::changed`])
+/// are the file's.
+impl std::ops::Deref for GgufFile {
+    type Target = MappedFile;
+
+    fn deref(&self) -> &MappedFile {
+        &self.map
+    }
+}
+
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("len", &self.len())
             .field("tensors", &self.header.tensors.len())
             .finish()
@@ -167,11 +177,11 @@ impl GgufFile {
                 return Err(GgufError::BadMagic(found.try_into().expect("4 magic bytes")))
             }
         };
-        Self::from_map(path, map)
+        Self::from_map(map)
     }
 
     /// Parses the header of an existing mapping and indexes tensors by name.
-    fn from_map(path: PathBuf, map: MappedFile) -> Result<GgufFile, GgufError> {
+    fn from_map(map: MappedFile) -> Result<GgufFile, GgufError> {
         let header = parse_header(map.bytes())?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());
         for (i, t) in header.tensors.iter().enumerate() {
@@ -179,33 +189,7 @@ impl GgufFile {
                 return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", t.name)));
             }
         }
-        Ok(GgufFile { path, map, header, by_name })
-    }
-
-    /// The file this was opened from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// True when the file changed under the mapping (a read past a new end, which read zeros,
-    /// or a new size or modification time): what was read from it may be garbage.
-    pub fn changed(&self) -> bool {
-        self.map.changed()
-    }
-
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        self.map.bytes()
-    }
-
-    /// Length of the file in bytes.
-    pub fn len(&self) -> u64 {
-        self.bytes().len() as u64
-    }
-
-    /// True for an empty mapping (never, for a file that parsed).
-    pub fn is_empty(&self) -> bool {
-        self.bytes().is_empty()
+        Ok(GgufFile { map, header, by_name })
     }
 
     /// The parsed header.

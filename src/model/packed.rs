@@ -292,19 +292,28 @@ pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
 
 /// An open, validated pack: a read-only shared mapping plus its entry table.
 pub struct PackedFile {
-    path: PathBuf,
-    /// The watched mapping.
+    /// The watched mapping (what [`PackedFile`] dereferences to: path, bytes, length, `changed`).
     map: MappedFile,
     source: SourceId,
     entries: Vec<PackedEntry>,
     by_name: HashMap<String, usize>,
 }
 
+/// A pack is a validated mapping plus its entry table: the mapping's accessors are the pack's
+/// (see [`GgufFile`]'s).
+impl std::ops::Deref for PackedFile {
+    type Target = MappedFile;
+
+    fn deref(&self) -> &MappedFile {
+        &self.map
+    }
+}
+
 impl std::fmt::Debug for PackedFile {
     /// Short summary (the data is not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedFile")
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("len", &self.len())
             .field("entries", &self.entries.len())
             .finish()
@@ -337,32 +346,7 @@ impl PackedFile {
         };
         let (entries, source) = parse(&path, map.bytes(), gguf)?;
         let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(PackedFile { path, map, source, entries, by_name })
-    }
-
-    /// The file this was opened from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// True when the file changed under the mapping (see [`GgufFile::changed`]).
-    pub fn changed(&self) -> bool {
-        self.map.changed()
-    }
-
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        self.map.bytes()
-    }
-
-    /// Length of the file in bytes.
-    pub fn len(&self) -> u64 {
-        self.bytes().len() as u64
-    }
-
-    /// True for an empty mapping (never, for a file that opened).
-    pub fn is_empty(&self) -> bool {
-        self.bytes().is_empty()
+        Ok(PackedFile { map, source, entries, by_name })
     }
 
     /// The identity of the GGUF this pack was made from.
