@@ -101,30 +101,8 @@ pub enum Progress {
     Decode { generated: usize },
 }
 
-/// Why an attempt's generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The statement ended (`;`, closing fence, blank line after the SQL).
-    EndOfStatement,
-    /// The model produced an end-of-generation token.
-    EndOfGeneration,
-    /// `max_new_tokens` were generated.
-    Budget,
-    /// The KV cache is full.
-    ContextFull,
-}
-
-impl StopReason {
-    /// A short lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::EndOfStatement => "end_of_statement",
-            StopReason::EndOfGeneration => "end_of_generation",
-            StopReason::Budget => "max_new_tokens",
-            StopReason::ContextFull => "context_full",
-        }
-    }
-}
+/// Why an attempt's generation ended (the engine's one stop reason).
+pub use crate::generate::StopReason;
 
 /// One generation + validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
