@@ -9,6 +9,7 @@ fn array_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
 }
 
 /// The little-endian u32 at `at`.
+#[inline]
 pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     array_at(b, at).map(u32::from_le_bytes)
 }
