@@ -32,6 +32,10 @@ done
 rm -rf "$WORK"
 install -d -m 755 "$WORK" "$WORK/in"
 cp -r "$src/sql" "$src/expected" "$WORK/in/"
+# Shared SQL fixtures, included by suites as \i :abs_srcdir/fixtures/NAME.sql (pg_regress sets
+# PG_ABS_SRCDIR to the input directory).
+install -d -m 755 "$WORK/in/fixtures"
+cp "$src/../fixtures/"*.sql "$WORK/in/fixtures/"
 chmod -R a+rX "$WORK/in"
 install -d -m 755 -o postgres -g postgres "$WORK/out" 2>/dev/null || install -d -m 755 "$WORK/out"
 

@@ -48,21 +48,14 @@ install_swap() {
 }
 
 "$cluster" psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-psql_db -v ON_ERROR_STOP=1 >/dev/null <<SQL
-CREATE EXTENSION turboinfer;
-CREATE TABLE public.one (id int);
-CREATE SCHEMA big;
--- 80 tables of 12 columns: a prompt of thousands of tokens, tens of seconds of prefill for 0.5B.
-DO \$\$
-BEGIN
-  FOR i IN 1..80 LOOP
-    EXECUTE format('CREATE TABLE big.t%s (%s)', i,
-                   (SELECT string_agg(format('column_number_%s_of_table_%s integer', c, i), ', ' ORDER BY c)
-                    FROM generate_series(1, 12) c));
-  END LOOP;
-END \$\$;
-ALTER DATABASE $DB SET turboinfer.model = '$NAME';
-SQL
+# 80 tables of 12 columns in schema big (the shared fixture): a prompt of thousands of tokens,
+# tens of seconds of prefill for 0.5B.
+{
+    printf '%s\n' "CREATE EXTENSION turboinfer;" "CREATE TABLE public.one (id int);" \
+        "CREATE SCHEMA big;" "SET search_path = big;"
+    cat "$here/../tests/fixtures/wide_schema.sql"
+    printf '%s\n' "ALTER DATABASE $DB SET turboinfer.model = '$NAME';"
+} | psql_db -v ON_ERROR_STOP=1 >/dev/null
 
 # case NAME ACTION: starts a long nl2sql() call, runs ACTION on the model file 3 s into it, and
 # checks the call's outcome; then restores the file by rename and checks a new call answers.

@@ -1,8 +1,10 @@
 //! TurboInfer: a CPU language-model engine (pure Rust, no PostgreSQL types) plus, behind the
 //! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
 
+pub mod clock;
 pub mod cpu;
 pub mod fallible;
+pub mod fileio;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;

@@ -13,195 +13,9 @@ mod common;
 use turboinfer::model::Logits;
 use turboinfer::nl2sql::constrain::Constrainer;
 use turboinfer::nl2sql::vocab::{ActiveVocab, VocabBase};
-use turboinfer::nl2sql::{Engine, ForeignKey, Options, PrefixCache, SchemaInfo, Table, TableKind};
+use turboinfer::nl2sql::{Options, PrefixCache};
 use turboinfer::runtime::Runtime;
 use turboinfer::sampler::argmax;
-
-/// demo/schema.sql as the catalog reader would return it (types as PostgreSQL formats them).
-fn demo_schema() -> SchemaInfo {
-    let tz = "timestamp with time zone";
-    let fk = |cols: &[&str], table: &str, refs: &[&str]| ForeignKey {
-        columns: cols.iter().map(|s| s.to_string()).collect(),
-        ref_schema: "public".into(),
-        ref_table: table.into(),
-        ref_columns: refs.iter().map(|s| s.to_string()).collect(),
-    };
-    let table = |name: &str,
-                 comment: &str,
-                 cols: &[(&str, &str, bool)],
-                 pk: &[&str],
-                 fks: Vec<ForeignKey>| {
-        let mut t = cols
-            .iter()
-            .fold(Table::new("public", name, TableKind::Table), |t, c| t.column(c.0, c.1, c.2));
-        t.primary_key = pk.iter().map(|s| s.to_string()).collect();
-        t.foreign_keys = fks;
-        t.comment = Some(comment.into());
-        t
-    };
-    let mut users = table(
-        "users",
-        "Registered customers of the shop.",
-        &[
-            ("user_id", "integer", false),
-            ("email", "text", false),
-            ("full_name", "text", false),
-            ("country_code", "character(2)", false),
-            ("signed_up_at", tz, false),
-            ("is_active", "boolean", false),
-            ("birth_year", "integer", true),
-        ],
-        &["user_id"],
-        vec![fk(&["country_code"], "countries", &["country_code"])],
-    );
-    users.columns[5].comment = Some("false once the customer closed the account.".into());
-    users.columns[6].comment = Some("Optional; NULL when the customer did not say.".into());
-    let mut products = table(
-        "products",
-        "Products for sale.",
-        &[
-            ("product_id", "integer", false),
-            ("sku", "text", false),
-            ("name", "text", false),
-            ("category_id", "integer", false),
-            ("price", "numeric(10,2)", false),
-            ("stock", "integer", false),
-            ("is_available", "boolean", false),
-            ("created_at", tz, false),
-        ],
-        &["product_id"],
-        vec![fk(&["category_id"], "categories", &["category_id"])],
-    );
-    products.columns[4].comment = Some("Current list price in EUR, VAT included.".into());
-    products.columns[5].comment = Some("Units in the warehouse right now.".into());
-    let mut orders = table(
-        "orders",
-        "Customer orders; the amount is the sum of its order_items.",
-        &[
-            ("order_id", "integer", false),
-            ("user_id", "integer", false),
-            ("shipping_address_id", "integer", false),
-            ("status", "text", false),
-            ("ordered_at", tz, false),
-        ],
-        &["order_id"],
-        vec![
-            fk(&["user_id"], "users", &["user_id"]),
-            fk(&["shipping_address_id"], "addresses", &["address_id"]),
-        ],
-    );
-    orders.columns[3].comment =
-        Some("pending -> paid -> shipped -> delivered, or cancelled/refunded.".into());
-    let mut items = table(
-        "order_items",
-        "Lines of an order: product, quantity and the price paid per unit.",
-        &[
-            ("order_id", "integer", false),
-            ("line_no", "integer", false),
-            ("product_id", "integer", false),
-            ("quantity", "integer", false),
-            ("unit_price", "numeric(10,2)", false),
-        ],
-        &["order_id", "line_no"],
-        vec![
-            fk(&["order_id"], "orders", &["order_id"]),
-            fk(&["product_id"], "products", &["product_id"]),
-        ],
-    );
-    items.columns[4].comment = Some("Price per unit at the time of the order (EUR).".into());
-    let tables = vec![
-        table(
-            "countries",
-            "Countries the shop ships to (ISO 3166-1 alpha-2 codes).",
-            &[
-                ("country_code", "character(2)", false),
-                ("name", "text", false),
-                ("continent", "text", false),
-                ("currency", "character(3)", false),
-            ],
-            &["country_code"],
-            vec![],
-        ),
-        users,
-        table(
-            "addresses",
-            "Shipping and billing addresses of users; a user may have several.",
-            &[
-                ("address_id", "integer", false),
-                ("user_id", "integer", false),
-                ("kind", "text", false),
-                ("street", "text", false),
-                ("city", "text", false),
-                ("postal_code", "text", false),
-                ("country_code", "character(2)", false),
-            ],
-            &["address_id"],
-            vec![
-                fk(&["user_id"], "users", &["user_id"]),
-                fk(&["country_code"], "countries", &["country_code"]),
-            ],
-        ),
-        table(
-            "categories",
-            "Product categories, two levels deep (parent_id NULL for top-level).",
-            &[
-                ("category_id", "integer", false),
-                ("name", "text", false),
-                ("parent_id", "integer", true),
-            ],
-            &["category_id"],
-            vec![fk(&["parent_id"], "categories", &["category_id"])],
-        ),
-        products,
-        orders,
-        items,
-        table(
-            "payments",
-            "One payment per paid order.",
-            &[
-                ("payment_id", "integer", false),
-                ("order_id", "integer", false),
-                ("method", "text", false),
-                ("amount", "numeric(12,2)", false),
-                ("paid_at", tz, false),
-            ],
-            &["payment_id"],
-            vec![fk(&["order_id"], "orders", &["order_id"])],
-        ),
-        table(
-            "shipments",
-            "Shipments of orders; delivered_at is NULL while in transit.",
-            &[
-                ("shipment_id", "integer", false),
-                ("order_id", "integer", false),
-                ("carrier", "text", false),
-                ("tracking_no", "text", false),
-                ("shipped_at", tz, false),
-                ("delivered_at", tz, true),
-            ],
-            &["shipment_id"],
-            vec![fk(&["order_id"], "orders", &["order_id"])],
-        ),
-        table(
-            "reviews",
-            "Product reviews, 1 to 5 stars; at most one per user and product.",
-            &[
-                ("review_id", "integer", false),
-                ("product_id", "integer", false),
-                ("user_id", "integer", false),
-                ("rating", "smallint", false),
-                ("title", "text", false),
-                ("created_at", tz, false),
-            ],
-            &["review_id"],
-            vec![
-                fk(&["product_id"], "products", &["product_id"]),
-                fk(&["user_id"], "users", &["user_id"]),
-            ],
-        ),
-    ];
-    SchemaInfo::new(tables, Some("public"))
-}
 
 /// The scorecard: question and a reference SQL over demo/data.sql.
 const QUESTIONS: &[(&str, &str)] = &[
@@ -230,18 +44,12 @@ const QUESTIONS: &[(&str, &str)] = &[
     ("Which continent has the most users?", "SELECT c.continent FROM users u JOIN countries c ON c.country_code = u.country_code GROUP BY c.continent ORDER BY count(*) DESC LIMIT 1"),
 ];
 
-/// Loads `name` as an engine, or `None` when the model is absent.
-fn engine(name: &str) -> Option<Engine> {
-    let path = common::model_path(name)?;
-    Some(Engine::load(&path, name).expect("model loads"))
-}
-
 #[test]
 fn active_vocab_covers_the_schema_and_sql() {
-    let Some(e) = engine("qwen2.5-coder-0.5b") else { return };
+    let Some(e) = common::engine("qwen2.5-coder-0.5b") else { return };
     let tok = e.tokenizer();
     let base = VocabBase::new(tok).unwrap();
-    let schema = demo_schema();
+    let schema = common::demo_schema();
     let q = "Which carrier has the most shipments to 'La Poste'?";
     let plan = e.plan(&schema, q, &Options::default()).unwrap();
     let ids: Vec<u32> = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
@@ -280,10 +88,10 @@ fn ranked(vocab: usize, prefer: &[u32]) -> Vec<f32> {
 
 #[test]
 fn chooser_with_a_real_tokenizer() {
-    let Some(e) = engine("qwen2.5-coder-0.5b") else { return };
+    let Some(e) = common::engine("qwen2.5-coder-0.5b") else { return };
     let tok = e.tokenizer();
     let n = tok.vocab_size();
-    let c = Constrainer::new(&demo_schema());
+    let c = Constrainer::new(&common::demo_schema());
     let one = |s: &str| -> u32 {
         let ids = tok.encode(s, false).unwrap();
         assert_eq!(ids.len(), 1, "{s:?} is {ids:?}");
@@ -348,9 +156,9 @@ fn scorecard_path() -> std::path::PathBuf {
 fn measure() {
     let name =
         std::env::var("TURBOINFER_SCORE_MODEL").unwrap_or_else(|_| "qwen2.5-coder-0.5b".into());
-    let Some(e) = engine(&name) else { return };
+    let Some(e) = common::engine(&name) else { return };
     let rt = Runtime::new(2).unwrap();
-    let schema = demo_schema();
+    let schema = common::demo_schema();
     let tok = e.tokenizer();
     let base = VocabBase::new(tok).unwrap();
     let vocab = tok.vocab_size();

@@ -5,50 +5,19 @@
 mod common;
 
 use turboinfer::nl2sql::{
-    Engine, ForeignKey, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
+    Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
 };
 use turboinfer::runtime::Runtime;
-
-/// The fixtures' schema: users and orders.
-fn fixture_schema() -> SchemaInfo {
-    let mut users = Table::new("public", "users", TableKind::Table)
-        .column("id", "integer", false)
-        .column("name", "text", false)
-        .column("email", "text", true)
-        .column("country", "text", true)
-        .column("created_at", "timestamp", true);
-    users.primary_key = vec!["id".into()];
-    let mut orders = Table::new("public", "orders", TableKind::Table)
-        .column("id", "integer", false)
-        .column("user_id", "integer", true)
-        .column("amount", "numeric(10,2)", true)
-        .column("status", "text", true)
-        .column("ordered_at", "timestamp", true);
-    orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(ForeignKey {
-        columns: vec!["user_id".into()],
-        ref_schema: "public".into(),
-        ref_table: "users".into(),
-        ref_columns: vec!["id".into()],
-    });
-    SchemaInfo::new(vec![users, orders], Some("public"))
-}
-
-/// Loads `name` as an engine, or `None` when the model is absent.
-fn engine(name: &str) -> Option<Engine> {
-    let path = common::model_path(name)?;
-    Some(Engine::load(&path, name).expect("model loads"))
-}
 
 #[test]
 fn prompt_tokens_match_llama_cpp() {
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
-        let Some(e) = engine(name) else { continue };
+        let Some(e) = common::engine(name) else { continue };
         let Some(fx) = common::load_fixture(name) else { continue };
         let g = &fx["generate"][0];
         let want = common::ids(&g["prompt_ids"]);
         // The fixture lists users before orders; render them in that order.
-        let schema = fixture_schema();
+        let schema = common::users_orders(true);
         let ddl: String = schema
             .tables
             .iter()
@@ -69,9 +38,9 @@ fn prompt_tokens_match_llama_cpp() {
 
 #[test]
 fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
-    let Some(e) = engine("smollm2-135m") else { return };
+    let Some(e) = common::engine("smollm2-135m") else { return };
     let rt = Runtime::new(2).unwrap();
-    let schema = fixture_schema();
+    let schema = common::users_orders(true);
     // No repair rounds: a 12-token answer is cut off (rejected by the engine), and this test is
     // about the prefix, not repairs (tested below).
     let opts = Options {
@@ -86,11 +55,11 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let cold = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!cold.cache_hit);
+    assert!(!cold.cache_hit());
     let warm = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(warm.cache_hit);
+    assert!(warm.cache_hit());
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
     assert_eq!(
         cold.attempts[0].raw, warm.attempts[0].raw,
@@ -116,7 +85,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let third = e
         .run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!third.cache_hit);
+    assert!(!third.cache_hit());
     assert_ne!(third.fingerprint, cold.fingerprint);
 
     // Cancel during the prefix prefill: the cache is left without a valid prefix, and the next
@@ -139,7 +108,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let again = e
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
-    assert!(!again.cache_hit);
+    assert!(!again.cache_hit());
     assert_eq!(again.attempts[0].raw, cold.attempts[0].raw);
 
     // A rejecting validator triggers `repair_rounds` repair rounds (fewer only when a repair
@@ -175,7 +144,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
 
 #[test]
 fn trimming_and_context_errors() {
-    let Some(e) = engine("smollm2-135m") else { return };
+    let Some(e) = common::engine("smollm2-135m") else { return };
     // 40 tables of 12 columns: far more than 600 positions.
     let mut tables: Vec<Table> = (0..40)
         .map(|i| {
@@ -206,7 +175,7 @@ fn trimming_and_context_errors() {
 
 #[test]
 fn small_coder_answers_the_fixture_question() {
-    let Some(e) = engine("qwen2.5-coder-0.5b") else { return };
+    let Some(e) = common::engine("qwen2.5-coder-0.5b") else { return };
     let rt = Runtime::new(2).unwrap();
     let mut cache = PrefixCache::new();
     let opts = Options { max_new_tokens: 32, context_tokens: 1024, ..Options::default() };
@@ -214,7 +183,7 @@ fn small_coder_answers_the_fixture_question() {
         .run(
             &rt,
             &mut cache,
-            &fixture_schema(),
+            &common::users_orders(true),
             "How many users are there?",
             &opts,
             &mut |_| true,
@@ -233,7 +202,7 @@ fn small_coder_answers_the_fixture_question() {
 
 #[test]
 fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
-    let Some(e) = engine("smollm2-135m") else { return };
+    let Some(e) = common::engine("smollm2-135m") else { return };
     let rt = Runtime::new(2).unwrap();
     let cfg = e.model().config().clone();
     // Capped at the training context (8192 for SmolLM2-135M).
@@ -253,7 +222,7 @@ fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
         .run(
             &rt,
             &mut cache,
-            &fixture_schema(),
+            &common::users_orders(true),
             "how many users are there?",
             &opts,
             &mut |_| true,

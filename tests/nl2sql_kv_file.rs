@@ -5,43 +5,10 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 use turboinfer::generate::kv_file::{KvFileDir, KvFileError};
 use turboinfer::model::Logits;
-use turboinfer::nl2sql::{
-    Engine, ForeignKey, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind,
-    PREFILL_CHUNK,
-};
+use turboinfer::nl2sql::{Engine, Options, PrefixCache, PrefixSource, Progress, PREFILL_CHUNK};
 use turboinfer::runtime::Runtime;
-
-/// Users and orders (the fixtures' schema).
-fn schema() -> SchemaInfo {
-    let mut users = Table::new("public", "users", TableKind::Table)
-        .column("id", "integer", false)
-        .column("name", "text", false)
-        .column("email", "text", true);
-    users.primary_key = vec!["id".into()];
-    let mut orders = Table::new("public", "orders", TableKind::Table)
-        .column("id", "integer", false)
-        .column("user_id", "integer", true)
-        .column("amount", "numeric(10,2)", true);
-    orders.primary_key = vec!["id".into()];
-    orders.foreign_keys.push(ForeignKey {
-        columns: vec!["user_id".into()],
-        ref_schema: "public".into(),
-        ref_table: "users".into(),
-        ref_columns: vec!["id".into()],
-    });
-    SchemaInfo::new(vec![users, orders], Some("public"))
-}
-
-/// A fresh empty directory for one test.
-fn tmpdir(name: &str) -> PathBuf {
-    let d =
-        std::env::temp_dir().join(format!("turboinfer-kvfile-it-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    d
-}
 
 #[test]
 fn file_prefix_gives_bitwise_equal_logits() {
@@ -49,8 +16,8 @@ fn file_prefix_gives_bitwise_equal_logits() {
     let e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
     let opts = Options { max_new_tokens: 8, context_tokens: 1024, ..Options::default() };
-    let plan = e.plan(&schema(), "How many users are there?", &opts).unwrap();
-    let dir = tmpdir("logits");
+    let plan = e.plan(&common::users_orders(false), "How many users are there?", &opts).unwrap();
+    let dir = common::fresh_dir("kvfile-logits");
     let files = KvFileDir::new(&dir, 1 << 30);
     let key = e.kv_file_key(&plan);
 
@@ -75,7 +42,7 @@ fn file_prefix_gives_bitwise_equal_logits() {
     );
 
     // A plan for another schema does not accept this file's tokens.
-    let mut other = schema();
+    let mut other = common::users_orders(false);
     other.tables[0].columns.push(turboinfer::nl2sql::Column {
         name: "age".into(),
         data_type: "integer".into(),
@@ -101,7 +68,7 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
         repair_rounds: 0,
         ..Options::default()
     };
-    let dir = tmpdir("engine");
+    let dir = common::fresh_dir("kvfile-engine");
     let files = KvFileDir::new(&dir, 1 << 30);
     let mut go = |_: Progress| true;
     let mut accept = |_: &str| Ok(());
@@ -110,7 +77,8 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     // "Backend A" computes the prefix and writes the file.
     let mut a = PrefixCache::new();
     a.set_file_dir(Some(files.clone()));
-    let cold = e.run(&rt, &mut a, &schema(), q, &opts, &mut go, &mut accept).unwrap();
+    let cold =
+        e.run(&rt, &mut a, &common::users_orders(false), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(cold.prefix_source, PrefixSource::Computed);
     assert_eq!(a.stats().file_writes, 1, "{:?}", a.take_events());
     assert_eq!(files.stats().files, 1);
@@ -118,14 +86,16 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     // "Backend B" misses in memory, loads the file, skips the prefix prefill, answers the same.
     let mut b = PrefixCache::new();
     b.set_file_dir(Some(files.clone()));
-    let warm = e.run(&rt, &mut b, &schema(), q, &opts, &mut go, &mut accept).unwrap();
+    let warm =
+        e.run(&rt, &mut b, &common::users_orders(false), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(warm.prefix_source, PrefixSource::File, "{:?}", b.take_events());
-    assert!(warm.cache_hit);
+    assert!(warm.cache_hit());
     assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
     assert_eq!(warm.attempts[0].raw, cold.attempts[0].raw);
     assert_eq!(b.stats().file_hits, 1);
     // Then from its own memory.
-    let again = e.run(&rt, &mut b, &schema(), q, &opts, &mut go, &mut accept).unwrap();
+    let again =
+        e.run(&rt, &mut b, &common::users_orders(false), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(again.prefix_source, PrefixSource::Memory);
 
     // A damaged file: refused with a warning, deleted, recomputed, rewritten intact.
@@ -136,7 +106,8 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     fs::write(&file, &bytes).unwrap();
     let mut c = PrefixCache::new();
     c.set_file_dir(Some(files.clone()));
-    let redo = e.run(&rt, &mut c, &schema(), q, &opts, &mut go, &mut accept).unwrap();
+    let redo =
+        e.run(&rt, &mut c, &common::users_orders(false), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(redo.prefix_source, PrefixSource::Computed);
     let events = c.take_events();
     assert!(events.iter().any(|ev| ev.warning && ev.message.contains("corrupt")), "{events:?}");
@@ -144,14 +115,18 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     let mut d = PrefixCache::new();
     d.set_file_dir(Some(files.clone()));
     assert_eq!(
-        e.run(&rt, &mut d, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source,
+        e.run(&rt, &mut d, &common::users_orders(false), q, &opts, &mut go, &mut accept)
+            .unwrap()
+            .prefix_source,
         PrefixSource::File
     );
 
     // Without a directory nothing is read or written.
     let mut m = PrefixCache::new();
     assert_eq!(
-        e.run(&rt, &mut m, &schema(), q, &opts, &mut go, &mut accept).unwrap().prefix_source,
+        e.run(&rt, &mut m, &common::users_orders(false), q, &opts, &mut go, &mut accept)
+            .unwrap()
+            .prefix_source,
         PrefixSource::Computed
     );
     assert_eq!(m.stats().file_hits + m.stats().file_writes, 0);

@@ -5,9 +5,7 @@
 mod common;
 
 use turboinfer::model::{Logits, Model};
-use turboinfer::nl2sql::{
-    Engine, ForeignKey, Options, Outcome, PrefixCache, SchemaInfo, Table, TableKind,
-};
+use turboinfer::nl2sql::{Engine, Options, Outcome, PrefixCache};
 use turboinfer::runtime::Runtime;
 
 /// The 21 questions (counts, filters, joins, aggregates, ordering, dates, distinct, exists).
@@ -35,208 +33,6 @@ pub const QUESTIONS: [&str; 21] = [
     "How many reviews have a rating of 5?",
 ];
 
-/// A column with a comment.
-fn commented(t: Table, col: &str, comment: &str) -> Table {
-    let mut t = t;
-    if let Some(c) = t.columns.iter_mut().find(|c| c.name == col) {
-        c.comment = Some(comment.to_string());
-    }
-    t
-}
-
-/// A single-column foreign key `col -> ref_table(ref_col)` in `public`.
-fn fk(col: &str, ref_table: &str, ref_col: &str) -> ForeignKey {
-    ForeignKey {
-        columns: vec![col.into()],
-        ref_schema: "public".into(),
-        ref_table: ref_table.into(),
-        ref_columns: vec![ref_col.into()],
-    }
-}
-
-/// A table of `public` with columns `(name, type, nullable)`, primary key and comment.
-fn table(name: &str, cols: &[(&str, &str, bool)], pk: &[&str], comment: &str) -> Table {
-    let mut t =
-        cols.iter().fold(Table::new("public", name, TableKind::Table), |t, (n, ty, null)| {
-            t.column(n, ty, *null)
-        });
-    t.primary_key = pk.iter().map(|s| s.to_string()).collect();
-    t.comment = Some(comment.to_string());
-    t
-}
-
-/// demo/schema.sql as the catalog reports it (types as PostgreSQL formats them).
-pub fn demo_schema() -> SchemaInfo {
-    let countries = table(
-        "countries",
-        &[
-            ("country_code", "character(2)", false),
-            ("name", "text", false),
-            ("continent", "text", false),
-            ("currency", "character(3)", false),
-        ],
-        &["country_code"],
-        "Countries the shop ships to (ISO 3166-1 alpha-2 codes).",
-    );
-    let mut users = table(
-        "users",
-        &[
-            ("user_id", "integer", false),
-            ("email", "text", false),
-            ("full_name", "text", false),
-            ("country_code", "character(2)", false),
-            ("signed_up_at", "timestamp with time zone", false),
-            ("is_active", "boolean", false),
-            ("birth_year", "integer", true),
-        ],
-        &["user_id"],
-        "Registered customers of the shop.",
-    );
-    users.foreign_keys.push(fk("country_code", "countries", "country_code"));
-    let users = commented(
-        commented(users, "is_active", "false once the customer closed the account."),
-        "birth_year",
-        "Optional; NULL when the customer did not say.",
-    );
-    let mut addresses = table(
-        "addresses",
-        &[
-            ("address_id", "integer", false),
-            ("user_id", "integer", false),
-            ("kind", "text", false),
-            ("street", "text", false),
-            ("city", "text", false),
-            ("postal_code", "text", false),
-            ("country_code", "character(2)", false),
-        ],
-        &["address_id"],
-        "Shipping and billing addresses of users; a user may have several.",
-    );
-    addresses.foreign_keys.push(fk("user_id", "users", "user_id"));
-    addresses.foreign_keys.push(fk("country_code", "countries", "country_code"));
-    let mut categories = table(
-        "categories",
-        &[
-            ("category_id", "integer", false),
-            ("name", "text", false),
-            ("parent_id", "integer", true),
-        ],
-        &["category_id"],
-        "Product categories, two levels deep (parent_id NULL for top-level).",
-    );
-    categories.foreign_keys.push(fk("parent_id", "categories", "category_id"));
-    let mut products = table(
-        "products",
-        &[
-            ("product_id", "integer", false),
-            ("sku", "text", false),
-            ("name", "text", false),
-            ("category_id", "integer", false),
-            ("price", "numeric(10,2)", false),
-            ("stock", "integer", false),
-            ("is_available", "boolean", false),
-            ("created_at", "timestamp with time zone", false),
-        ],
-        &["product_id"],
-        "Products for sale.",
-    );
-    products.foreign_keys.push(fk("category_id", "categories", "category_id"));
-    let products = commented(
-        commented(products, "price", "Current list price in EUR, VAT included."),
-        "stock",
-        "Units in the warehouse right now.",
-    );
-    let mut orders = table(
-        "orders",
-        &[
-            ("order_id", "integer", false),
-            ("user_id", "integer", false),
-            ("shipping_address_id", "integer", false),
-            ("status", "text", false),
-            ("ordered_at", "timestamp with time zone", false),
-        ],
-        &["order_id"],
-        "Customer orders; the amount is the sum of its order_items.",
-    );
-    orders.foreign_keys.push(fk("user_id", "users", "user_id"));
-    orders.foreign_keys.push(fk("shipping_address_id", "addresses", "address_id"));
-    let orders = commented(
-        orders,
-        "status",
-        "pending -> paid -> shipped -> delivered, or cancelled/refunded.",
-    );
-    let mut items = table(
-        "order_items",
-        &[
-            ("order_id", "integer", false),
-            ("line_no", "integer", false),
-            ("product_id", "integer", false),
-            ("quantity", "integer", false),
-            ("unit_price", "numeric(10,2)", false),
-        ],
-        &["order_id", "line_no"],
-        "Lines of an order: product, quantity and the price paid per unit.",
-    );
-    items.foreign_keys.push(fk("order_id", "orders", "order_id"));
-    items.foreign_keys.push(fk("product_id", "products", "product_id"));
-    let items = commented(items, "unit_price", "Price per unit at the time of the order (EUR).");
-    let mut payments = table(
-        "payments",
-        &[
-            ("payment_id", "integer", false),
-            ("order_id", "integer", false),
-            ("method", "text", false),
-            ("amount", "numeric(12,2)", false),
-            ("paid_at", "timestamp with time zone", false),
-        ],
-        &["payment_id"],
-        "One payment per paid order.",
-    );
-    payments.foreign_keys.push(fk("order_id", "orders", "order_id"));
-    let mut shipments = table(
-        "shipments",
-        &[
-            ("shipment_id", "integer", false),
-            ("order_id", "integer", false),
-            ("carrier", "text", false),
-            ("tracking_no", "text", false),
-            ("shipped_at", "timestamp with time zone", false),
-            ("delivered_at", "timestamp with time zone", true),
-        ],
-        &["shipment_id"],
-        "Shipments of orders; delivered_at is NULL while in transit.",
-    );
-    shipments.foreign_keys.push(fk("order_id", "orders", "order_id"));
-    let mut reviews = table(
-        "reviews",
-        &[
-            ("review_id", "integer", false),
-            ("product_id", "integer", false),
-            ("user_id", "integer", false),
-            ("rating", "smallint", false),
-            ("title", "text", false),
-            ("created_at", "timestamp with time zone", false),
-        ],
-        &["review_id"],
-        "Product reviews, 1 to 5 stars; at most one per user and product.",
-    );
-    reviews.foreign_keys.push(fk("product_id", "products", "product_id"));
-    reviews.foreign_keys.push(fk("user_id", "users", "user_id"));
-    SchemaInfo::new(
-        vec![
-            countries, users, addresses, categories, products, orders, items, payments, shipments,
-            reviews,
-        ],
-        Some("public"),
-    )
-}
-
-/// Loads `name` as an engine, or `None` when the model is absent.
-fn engine(name: &str) -> Option<Engine> {
-    let path = common::model_path(name)?;
-    Some(Engine::load(&path, name).expect("model loads"))
-}
-
 /// Runs every question with speculation `on`; returns the outcomes.
 fn answers(e: &Engine, rt: &Runtime, on: bool) -> Vec<Outcome> {
     answers_with(e, rt, Options { speculation: on, ..Options::default() })
@@ -248,7 +44,7 @@ fn answers(e: &Engine, rt: &Runtime, on: bool) -> Vec<Outcome> {
 fn answers_with(e: &Engine, rt: &Runtime, opts: Options) -> Vec<Outcome> {
     let opts = Options { max_new_tokens: 96, context_tokens: 2048, repair_rounds: 0, ..opts };
     let mut cache = PrefixCache::new();
-    let schema = demo_schema();
+    let schema = common::demo_schema();
     QUESTIONS
         .iter()
         .map(|q| {
@@ -261,7 +57,7 @@ fn answers_with(e: &Engine, rt: &Runtime, opts: Options) -> Vec<Outcome> {
 /// Speculation on vs off over the 21 questions: identical ids, text, stop reasons; prints the
 /// forward passes per generated token and the acceptance rate.
 fn same_answers_fewer_passes(name: &str) {
-    let Some(e) = engine(name) else { return };
+    let Some(e) = common::engine(name) else { return };
     let rt = Runtime::new(2).unwrap();
     let plain = answers(&e, &rt, false);
     let spec = answers(&e, &rt, true);
@@ -329,7 +125,7 @@ fn qwen_05b_questions_are_identical_with_speculation() {
 #[test]
 fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
     let name = "qwen2.5-coder-0.5b";
-    let Some(e) = engine(name) else { return };
+    let Some(e) = common::engine(name) else { return };
     let rt = Runtime::new(2).unwrap();
     let shaped = Options { vocab_pruning: true, schema_constraints: true, ..Options::default() };
     let plain = answers_with(&e, &rt, Options { speculation: false, ..shaped });
@@ -359,7 +155,7 @@ fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
 fn fixture_prompts_are_identical_with_speculation() {
     let rt = Runtime::new(2).unwrap();
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
-        let Some(e) = engine(name) else { continue };
+        let Some(e) = common::engine(name) else { continue };
         let Some(fx) = common::load_fixture(name) else { continue };
         let mut kv = e.model().new_cache(512);
         for g in fx["generate"].as_array().unwrap() {
@@ -417,7 +213,7 @@ fn one_by_one(
 fn kv_rollback_equals_a_fresh_computation() {
     let rt = Runtime::new(2).unwrap();
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
-        let Some(e) = engine(name) else { continue };
+        let Some(e) = common::engine(name) else { continue };
         let m = e.model();
         let prompt = e.tokenizer().encode("SELECT name, email FROM users WHERE", false).unwrap();
         let draft_a =
@@ -478,7 +274,7 @@ fn drafter_drafts_the_answer_fence() {
     use turboinfer::tokenizer::Tokenizer;
     let Some(path) = common::model_path("qwen2.5-coder-0.5b") else { return };
     let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
-    let d = Drafter::for_schema(&tok, &demo_schema(), Fingerprint::of("m", "p")).unwrap();
+    let d = Drafter::for_schema(&tok, &common::demo_schema(), Fingerprint::of("m", "p")).unwrap();
     let fence = tok.encode("```", false).unwrap();
     let draft = tok.decode(&d.propose(&fence, fence.len(), 3, &[]));
     assert_eq!(draft, "sql\nSELECT", "after the fence's first token");
@@ -498,7 +294,7 @@ fn backing_out_of_a_dead_end() {
     use turboinfer::nl2sql::draft::Drafter;
     use turboinfer::nl2sql::DecodeLimits;
     let rt = Runtime::new(2).unwrap();
-    let Some(e) = engine("smollm2-135m") else { return };
+    let Some(e) = common::engine("smollm2-135m") else { return };
     let (m, tok) = (e.model(), e.tokenizer());
     let prompt = tok.encode("SELECT name, email FROM users WHERE", false).unwrap();
     let argmax_excluding = |row: &[f32], excluded: &[u32]| {

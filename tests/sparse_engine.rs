@@ -25,11 +25,6 @@ fn tiny() -> CalibOptions {
     CalibOptions { levels: vec![0.5], rank: 8, max_tokens: 48, window: 64, seed: 5 }
 }
 
-/// A unique temporary path for this test process.
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("turboinfer-sparse-engine-{name}-{}", std::process::id()))
-}
-
 /// One users table.
 fn schema() -> SchemaInfo {
     let mut users = Table::new("public", "users", TableKind::Table)
@@ -46,7 +41,7 @@ fn engine_with_sidecar(name: &str) -> Option<(Engine, Runtime, PathBuf)> {
     let rt = Runtime::new(2).unwrap();
     let (spec, layers, _) =
         e.calibrate_sparse(&rt, &calibration::nl2sql_prompts(Some(0)), &tiny(), &|| false).unwrap();
-    let sc = tmp(name);
+    let sc = common::temp_path(name);
     sidecar::write(&sc, &spec, &layers).unwrap();
     Some((e, rt, sc))
 }
@@ -136,7 +131,7 @@ fn sparse_and_dense_prefixes_never_mix() {
         "dense keys are stable"
     );
 
-    let dir = tmp("kvdir");
+    let dir = common::temp_path("kvdir");
     let _ = fs::remove_dir_all(&dir);
     let files = || Some(KvFileDir::new(&dir, 1 << 30));
     let run = |e: &Engine, cache: &mut PrefixCache| {

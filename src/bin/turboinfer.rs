@@ -393,6 +393,13 @@ mod tests {
         s.iter().map(|x| x.to_string()).collect()
     }
 
+    /// The `run` command of `run -m x -p y` followed by `extra`, or a panic.
+    fn run_with(extra: &[&str]) -> RunArgs {
+        let all: Vec<&str> = ["run", "-m", "x", "-p", "y"].iter().chain(extra).copied().collect();
+        let Command::Run(r) = parse_args(&args(&all)).unwrap() else { panic!("not run") };
+        r
+    }
+
     #[test]
     fn parses_run_options() {
         let c = parse_args(&args(&[
@@ -444,9 +451,7 @@ mod tests {
 
     #[test]
     fn defaults_and_errors() {
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else {
-            panic!()
-        };
+        let r = run_with(&[]);
         assert_eq!(
             (r.n, r.ctx, r.sampler.temperature, r.json, r.parse_special),
             (DEFAULT_N, DEFAULT_CTX, 0.0, false, true)
@@ -488,39 +493,11 @@ mod tests {
     fn parses_precision_options() {
         use turboinfer::model::KvDtype;
         use turboinfer::ops::AttnPrecision;
-        let Command::Run(r) = parse_args(&args(&["run", "-m", "x", "-p", "y"])).unwrap() else {
-            panic!()
-        };
+        let r = run_with(&[]);
         assert_eq!(r.opts, ModelOptions::default());
-        let Command::Run(r) = parse_args(&args(&[
-            "run",
-            "-m",
-            "x",
-            "-p",
-            "y",
-            "--kv-type",
-            "f32",
-            "--attn-precision",
-            "exact",
-        ]))
-        .unwrap() else {
-            panic!()
-        };
+        let r = run_with(&["--kv-type", "f32", "--attn-precision", "exact"]);
         assert_eq!((r.opts.kv_dtype, r.opts.attn_precision), (KvDtype::F32, AttnPrecision::Exact));
-        let Command::Run(r) = parse_args(&args(&[
-            "run",
-            "-m",
-            "x",
-            "-p",
-            "y",
-            "--kv-type",
-            "f16",
-            "--attn-precision",
-            "ggml",
-        ]))
-        .unwrap() else {
-            panic!()
-        };
+        let r = run_with(&["--kv-type", "f16", "--attn-precision", "ggml"]);
         assert_eq!(
             (r.opts.kv_dtype, r.opts.attn_precision),
             (KvDtype::F16, AttnPrecision::GgmlF16)
@@ -533,22 +510,7 @@ mod tests {
             .contains("attention precision"));
         #[cfg(feature = "sparse")]
         {
-            let Command::Run(r) = parse_args(&args(&[
-                "run",
-                "-m",
-                "x",
-                "-p",
-                "y",
-                "--sparsity",
-                "0.3",
-                "--sparse-sidecar",
-                "s",
-                "--selector",
-                "gate",
-            ]))
-            .unwrap() else {
-                panic!()
-            };
+            let r = run_with(&["--sparsity", "0.3", "--sparse-sidecar", "s", "--selector", "gate"]);
             assert_eq!(
                 (r.sparsity, r.sparse_sidecar.as_deref(), r.selector),
                 (0.3, Some("s"), turboinfer::sparse::Selector::Gate)

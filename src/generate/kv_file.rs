@@ -37,12 +37,12 @@
 //! can log it), deletes it when it is corrupt, and the prefix is recomputed.
 
 use super::fingerprint::Fingerprint;
+use crate::fileio::{le, AtomicFile, MapError, MappedFile, Watch};
 use crate::model::{KvCache, KvDtype};
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -158,16 +158,6 @@ fn payload_offset(n: usize) -> Option<usize> {
     end.checked_next_multiple_of(PAYLOAD_ALIGN)
 }
 
-/// Little-endian u32 at `at` (the caller checked the bounds).
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-/// Little-endian u64 at `at` (the caller checked the bounds).
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// CRC-32 of a header (`bytes[..off]`) with its own checksum field taken as zero.
 fn header_crc(header: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -225,19 +215,21 @@ fn check(b: &[u8], key: &KvFileKey, kv: &KvCache) -> Result<std::ops::Range<usiz
     if b[0..8] != MAGIC {
         return Err(corrupt("bad magic".into()));
     }
-    let version = u32_at(b, 8);
+    // A field of the fixed header (its length was checked above).
+    let u32_at = |at| le::u32_at(b, at).ok_or_else(|| corrupt("truncated header".into()));
+    let version = u32_at(8)?;
     if version != VERSION {
         return Err(mismatch(format!("format version {version}, expected {VERSION}")));
     }
-    let n = u32_at(b, 100) as usize;
-    let off = u32_at(b, 12) as usize;
+    let n = u32_at(100)? as usize;
+    let off = u32_at(12)? as usize;
     if payload_offset(n) != Some(off) {
         return Err(corrupt(format!("payload offset {off} does not fit {n} tokens")));
     }
     if b.len() < off {
         return Err(corrupt(format!("truncated token list ({} of {off} header bytes)", b.len())));
     }
-    if header_crc(&b[..off]) != u32_at(b, HEADER_CRC_AT) {
+    if header_crc(&b[..off]) != u32_at(HEADER_CRC_AT)? {
         return Err(corrupt("header checksum mismatch".into()));
     }
     if b[16..48] != key.model_hash {
@@ -249,21 +241,21 @@ fn check(b: &[u8], key: &KvFileKey, kv: &KvCache) -> Result<std::ops::Range<usiz
     let (layers, heads, hd) = kv.shape();
     let want =
         [dtype_code(kv.dtype()), layers as u32, heads as u32, hd as u32, (heads * hd) as u32];
-    let got: Vec<u32> = (0..5).map(|i| u32_at(b, 80 + 4 * i)).collect();
+    let got = (0..5).map(|i| u32_at(80 + 4 * i)).collect::<Result<Vec<u32>, _>>()?;
     if got != want {
         return Err(mismatch(format!(
             "dtype/layers/kv_heads/head_dim/kv_dim {got:?}, expected {want:?}"
         )));
     }
     if n != key.prefix_ids.len()
-        || (0..n).any(|i| u32_at(b, FIXED_HEADER + 4 * i) != key.prefix_ids[i])
+        || (0..n).any(|i| le::u32_at(b, FIXED_HEADER + 4 * i) != Some(key.prefix_ids[i]))
     {
         return Err(mismatch("prefix token ids differ from the prompt's".into()));
     }
     if n > kv.capacity() {
         return Err(mismatch(format!("{n} positions do not fit a KV cache of {}", kv.capacity())));
     }
-    let payload_len = u64_at(b, 104);
+    let payload_len = le::u64_at(b, 104).ok_or_else(|| corrupt("truncated header".into()))?;
     if payload_len != kv.prefix_bytes(n) as u64 {
         return Err(corrupt(format!("payload length {payload_len} does not fit the shape")));
     }
@@ -272,7 +264,7 @@ fn check(b: &[u8], key: &KvFileKey, kv: &KvCache) -> Result<std::ops::Range<usiz
         return Err(corrupt(format!("file is {} bytes, expected {end}", b.len())));
     }
     let payload = off..b.len();
-    if crc32fast::hash(&b[payload.clone()]) != u32_at(b, 112) {
+    if crc32fast::hash(&b[payload.clone()]) != u32_at(112)? {
         return Err(corrupt("payload checksum mismatch".into()));
     }
     Ok(payload)
@@ -306,29 +298,35 @@ impl KvFileDir {
         let path = self.path_for(&key.fingerprint, kv.dtype());
         // Non-blocking, regular files only, no symlink followed: anything else planted here is
         // an I/O refusal (a warning and a miss: the prefix is computed), and is left in place.
-        let file = match crate::regular_file::open(&path, crate::regular_file::Links::Refuse) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(KvFileError::Missing),
-            Err(source) => return Err(KvFileError::Io { path, source }),
-        };
-        let io_err = |source| KvFileError::Io { path: path.clone(), source };
-        let len = file.metadata().map_err(io_err)?.len();
-        let refusal = if len < FIXED_HEADER as u64 {
-            Err((true, format!("truncated header ({len} bytes)")))
-        } else {
-            // SAFETY: cache files are never written in place after their rename (writers use a
-            // fresh temporary file), and the directory is private to the server; the length is
-            // re-checked against the header before any payload byte is read.
-            let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-            check(&map, key, kv).and_then(|payload| {
-                kv.import_prefix(key.prefix_ids.len(), &map[payload])
-                    .map_err(|e| (false, e.to_string()))
-            })
-        };
+        // Not watched: cache files are never written in place after their rename (writers use a
+        // fresh temporary file), and the directory is private to the server; the length is
+        // re-checked against the header before any payload byte is read.
+        let links = crate::regular_file::Links::Refuse;
+        let (map, refusal) =
+            match MappedFile::open(&path, links, FIXED_HEADER as u64, b"", Watch::No) {
+                Err(MapError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(KvFileError::Missing)
+                }
+                Err(MapError::Io(source)) => return Err(KvFileError::Io { path, source }),
+                Err(MapError::Short { len, .. }) => {
+                    (None, Err((true, format!("truncated header ({len} bytes)"))))
+                }
+                // (No magic is asked for: `check` tells a bad one, in these words.)
+                Err(MapError::Magic { .. }) => (None, Err((true, "bad magic".to_string()))),
+                Ok(map) => {
+                    let r = check(map.bytes(), key, kv).and_then(|payload| {
+                        kv.import_prefix(key.prefix_ids.len(), &map.bytes()[payload])
+                            .map_err(|e| (false, e.to_string()))
+                    });
+                    (Some(map), r)
+                }
+            };
         match refusal {
             Ok(()) => {
                 // Recently used files are evicted last.
-                let _ = file.set_modified(SystemTime::now());
+                if let Some(file) = map.as_ref().and_then(MappedFile::file) {
+                    let _ = file.set_modified(SystemTime::now());
+                }
                 Ok(path)
             }
             Err((corrupt, reason)) => {
@@ -358,15 +356,12 @@ impl KvFileDir {
         let dir_err = |source| KvFileError::Io { path: self.dir.clone(), source };
         fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir).map_err(dir_err)?;
         let path = self.path_for(&key.fingerprint, kv.dtype());
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let tmp = self.dir.join(format!(
-            ".{}.{}.{nanos}{PART_SUFFIX}",
-            key.fingerprint.short(),
-            std::process::id()
-        ));
+        let io_err = |source| KvFileError::Io { path: path.clone(), source };
+        // Private to the server (0600); the `.part` suffix lets `evict` remove what a writer that
+        // died left behind.
+        let mut file = AtomicFile::create(&path, Some(0o600), PART_SUFFIX).map_err(io_err)?;
         let written = (|| -> io::Result<()> {
-            let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut w = BufWriter::with_capacity(1 << 20, file.file());
             w.write_all(&vec![0u8; off])?;
             let mut crc = crc32fast::Hasher::new();
             kv.export_prefix(n, &mut |piece| {
@@ -376,16 +371,10 @@ impl KvFileDir {
             let header = encode_header(key, kv, payload_len, crc.finalize());
             w.seek(SeekFrom::Start(0))?;
             w.write_all(&header)?;
-            let file = w.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            // The rename itself is durable only once the directory is synced.
-            File::open(&self.dir)?.sync_all()
+            w.into_inner().map_err(|e| e.into_error())?;
+            Ok(())
         })();
-        if let Err(source) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(KvFileError::Io { path, source });
-        }
+        written.and_then(|()| file.commit()).map_err(io_err)?;
         let evicted = self.evict(&path);
         Ok(Stored { path, bytes, evicted })
     }
@@ -666,7 +655,7 @@ mod tests {
             assert_eq!(s.evicted, usize::from(i == 2));
             // Distinct modification times even on coarse-grained file systems.
             let t = SystemTime::now() - Duration::from_secs(100 - 10 * i as u64);
-            File::options().write(true).open(&s.path).unwrap().set_modified(t).unwrap();
+            fs::File::options().write(true).open(&s.path).unwrap().set_modified(t).unwrap();
         }
         assert_eq!(files.stats().files, 2);
         assert!(!files.path_for(&keys[0], KvDtype::F32).exists(), "oldest evicted");

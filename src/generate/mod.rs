@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod speculate;
 pub mod trie;
 
+use crate::clock::ms_since;
 use crate::model::{KvCache, Logits, Model, ModelError};
 use crate::runtime::Runtime;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -55,17 +56,33 @@ impl Default for GenerateParams {
     }
 }
 
-/// Why generation ended.
+/// Why a generation ended (of [`generate`], and of an nl2sql attempt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
-    /// The model produced an end-of-generation token (it is the last of `output_ids`).
+    /// The model produced an end-of-generation token (for [`generate`], the last of
+    /// `output_ids`).
     EndOfGeneration,
-    /// The decoded text hit this stop string.
+    /// The decoded text hit this stop string ([`generate`]).
     StopString(String),
-    /// `max_tokens` were generated.
+    /// The SQL statement ended (`;`, closing fence, blank line after the SQL: nl2sql).
+    EndOfStatement,
+    /// The token budget (`max_tokens`, `max_new_tokens`) was generated.
     Budget,
     /// The KV cache is full.
     ContextFull,
+}
+
+impl StopReason {
+    /// A short lowercase name (nl2sql_explain's `stop`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            StopReason::EndOfGeneration => "end_of_generation",
+            StopReason::StopString(_) => "stop_string",
+            StopReason::EndOfStatement => "end_of_statement",
+            StopReason::Budget => "max_new_tokens",
+            StopReason::ContextFull => "context_full",
+        }
+    }
 }
 
 /// Wall-clock costs of a generation.
@@ -203,11 +220,6 @@ pub fn generate_ids(
         stop_reason: reason,
         timings,
     })
-}
-
-/// Milliseconds elapsed since `t`.
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// Streams text while holding back anything that could be the start of a stop string.

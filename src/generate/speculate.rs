@@ -16,32 +16,7 @@ use crate::model::{KvCache, Logits};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::collections::VecDeque;
 
-/// Why a decode ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The caller's completion check ended the answer (nl2sql: the statement ended: `;`,
-    /// closing fence, blank line after the SQL).
-    EndOfStatement,
-    /// The model produced an end-of-generation token.
-    EndOfGeneration,
-    /// `max_new` tokens were generated.
-    Budget,
-    /// The KV cache is full.
-    ContextFull,
-}
-
-impl StopReason {
-    /// A short lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::EndOfStatement => "end_of_statement",
-            StopReason::EndOfGeneration => "end_of_generation",
-            StopReason::Budget => "max_new_tokens",
-            StopReason::ContextFull => "context_full",
-        }
-    }
-}
-
+pub use super::StopReason;
 /// Forward-pass and draft counters of a decode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpecStats {

@@ -18,8 +18,8 @@ pub use writer::{
     GgufLayout, GgufWriter, ALIGNMENT_KEY, MAX_KEY_LEN, MAX_TENSOR_NAME, WRITE_VERSION,
 };
 
+use crate::fileio::{MapError, MappedFile, Watch};
 use crate::quant::GgmlType;
-use memmap2::Mmap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -121,19 +121,28 @@ pub struct GgufHeader {
 
 /// An open GGUF model file: the mapping plus its parsed header.
 pub struct GgufFile {
-    path: PathBuf,
-    /// Watches `map` (declared first: released before the mapping is unmapped).
-    watch: crate::mapguard::MapWatch,
-    map: Mmap,
+    /// The watched mapping (what [`GgufFile`] dereferences to: path, bytes, length, `changed`).
+    map: MappedFile,
     header: GgufHeader,
     by_name: HashMap<String, usize>,
+}
+
+/// A GGUF file is a validated mapping plus its parsed header: the mapping's accessors
+/// ([`MappedFile::path`], [`MappedFile::bytes`], [`MappedFile::len`], [`MappedFile::changed`])
+/// are the file's.
+impl std::ops::Deref for GgufFile {
+    type Target = MappedFile;
+
+    fn deref(&self) -> &MappedFile {
+        &self.map
+    }
 }
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("path", &self.path)
-            .field("len", &self.map.len())
+            .field("path", &self.path())
+            .field("len", &self.len())
             .field("tensors", &self.header.tensors.len())
             .finish()
     }
@@ -150,68 +159,37 @@ impl GgufFile {
     /// Maps `path` read-only and shared, and validates its header and tensor directory.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
         let path = path.as_ref().to_path_buf();
-        let io = |source| GgufError::Io { path: path.clone(), source };
         // Non-blocking, regular files only; a symlink is followed (the caller resolved the path).
-        let file =
-            crate::regular_file::open(&path, crate::regular_file::Links::Follow).map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
-        if meta.len() < 4 {
-            return Err(GgufError::Truncated {
-                what: "magic",
-                offset: 0,
-                needed: 4,
-                file_len: meta.len(),
-            });
-        }
-        // SAFETY: the mapping is read-only and private to this process's address space; the file
-        // could still be truncated by another process while mapped, which we cannot prevent, but
-        // every range we hand out was checked against the length seen here.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        // A fault while parsing (the file truncated meanwhile) reads zeros: a parse error.
-        let watch = crate::mapguard::MapWatch::new(file, &map);
-        Self::from_map(path, watch, map)
+        // Watched: a fault while parsing (the file truncated meanwhile) reads zeros, a parse error.
+        let links = crate::regular_file::Links::Follow;
+        let map = match MappedFile::open(&path, links, 4, &reader::MAGIC, Watch::Yes) {
+            Ok(m) => m,
+            Err(MapError::Short { len, .. }) => {
+                return Err(GgufError::Truncated {
+                    what: "magic",
+                    offset: 0,
+                    needed: 4,
+                    file_len: len,
+                })
+            }
+            Err(MapError::Io(source)) => return Err(GgufError::Io { path, source }),
+            Err(MapError::Magic { found }) => {
+                return Err(GgufError::BadMagic(found.try_into().expect("4 magic bytes")))
+            }
+        };
+        Self::from_map(map)
     }
 
     /// Parses the header of an existing mapping and indexes tensors by name.
-    fn from_map(
-        path: PathBuf,
-        watch: crate::mapguard::MapWatch,
-        map: Mmap,
-    ) -> Result<GgufFile, GgufError> {
-        let header = parse_header(&map)?;
+    fn from_map(map: MappedFile) -> Result<GgufFile, GgufError> {
+        let header = parse_header(map.bytes())?;
         let mut by_name = HashMap::with_capacity(header.tensors.len());
         for (i, t) in header.tensors.iter().enumerate() {
             if by_name.insert(t.name.clone(), i).is_some() {
                 return Err(GgufError::Corrupt(format!("duplicate tensor name {:?}", t.name)));
             }
         }
-        Ok(GgufFile { path, watch, map, header, by_name })
-    }
-
-    /// The file this was opened from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// True when the file changed under the mapping (a read past a new end, which read zeros,
-    /// or a new size or modification time): what was read from it may be garbage.
-    pub fn changed(&self) -> bool {
-        self.watch.changed()
-    }
-
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    /// Length of the file in bytes.
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
-    }
-
-    /// True for an empty mapping (never, for a file that parsed).
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        Ok(GgufFile { map, header, by_name })
     }
 
     /// The parsed header.
@@ -282,6 +260,6 @@ impl GgufFile {
 
     /// The bytes of a tensor of this file (its range was validated at open).
     pub fn data_of(&self, info: &TensorInfo) -> &[u8] {
-        &self.map[info.offset as usize..(info.offset + info.size) as usize]
+        &self.bytes()[info.offset as usize..(info.offset + info.size) as usize]
     }
 }

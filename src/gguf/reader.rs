@@ -8,7 +8,7 @@ use crate::quant::GgmlType;
 use std::collections::HashMap;
 
 /// "GGUF" read as a little-endian u32.
-const MAGIC: [u8; 4] = *b"GGUF";
+pub(crate) const MAGIC: [u8; 4] = *b"GGUF";
 
 /// A cursor over the file bytes that never reads past the end.
 struct Cursor<'a> {

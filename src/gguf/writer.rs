@@ -38,12 +38,12 @@
 use super::{
     GgufError, MetaArray, MetaValue, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS,
 };
+use crate::fileio::AtomicFile;
 use crate::quant::GgmlType;
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The GGUF version this writer produces.
 pub const WRITE_VERSION: u32 = 3;
@@ -316,36 +316,26 @@ impl<'a> GgufWriter<'a> {
         Ok(v)
     }
 
-    /// Writes the file to `path` atomically: into a temporary file in the same directory, synced,
-    /// then renamed over `path`, so readers never see a half-written file. Returns the bytes written.
+    /// Writes the file to `path` atomically (see [`crate::fileio::atomic`]: temporary file in
+    /// the same directory, fsync, rename, directory fsync), so readers never see a half-written
+    /// file. Returns the bytes written.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<u64, GgufError> {
         let path = path.as_ref();
-        let tmp = temp_path_for(path);
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| GgufError::Io { path: p, source }
         };
-        let result = (|| {
-            let file = File::create(&tmp).map_err(io(&tmp))?;
-            let mut buf = BufWriter::with_capacity(1 << 20, file);
-            // A failed write names the file it was writing.
-            let n = self.write_to(&mut buf).map_err(|e| match e {
-                GgufError::Write(source) => io(&tmp)(source),
-                other => other,
-            })?;
-            let file = buf.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
-            file.sync_all().map_err(io(&tmp))?;
-            std::fs::rename(&tmp, path).map_err(io(path))?;
-            // Make the rename itself durable; best effort (not every platform can sync a directory).
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                let _ = File::open(dir).and_then(|d| d.sync_all());
-            }
-            Ok(n)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        let mut file = AtomicFile::create(path, None, ".tmp").map_err(io(path))?;
+        let tmp = file.temp_path().to_path_buf();
+        let mut buf = BufWriter::with_capacity(1 << 20, file.file());
+        // A failed write names the file it was writing.
+        let n = self.write_to(&mut buf).map_err(|e| match e {
+            GgufError::Write(source) => io(&tmp)(source),
+            other => other,
+        })?;
+        buf.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
+        file.commit().map_err(io(path))?;
+        Ok(n)
     }
 }
 
@@ -357,17 +347,6 @@ fn write_zeros(out: &mut impl Write, mut n: u64) -> std::io::Result<()> {
         n -= k;
     }
     Ok(())
-}
-
-/// `dir/.name.tmp.<pid>.<n>` next to `path` (same filesystem, so the rename is atomic).
-fn temp_path_for(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    // Distinguishes concurrent writes of the same path from one process.
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name =
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "gguf".into());
-    let tmp = format!(".{name}.tmp.{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-    path.with_file_name(tmp)
 }
 
 /// Appends a GGUF string (u64 length, bytes).

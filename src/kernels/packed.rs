@@ -23,14 +23,14 @@
 //! The layout is a pure permutation of the GGUF bytes (same size, no rounding), so a packed matrix
 //! holds exactly the same weights; a group occupies the same byte range as its rows do unpacked.
 
-use crate::quant::{bytes, q4k_scale_min, GgmlType, QK_K};
+use crate::quant::{block_bytes, bytes, q4k_scale_min, GgmlType, QK_K};
 
 /// Rows interleaved per group.
 pub const PACK_ROWS: usize = 16;
 /// Bytes of one Q4_K super-block.
-const Q4K: usize = 144;
+const Q4K: usize = block_bytes::Q4_K;
 /// Bytes of one Q6_K super-block.
-const Q6K: usize = 210;
+const Q6K: usize = block_bytes::Q6_K;
 /// Bytes of a packed Q4_K block (sixteen super-blocks).
 pub const PACKED_BLOCK: usize = PACK_ROWS * Q4K;
 /// Bytes of a packed Q6_K block.

@@ -28,14 +28,12 @@
 //! the source, every entry's name, type, shape, bounds, length and alignment), so a bad file is a
 //! [`PackedError`], never a panic or a read outside the mapping.
 
+use crate::fileio::{le, AtomicFile, MapError, MappedFile, Watch};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::kernels::packed::{pack, packable, PACK_ROWS};
-use memmap2::Mmap;
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// File magic (TurboInfer K-quants ×16; kept from version 1).
 pub const MAGIC: [u8; 8] = *b"TIQ4KX16";
@@ -250,107 +248,73 @@ pub fn write(gguf: &GgufFile, out: &Path) -> Result<WriteSummary, PackedError> {
     }
     let file_len = entries.last().map(|e| e.offset + e.len).unwrap_or(HEADER as u64);
 
-    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let base = out.file_name().ok_or_else(|| bad("output path has no file name".into()))?;
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(base);
-    tmp_name.push(format!(".{}.{nanos}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| -> Result<(), PackedError> {
-        let terr = |source| PackedError::Write { path: tmp.clone(), source };
-        let f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(terr)?;
-        let mut w = BufWriter::with_capacity(CHUNK, f);
-        // Header and table are written last (they hold the packed samples); zeros for now.
-        let mut pos = 0u64;
-        let mut buf = Vec::new();
-        for ((t, rows, cols), e) in todo.iter().zip(entries.iter_mut()) {
-            let pad = (e.offset - pos) as usize;
-            w.write_all(&vec![0u8; pad]).map_err(terr)?;
-            let src = gguf.data_of(t);
-            e.source_sample = sample_hash(src);
-            let group = src.len() / (rows / PACK_ROWS);
-            let per_chunk = (CHUNK / group).max(1) * group;
-            let (mut head, mut tail) = (Vec::with_capacity(SAMPLE), Vec::with_capacity(2 * SAMPLE));
-            for s in src.chunks(per_chunk) {
-                buf.resize(s.len(), 0);
-                pack(t.ty, s.len() / group * PACK_ROWS, *cols, s, &mut buf);
-                w.write_all(&buf).map_err(terr)?;
-                let need = SAMPLE - head.len();
-                head.extend_from_slice(&buf[..need.min(buf.len())]);
-                tail.extend_from_slice(&buf[buf.len().saturating_sub(SAMPLE)..]);
-                let excess = tail.len().saturating_sub(SAMPLE);
-                tail.drain(..excess);
-            }
-            e.packed_sample = fnv_more(fnv1a64(&head), &tail);
-            pos = e.offset + e.len;
+    // Readable by every user (the postgres OS user reads packs root wrote).
+    let mut file = AtomicFile::create(out, Some(0o644), ".tmp").map_err(werr)?;
+    let tmp = file.temp_path().to_path_buf();
+    let terr = |source| PackedError::Write { path: tmp.clone(), source };
+    let mut w = BufWriter::with_capacity(CHUNK, file.file());
+    // Header and table are written last (they hold the packed samples); zeros for now.
+    let mut pos = 0u64;
+    let mut buf = Vec::new();
+    for ((t, rows, cols), e) in todo.iter().zip(entries.iter_mut()) {
+        let pad = (e.offset - pos) as usize;
+        w.write_all(&vec![0u8; pad]).map_err(terr)?;
+        let src = gguf.data_of(t);
+        e.source_sample = sample_hash(src);
+        let group = src.len() / (rows / PACK_ROWS);
+        let per_chunk = (CHUNK / group).max(1) * group;
+        let (mut head, mut tail) = (Vec::with_capacity(SAMPLE), Vec::with_capacity(2 * SAMPLE));
+        for s in src.chunks(per_chunk) {
+            buf.resize(s.len(), 0);
+            pack(t.ty, s.len() / group * PACK_ROWS, *cols, s, &mut buf);
+            w.write_all(&buf).map_err(terr)?;
+            let need = SAMPLE - head.len();
+            head.extend_from_slice(&buf[..need.min(buf.len())]);
+            tail.extend_from_slice(&buf[buf.len().saturating_sub(SAMPLE)..]);
+            let excess = tail.len().saturating_sub(SAMPLE);
+            tail.drain(..excess);
         }
-        let mut f = w.into_inner().map_err(|e| terr(e.into_error()))?;
-        let mut table = Vec::with_capacity(table_len as usize);
-        for e in &entries {
-            e.encode(&mut table);
-        }
-        let header =
-            encode_header(SourceId::of(gguf), entries.len() as u32, fnv1a64(&table), file_len);
-        f.seek(SeekFrom::Start(0)).map_err(terr)?;
-        f.write_all(&header).map_err(terr)?;
-        f.write_all(&table).map_err(terr)?;
-        f.sync_all().map_err(terr)?;
-        set_mode_0644(&f).map_err(terr)?;
-        std::fs::rename(&tmp, out).map_err(werr)?;
-        // Make the rename itself durable (best effort: some filesystems refuse fsync on a directory).
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        e.packed_sample = fnv_more(fnv1a64(&head), &tail);
+        pos = e.offset + e.len;
     }
-    result?;
+    let f = w.into_inner().map_err(|e| terr(e.into_error()))?;
+    let mut table = Vec::with_capacity(table_len as usize);
+    for e in &entries {
+        e.encode(&mut table);
+    }
+    let header = encode_header(SourceId::of(gguf), entries.len() as u32, fnv1a64(&table), file_len);
+    f.seek(SeekFrom::Start(0)).map_err(terr)?;
+    f.write_all(&header).map_err(terr)?;
+    f.write_all(&table).map_err(terr)?;
+    file.commit().map_err(werr)?;
     Ok(WriteSummary { path: out.to_path_buf(), tensors: entries.len(), bytes: file_len })
-}
-
-/// Makes `f` readable by every user (the postgres OS user reads packs root wrote).
-#[cfg(unix)]
-fn set_mode_0644(f: &File) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(0o644))
-}
-
-/// Non-Unix: permissions stay the platform default.
-#[cfg(not(unix))]
-fn set_mode_0644(_: &File) -> std::io::Result<()> {
-    Ok(())
-}
-
-/// A little-endian u64 at `at` (the caller checked the bounds).
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// A little-endian u32 at `at` (the caller checked the bounds).
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
 /// An open, validated pack: a read-only shared mapping plus its entry table.
 pub struct PackedFile {
-    path: PathBuf,
-    /// Watches `map` (declared first: released before the mapping is unmapped).
-    watch: crate::mapguard::MapWatch,
-    map: Mmap,
+    /// The watched mapping (what [`PackedFile`] dereferences to: path, bytes, length, `changed`).
+    map: MappedFile,
     source: SourceId,
     entries: Vec<PackedEntry>,
     by_name: HashMap<String, usize>,
+}
+
+/// A pack is a validated mapping plus its entry table: the mapping's accessors are the pack's
+/// (see [`GgufFile`]'s).
+impl std::ops::Deref for PackedFile {
+    type Target = MappedFile;
+
+    fn deref(&self) -> &MappedFile {
+        &self.map
+    }
 }
 
 impl std::fmt::Debug for PackedFile {
     /// Short summary (the data is not printed).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedFile")
-            .field("path", &self.path)
-            .field("len", &self.map.len())
+            .field("path", &self.path())
+            .field("len", &self.len())
             .field("entries", &self.entries.len())
             .finish()
     }
@@ -362,62 +326,27 @@ impl PackedFile {
     pub fn open(path: impl AsRef<Path>, gguf: &GgufFile) -> Result<PackedFile, PackedError> {
         let path = path.as_ref().to_path_buf();
         // Non-blocking, regular files only, no symlink followed (packs are written by rename).
-        let file = match crate::regular_file::open(&path, crate::regular_file::Links::Refuse) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let links = crate::regular_file::Links::Refuse;
+        let map = match MappedFile::open(&path, links, HEADER as u64, &MAGIC, Watch::Yes) {
+            Ok(m) => m,
+            Err(MapError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(PackedError::Missing { path })
             }
-            Err(source) => return Err(PackedError::Io { path, source }),
-        };
-        let meta =
-            file.metadata().map_err(|source| PackedError::Io { path: path.clone(), source })?;
-        if meta.len() < HEADER as u64 {
+            Err(MapError::Io(source)) => return Err(PackedError::Io { path, source }),
             // Still tell a foreign file from a short pack.
-            let mut head = Vec::new();
-            use std::io::Read;
-            let _ = (&file).take(8).read_to_end(&mut head);
-            if head.len() == 8 && head != MAGIC {
-                return Err(PackedError::BadMagic { path, found: head });
+            Err(MapError::Short { head, .. })
+                if head.len() >= MAGIC.len() && head[..8] != MAGIC =>
+            {
+                return Err(PackedError::BadMagic { path, found: head[..8].to_vec() })
             }
-            return Err(PackedError::Truncated {
-                path,
-                needed: HEADER as u64,
-                file_len: meta.len(),
-            });
-        }
-        // SAFETY: read-only shared mapping. Packs are replaced by rename, never rewritten in place;
-        // every range handed out below is checked against the length seen here.
-        let map = unsafe { Mmap::map(&file) }
-            .map_err(|source| PackedError::Io { path: path.clone(), source })?;
-        let watch = crate::mapguard::MapWatch::new(file, &map);
-        let (entries, source) = parse(&path, &map, gguf)?;
+            Err(MapError::Short { len, .. }) => {
+                return Err(PackedError::Truncated { path, needed: HEADER as u64, file_len: len })
+            }
+            Err(MapError::Magic { found }) => return Err(PackedError::BadMagic { path, found }),
+        };
+        let (entries, source) = parse(&path, map.bytes(), gguf)?;
         let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(PackedFile { path, watch, map, source, entries, by_name })
-    }
-
-    /// The file this was opened from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// True when the file changed under the mapping (see [`GgufFile::changed`]).
-    pub fn changed(&self) -> bool {
-        self.watch.changed()
-    }
-
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    /// Length of the file in bytes.
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
-    }
-
-    /// True for an empty mapping (never, for a file that opened).
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        Ok(PackedFile { map, source, entries, by_name })
     }
 
     /// The identity of the GGUF this pack was made from.
@@ -442,7 +371,7 @@ impl PackedFile {
 
     /// The packed bytes of an entry of this file (its range was validated at open).
     pub fn data_of(&self, e: &PackedEntry) -> &[u8] {
-        &self.map[e.offset as usize..(e.offset + e.len) as usize]
+        &self.bytes()[e.offset as usize..(e.offset + e.len) as usize]
     }
 }
 
@@ -454,11 +383,19 @@ fn parse(
 ) -> Result<(Vec<PackedEntry>, SourceId), PackedError> {
     let p = || path.to_path_buf();
     let corrupt = |reason: String| PackedError::Corrupt { path: p(), reason };
+    let file_len = b.len() as u64;
+    // The header's fields (the caller checked that the file holds a whole header).
+    let truncated = || PackedError::Truncated { path: p(), needed: HEADER as u64, file_len };
+    let u32_at = |at| le::u32_at(b, at).ok_or_else(truncated);
+    let u64_at = |at| le::u64_at(b, at).ok_or_else(truncated);
+    if b.len() < HEADER {
+        return Err(truncated());
+    }
     if b[0..8] != MAGIC {
         return Err(PackedError::BadMagic { path: p(), found: b[0..8].to_vec() });
     }
-    let version = u32_at(b, 8);
-    if fnv1a64(&b[..56]) != u64_at(b, 56) {
+    let version = u32_at(8)?;
+    if fnv1a64(&b[..56]) != u64_at(56)? {
         // A newer or older format may lay the header out differently: report the version if it differs.
         if version != FORMAT_VERSION {
             return Err(PackedError::WrongVersion { path: p(), found: version });
@@ -468,11 +405,9 @@ fn parse(
     if version != FORMAT_VERSION {
         return Err(PackedError::WrongVersion { path: p(), found: version });
     }
-    let n = u32_at(b, 12) as usize;
-    let source =
-        SourceId { len: u64_at(b, 16), header_len: u64_at(b, 24), header_hash: u64_at(b, 32) };
-    let file_len = b.len() as u64;
-    let want_len = u64_at(b, 40);
+    let n = u32_at(12)? as usize;
+    let source = SourceId { len: u64_at(16)?, header_len: u64_at(24)?, header_hash: u64_at(32)? };
+    let want_len = u64_at(40)?;
     if file_len < want_len {
         return Err(PackedError::Truncated { path: p(), needed: want_len, file_len });
     }
@@ -527,16 +462,17 @@ fn parse(
             .map_err(|_| corrupt(format!("entry {i} name is not UTF-8")))?
             .to_string();
         let f = at + 2 + nl;
+        let field = |k: usize| le::u64_at(b, f + 8 * k).ok_or_else(short);
         entries.push(PackedEntry {
             name,
-            offset: u64_at(b, f),
-            len: u64_at(b, f + 8),
-            source_sample: u64_at(b, f + 16),
-            packed_sample: u64_at(b, f + 24),
+            offset: field(0)?,
+            len: field(1)?,
+            source_sample: field(2)?,
+            packed_sample: field(3)?,
         });
         at = end;
     }
-    if fnv1a64(&b[HEADER..at]) != u64_at(b, 48) {
+    if fnv1a64(&b[HEADER..at]) != u64_at(48)? {
         return Err(corrupt("entry table checksum mismatch".into()));
     }
     // Every entry.
@@ -655,6 +591,6 @@ mod tests {
     fn header_checksum() {
         let h = encode_header(SourceId { len: 1, header_len: 2, header_hash: 3 }, 4, 5, 6);
         assert_eq!(&h[..8], &MAGIC);
-        assert_eq!(fnv1a64(&h[..56]), u64_at(&h, 56));
+        assert_eq!(Some(fnv1a64(&h[..56])), crate::fileio::le::u64_at(&h, 56));
     }
 }

@@ -16,6 +16,7 @@ use super::schema::SchemaInfo;
 use super::sqltext::extract_sql;
 use super::trim;
 use super::vocab::{ActiveVocab, VocabBase};
+use crate::clock::ms_since;
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::kv_file::{self, KvFileDir, KvFileError, KvFileKey};
 use crate::gguf::GgufFile;
@@ -163,8 +164,6 @@ pub struct Outcome {
     pub prefix_tokens: usize,
     pub shown: Vec<String>,
     pub dropped: Vec<String>,
-    /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
-    pub cache_hit: bool,
     /// Where the prefix's KV state came from.
     pub prefix_source: PrefixSource,
     /// Prompt tokens actually run through the model in this call.
@@ -196,6 +195,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
+    pub fn cache_hit(&self) -> bool {
+        self.prefix_source != PrefixSource::Computed
+    }
+
     /// Accepted / proposed draft tokens (0 when nothing was proposed).
     pub fn acceptance_rate(&self) -> f64 {
         SpecStats {
@@ -544,8 +548,16 @@ impl Engine {
         question: &str,
         opts: &Options,
     ) -> Result<Plan, Nl2SqlError> {
-        let mut schema = schema.clone();
-        schema.normalize();
+        self.plan_normalized(&normalized(schema), question, opts)
+    }
+
+    /// [`Engine::plan`] over a schema already normalized ([`SchemaInfo::normalize`]).
+    fn plan_normalized(
+        &self,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+    ) -> Result<Plan, Nl2SqlError> {
         if schema.tables.is_empty() {
             return Err(Nl2SqlError::NoTables);
         }
@@ -553,7 +565,7 @@ impl Engine {
         let question_ids = prompt::question(question).encode(&self.tok)?;
         let fixed = prompt::prefix_with_notes("").encode(&self.tok)?.len();
         let reserve = answer_reserve(opts.max_new_tokens, capacity);
-        let renderer = Renderer::new(&schema);
+        let renderer = Renderer::new(schema);
         let blocks: Vec<String> = schema.tables.iter().map(|t| renderer.table(t)).collect();
         let overhead = fixed + question_ids.len() + reserve;
 
@@ -571,7 +583,7 @@ impl Engine {
                 let smallest = table_tokens.iter().copied().min().unwrap_or(0);
                 let mut budget = capacity.saturating_sub(overhead);
                 loop {
-                    let sel = trim::select(&schema, question, &table_tokens, budget);
+                    let sel = trim::select(schema, question, &table_tokens, budget);
                     if sel.shown.is_empty() {
                         return Err(Nl2SqlError::ContextTooSmall {
                             needed: overhead + smallest,
@@ -626,216 +638,180 @@ impl Engine {
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
         let memory = self.memory_plan(opts, rt.n_threads());
-        self.run_planned(rt, cache, schema, question, opts, memory, on_progress, validate).map_err(
-            |e| match e {
-                Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
-                    Nl2SqlError::OutOfMemory { what, bytes, plan: memory }
-                }
-                e => e,
-            },
-        )
-    }
+        // Every error of the call passes here once: an allocation that failed is reported with
+        // the plan it was part of.
+        let with_plan = |e| match e {
+            Nl2SqlError::Model(ModelError::OutOfMemory { what, bytes }) => {
+                Nl2SqlError::OutOfMemory { what, bytes, plan: memory }
+            }
+            e => e,
+        };
+        let mut answer = || -> Result<Outcome, Nl2SqlError> {
+            let t0 = Instant::now();
+            let question = Engine::clean_question(question)?;
+            let capacity = memory.positions;
+            // The KV buffers first, so that a context too large for the memory fails before any
+            // work: reuse them when they have the right size; drop the old ones before asking for
+            // new ones (both would not fit where one barely does).
+            if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
+                cache.kv = None;
+                cache.prefix = None;
+                cache.kv = Some(self.model.try_new_cache(capacity)?);
+            }
+            // Normalized once per call: the plan and the tables it shows share it.
+            let schema = normalized(schema);
+            let plan = self.plan_normalized(&schema, &question, opts)?;
+            // The tables the prompt shows (constraints, repair facts).
+            let shown = shown_tables(&schema, &plan.shown);
+            let mut shaping = self.shaping(&shown, &plan, &question, opts)?;
+            let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
+            let n_prefix = plan.prefix_ids.len();
+            let t1 = Instant::now();
+            let prefix_source = self.load_prefix(rt, cache, &plan, &mut timings, on_progress)?;
+            let mut prefill_tokens =
+                if prefix_source == PrefixSource::Computed { n_prefix } else { 0 };
+            let kv = cache.kv.as_mut().expect("allocated above");
+            let mut logits = self.prefill(rt, kv, &plan.question_ids, on_progress)?;
+            prefill_tokens += plan.question_ids.len();
+            timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
+            let n_question_end = kv.len();
 
-    /// [`Engine::run`] with its memory plan.
-    #[allow(clippy::too_many_arguments)]
-    fn run_planned(
-        &self,
-        rt: &Runtime,
-        cache: &mut PrefixCache,
-        schema: &SchemaInfo,
-        question: &str,
-        opts: &Options,
-        memory: MemoryPlan,
-        on_progress: &mut dyn FnMut(Progress) -> bool,
-        validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
-    ) -> Result<Outcome, Nl2SqlError> {
-        let t0 = Instant::now();
-        let question = Engine::clean_question(question)?;
-        let capacity = memory.positions;
-        // The KV buffers first, so that a context too large for the memory fails before any
-        // work: reuse them when they have the right size; drop the old ones before asking for
-        // new ones (both would not fit where one barely does).
-        if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
-            cache.kv = None;
-            cache.prefix = None;
-            cache.kv = Some(self.model.try_new_cache(capacity)?);
-        }
-        let plan = self.plan(schema, &question, opts)?;
-        // The tables the prompt shows (constraints, repair facts), normalized once.
-        let shown = shown_schema(schema, &plan.shown);
-        let mut shaping = self.shaping(&shown, &plan, &question, opts)?;
-        let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
-        let n_prefix = plan.prefix_ids.len();
-        let cache_hit = cache.prefix == Some((plan.fingerprint, n_prefix))
-            && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
-        let kv = cache.kv.as_mut().expect("allocated above");
-        let mut prefill_tokens = 0;
-        let t1 = Instant::now();
-        let prefix_source = if cache_hit {
-            cache.stats.hits += 1;
-            kv.truncate(n_prefix);
-            PrefixSource::Memory
-        } else {
-            cache.prefix = None; // only a completed prefill or a validated file makes it valid again
-            kv.clear();
-            let key = self.kv_file_key(&plan);
-            let tf = Instant::now();
-            let from_file = cache.files.as_ref().is_some_and(|f| {
-                load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events)
-            });
-            timings.cache_file_ms += ms_since(tf);
-            let source = if from_file {
-                PrefixSource::File
+            // Speculation verifies drafts in batches; it is exact only if a batch equals the same
+            // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
+            let speculate = opts.speculation && self.batch_invariant();
+            // The drafter lives next to the prefix it was built for.
+            if speculate
+                && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint))
+            {
+                let t = Instant::now();
+                cache.drafter = Some(Drafter::for_schema(&self.tok, &shown, plan.fingerprint)?);
+                timings.prompt_ms += ms_since(t);
+            }
+            let focus = match (&cache.drafter, speculate) {
+                (Some(_), true) => focus_tokens(&self.tok, &shown, &question, &plan.question_ids)?,
+                _ => Vec::new(),
+            };
+            let drafter = if speculate {
+                cache.drafter.as_ref().map(|d| (d, focus.as_slice()))
             } else {
-                cache.stats.misses += 1;
-                self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
-                prefill_tokens += n_prefix;
-                let tf = Instant::now();
-                if let Some(f) = cache.files.as_ref() {
-                    store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
-                }
-                timings.cache_file_ms += ms_since(tf);
-                PrefixSource::Computed
+                None
             };
-            cache.prefix = Some((plan.fingerprint, n_prefix));
-            source
-        };
-        let mut logits = self.prefill(rt, kv, &plan.question_ids, on_progress)?;
-        prefill_tokens += plan.question_ids.len();
-        timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
-        let n_question_end = kv.len();
+            let mut context: Vec<u32> =
+                plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
 
-        // Speculation verifies drafts in batches; it is exact only if a batch equals the same
-        // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
-        let speculate = opts.speculation && self.batch_invariant();
-        // The drafter lives next to the prefix it was built for.
-        if speculate
-            && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint))
-        {
-            let t = Instant::now();
-            cache.drafter = Some(Drafter::for_schema(&self.tok, &shown, plan.fingerprint)?);
-            timings.prompt_ms += ms_since(t);
-        }
-        let focus = match (&cache.drafter, speculate) {
-            (Some(_), true) => focus_tokens(&self.tok, &shown, &question, &plan.question_ids)?,
-            _ => Vec::new(),
-        };
-        let drafter =
-            if speculate { cache.drafter.as_ref().map(|d| (d, focus.as_slice())) } else { None };
-        let mut context: Vec<u32> =
-            plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
-
-        let mut attempts = Vec::with_capacity(1 + opts.repair_rounds);
-        // Rejected statements and the byte span of their located error, for the repair bans.
-        let mut bans: Vec<(String, (usize, usize))> = Vec::new();
-        let mut generated_tokens = 0;
-        let mut spec = SpecStats::default();
-        loop {
-            let t2 = Instant::now();
-            let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
-            // A constrained decode backs out of the dead ends its constraint can reach.
-            let backtrack = if shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
-            let limits = DecodeLimits {
-                max_new: opts.max_new_tokens,
-                stop_at_statement: true,
-                seed,
-                backtrack,
-            };
-            let Decoded { ids, text: raw, stop, stats } =
-                self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
-            let n = ids.len();
-            timings.decode_ms += ms_since(t2);
-            generated_tokens += n;
-            spec.add(stats);
-            let sql = extract_sql(&raw).sql;
-            let t3 = Instant::now();
-            let verdict = if sql.is_empty() {
-                Err(Rejection::from("the answer contains no SQL statement"))
-            } else if stop == StopReason::Budget {
-                Err(Rejection::from(format!(
+            let mut attempts = Vec::with_capacity(1 + opts.repair_rounds);
+            // Rejected statements and the byte span of their located error, for the repair bans.
+            let mut bans: Vec<(String, (usize, usize))> = Vec::new();
+            let mut generated_tokens = 0;
+            let mut spec = SpecStats::default();
+            loop {
+                let t2 = Instant::now();
+                let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
+                // A constrained decode backs out of the dead ends its constraint can reach.
+                let backtrack = if shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
+                let limits = DecodeLimits {
+                    max_new: opts.max_new_tokens,
+                    stop_at_statement: true,
+                    seed,
+                    backtrack,
+                };
+                let Decoded { ids, text: raw, stop, stats } =
+                    self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
+                let n = ids.len();
+                timings.decode_ms += ms_since(t2);
+                generated_tokens += n;
+                spec.add(stats);
+                let sql = extract_sql(&raw).sql;
+                let t3 = Instant::now();
+                let verdict = if sql.is_empty() {
+                    Err(Rejection::from("the answer contains no SQL statement"))
+                } else if stop == StopReason::Budget {
+                    Err(Rejection::from(format!(
                     "the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)",
                     opts.max_new_tokens
                 )))
-            } else {
-                validate(&sql)
-            };
-            timings.validate_ms += ms_since(t3);
-            let rejection = verdict.err();
-            let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
-            let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
-            let feedback = match &rejection {
-                Some(r) => repair::feedback(r, &sql, &shown),
-                None => String::new(),
-            };
-            attempts.push(Attempt {
-                raw,
-                sql: sql.clone(),
-                generated_tokens: n,
-                ids,
-                stop,
-                error: error.clone(),
-                sqlstate: rejection.and_then(|r| r.sqlstate),
-                feedback: feedback.clone(),
-                spec: stats,
-            });
-            // A repair that repeats an earlier rejected statement will not do better next round.
-            let repeated = attempts.iter().filter(|a| a.sql == sql).count() > 1;
-            let done = error.is_none() || attempts.len() > opts.repair_rounds || repeated;
-            let repair_fits = error.is_some() && {
-                kv.truncate(n_question_end);
-                kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS).is_ok()
-            };
-            if done || !repair_fits {
-                return Ok(Outcome {
-                    prompt: plan.text(&question),
-                    sql,
-                    error,
-                    fingerprint: plan.fingerprint,
-                    prompt_tokens: n_prefix + plan.question_ids.len(),
-                    prefix_tokens: n_prefix,
-                    shown: plan.shown,
-                    dropped: plan.dropped,
-                    cache_hit: prefix_source != PrefixSource::Computed,
-                    prefix_source,
-                    prefill_tokens,
-                    generated_tokens,
-                    attempts,
-                    timings,
-                    speculation: speculate,
-                    forward_passes: spec.forward_passes,
-                    draft_tokens: spec.draft_tokens,
-                    accepted_tokens: spec.accepted_tokens,
-                    active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
-                    schema_constraints: opts.schema_constraints,
-                    constrained_tokens: shaping.changed.get(),
-                    memory,
+                } else {
+                    validate(&sql)
+                };
+                timings.validate_ms += ms_since(t3);
+                let rejection = verdict.err();
+                let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
+                let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
+                let feedback = match &rejection {
+                    Some(r) => repair::feedback(r, &sql, &shown),
+                    None => String::new(),
+                };
+                attempts.push(Attempt {
+                    raw,
+                    sql: sql.clone(),
+                    generated_tokens: n,
+                    ids,
+                    stop,
+                    error: error.clone(),
+                    sqlstate: rejection.and_then(|r| r.sqlstate),
+                    feedback: feedback.clone(),
+                    spec: stats,
                 });
+                // A repair that repeats an earlier rejected statement will not do better next round.
+                let repeated = attempts.iter().filter(|a| a.sql == sql).count() > 1;
+                let done = error.is_none() || attempts.len() > opts.repair_rounds || repeated;
+                let repair_fits = error.is_some() && {
+                    kv.truncate(n_question_end);
+                    kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS)
+                        .is_ok()
+                };
+                if done || !repair_fits {
+                    return Ok(Outcome {
+                        prompt: plan.text(&question),
+                        sql,
+                        error,
+                        fingerprint: plan.fingerprint,
+                        prompt_tokens: n_prefix + plan.question_ids.len(),
+                        prefix_tokens: n_prefix,
+                        shown: plan.shown,
+                        dropped: plan.dropped,
+                        prefix_source,
+                        prefill_tokens,
+                        generated_tokens,
+                        attempts,
+                        timings,
+                        speculation: speculate,
+                        forward_passes: spec.forward_passes,
+                        draft_tokens: spec.draft_tokens,
+                        accepted_tokens: spec.accepted_tokens,
+                        active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
+                        schema_constraints: opts.schema_constraints,
+                        constrained_tokens: shaping.changed.get(),
+                        memory,
+                    });
+                }
+                let message = error.unwrap_or_default();
+                // Repair round: the rejected answer, the server's message and the catalog facts as a
+                // new turn (each round starts again right after the question).
+                let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
+                // Repair answers are always decoded in the constrainer's strict mode: identifiers
+                // inside the schema (the rejected draft's aliases standing for its tables from their
+                // first use), only known functions, and never the word a located error was about in
+                // any earlier rejected statement (a small model otherwise writes its last answer again).
+                if let Some(span) = rejection_span {
+                    bans.push((sql.clone(), span));
+                }
+                let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown))
+                    .known_calls_only();
+                for (rejected, (start, end)) in &bans {
+                    c = c.with_ban(rejected, *start, *end);
+                }
+                shaping.constrainer = Some(c);
+                kv.check_room(repair_ids.len() + 1)?;
+                let t4 = Instant::now();
+                context.truncate(n_question_end);
+                context.extend_from_slice(&repair_ids);
+                logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
+                prefill_tokens += repair_ids.len();
+                timings.prefill_ms += ms_since(t4);
             }
-            let message = error.unwrap_or_default();
-            // Repair round: the rejected answer, the server's message and the catalog facts as a
-            // new turn (each round starts again right after the question).
-            let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
-            // Repair answers are always decoded in the constrainer's strict mode: identifiers
-            // inside the schema (the rejected draft's aliases standing for its tables from their
-            // first use), only known functions, and never the word a located error was about in
-            // any earlier rejected statement (a small model otherwise writes its last answer again).
-            if let Some(span) = rejection_span {
-                bans.push((sql.clone(), span));
-            }
-            let mut c = Constrainer::with_hints(&shown, repair::alias_hints(&sql, &shown))
-                .known_calls_only();
-            for (rejected, (start, end)) in &bans {
-                c = c.with_ban(rejected, *start, *end);
-            }
-            shaping.constrainer = Some(c);
-            kv.check_room(repair_ids.len() + 1)?;
-            let t4 = Instant::now();
-            context.truncate(n_question_end);
-            context.extend_from_slice(&repair_ids);
-            logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
-            prefill_tokens += repair_ids.len();
-            timings.prefill_ms += ms_since(t4);
-        }
+        };
+        answer().map_err(with_plan)
     }
 
     /// Greedy continuation of `prompt` (any text, no chat template): prefills it into `kv`
@@ -969,12 +945,71 @@ impl Engine {
     }
 }
 
-/// The tables of `schema` shown in the prompt (`shown`: qualified names), normalized.
-fn shown_schema(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
+/// `schema` normalized ([`SchemaInfo::normalize`]): the one copy a call makes.
+fn normalized(schema: &SchemaInfo) -> SchemaInfo {
     let mut s = schema.clone();
     s.normalize();
-    s.tables.retain(|t| shown.contains(&t.qualified_name()));
     s
+}
+
+/// The tables of the normalized `schema` shown in the prompt (`shown`: qualified names).
+fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
+    SchemaInfo {
+        tables: schema
+            .tables
+            .iter()
+            .filter(|t| shown.contains(&t.qualified_name()))
+            .cloned()
+            .collect(),
+        default_schema: schema.default_schema.clone(),
+    }
+}
+
+impl Engine {
+    /// Makes `cache.kv` (allocated) hold the prefix of `plan`, from the first place that has
+    /// it: memory (the previous call's prefix), else a cache file, else computed by a prefill
+    /// (then stored to a cache file). Cache-file time goes to `timings.cache_file_ms`.
+    fn load_prefix(
+        &self,
+        rt: &Runtime,
+        cache: &mut PrefixCache,
+        plan: &Plan,
+        timings: &mut PhaseTimings,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<PrefixSource, Nl2SqlError> {
+        let n_prefix = plan.prefix_ids.len();
+        let in_memory = cache.prefix == Some((plan.fingerprint, n_prefix))
+            && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
+        let kv = cache.kv.as_mut().expect("allocated by the caller");
+        if in_memory {
+            cache.stats.hits += 1;
+            kv.truncate(n_prefix);
+            return Ok(PrefixSource::Memory);
+        }
+        cache.prefix = None; // only a completed prefill or a validated file makes it valid again
+        kv.clear();
+        let key = self.kv_file_key(plan);
+        let tf = Instant::now();
+        let from_file = cache
+            .files
+            .as_ref()
+            .is_some_and(|f| load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events));
+        timings.cache_file_ms += ms_since(tf);
+        let source = if from_file {
+            PrefixSource::File
+        } else {
+            cache.stats.misses += 1;
+            self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
+            let tf = Instant::now();
+            if let Some(f) = cache.files.as_ref() {
+                store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
+            }
+            timings.cache_file_ms += ms_since(tf);
+            PrefixSource::Computed
+        };
+        cache.prefix = Some((plan.fingerprint, n_prefix));
+        Ok(source)
+    }
 }
 
 // ---- Active vocabulary and schema constraints (see `vocab.rs`, `constrain.rs`) ----
@@ -1054,11 +1089,6 @@ fn answer_reserve(max_new_tokens: usize, capacity: usize) -> usize {
     // The repair turn's share is capped at an eighth of the context, so a small context still
     // has room for a schema (a longer repair turn than fits is simply not run).
     2 * max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS.min(capacity / 8)
-}
-
-/// Milliseconds elapsed since `t`.
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 #[cfg(test)]

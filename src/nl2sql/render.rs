@@ -128,39 +128,28 @@ fn sanitize_type(ty: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nl2sql::schema::ForeignKey;
 
     /// Two tables like the fixtures' plus a composite-key table in another schema.
     pub(crate) fn sample() -> SchemaInfo {
         let mut users = Table::new("public", "users", TableKind::Table)
             .column("id", "integer", false)
             .column("name", "text", false)
-            .column("email", "text", true);
-        users.primary_key = vec!["id".into()];
+            .column("email", "text", true)
+            .with_primary_key(&["id"]);
         users.comment = Some("Registered\ncustomers.".into());
         users.columns[2].comment = Some("may be NULL".into());
-        let mut orders = Table::new("public", "orders", TableKind::Table)
+        let orders = Table::new("public", "orders", TableKind::Table)
             .column("id", "integer", false)
             .column("user_id", "integer", true)
-            .column("amount", "numeric(10,2)", true);
-        orders.primary_key = vec!["id".into()];
-        orders.foreign_keys.push(ForeignKey {
-            columns: vec!["user_id".into()],
-            ref_schema: "public".into(),
-            ref_table: "users".into(),
-            ref_columns: vec!["id".into()],
-        });
-        let mut lines = Table::new("Sales", "order", TableKind::Table)
+            .column("amount", "numeric(10,2)", true)
+            .with_primary_key(&["id"])
+            .with_foreign_key(&["user_id"], "public", "users", &["id"]);
+        let lines = Table::new("Sales", "order", TableKind::Table)
             .column("order_id", "integer", false)
             .column("line", "integer", false)
-            .column("user", "text", true);
-        lines.primary_key = vec!["order_id".into(), "line".into()];
-        lines.foreign_keys.push(ForeignKey {
-            columns: vec!["order_id".into(), "line".into()],
-            ref_schema: "public".into(),
-            ref_table: "orders".into(),
-            ref_columns: vec!["id".into(), "x".into()],
-        });
+            .column("user", "text", true)
+            .with_primary_key(&["order_id", "line"])
+            .with_foreign_key(&["order_id", "line"], "public", "orders", &["id", "x"]);
         let v = Table::new("public", "active_users", TableKind::View).column("id", "integer", true);
         let mut s = SchemaInfo::new(vec![users, orders, lines, v], Some("public"));
         s.normalize();

@@ -76,6 +76,31 @@ impl Table {
         self
     }
 
+    /// Sets the primary key's columns, in key order (builder style).
+    pub fn with_primary_key(mut self, columns: &[&str]) -> Table {
+        self.primary_key = columns.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
+    /// Adds a foreign key: `columns` reference `ref_columns` of `ref_schema.ref_table`
+    /// (builder style).
+    pub fn with_foreign_key(
+        mut self,
+        columns: &[&str],
+        ref_schema: &str,
+        ref_table: &str,
+        ref_columns: &[&str],
+    ) -> Table {
+        let names = |v: &[&str]| v.iter().map(|c| c.to_string()).collect();
+        self.foreign_keys.push(ForeignKey {
+            columns: names(columns),
+            ref_schema: ref_schema.to_string(),
+            ref_table: ref_table.to_string(),
+            ref_columns: names(ref_columns),
+        });
+        self
+    }
+
     /// `schema.name` unquoted, for reports.
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.schema, self.name)

@@ -228,6 +228,21 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TextArray {
 
 impl_sql_translatable!(TextArray, "TEXT[]");
 
+/// `BoxRet` for a result type whose datum is its `IntoDatum` (SQL NULL for `None`).
+macro_rules! box_ret_via_into_datum {
+    ($t:ty) => {
+        // SAFETY: returns the datum built by into_datum, like pgrx's own IntoDatum results.
+        unsafe impl BoxRet for $t {
+            unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+                match self.into_datum() {
+                    Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+                    None => fcinfo.return_null(),
+                }
+            }
+        }
+    };
+}
+
 /// A `text` result, converted to the database encoding; `.1` names it for the 22021 ERROR.
 pub struct TextOut(pub String, pub &'static str);
 
@@ -246,15 +261,7 @@ impl IntoDatum for TextOut {
     }
 }
 
-// SAFETY: returns the datum built by into_datum, like pgrx's own IntoDatum results.
-unsafe impl BoxRet for TextOut {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-        match self.into_datum() {
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
-    }
-}
+box_ret_via_into_datum!(TextOut);
 
 impl_sql_translatable!(TextOut, "TEXT");
 
@@ -280,15 +287,7 @@ impl IntoDatum for Jsonb {
     }
 }
 
-// SAFETY: as for TextOut.
-unsafe impl BoxRet for Jsonb {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-        match self.into_datum() {
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
-    }
-}
+box_ret_via_into_datum!(Jsonb);
 
 impl_sql_translatable!(Jsonb, "jsonb");
 

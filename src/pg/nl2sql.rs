@@ -17,6 +17,8 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use serde_json::json;
 use std::time::Instant;
+// Milliseconds since an instant.
+use crate::clock::ms_since as ms;
 
 /// The effective sparsity of a call: the argument when given (checked), else the setting.
 pub fn target(arg: Option<f64>) -> f64 {
@@ -60,11 +62,6 @@ fn notice_context_cap(loaded: &mut Loaded, opts: &Options) {
             loaded.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         pgrx::notice!("turboinfer: turboinfer.context_tokens = {} is capped at {trained} positions, the training context of model {name}", opts.context_tokens);
     }
-}
-
-/// Milliseconds since `t`.
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// Logs the cache file events of `cache`: damage and I/O trouble as WARNING, the rest at DEBUG1.

@@ -43,12 +43,6 @@ pub(crate) fn f32_at(b: &[u8]) -> f32 {
     f32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// Reads the u32 stored little-endian at `b[0..4]`.
-#[inline(always)]
-pub(crate) fn u32_at(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
 /// Reads the i16 stored little-endian at `b[0..2]`.
 #[inline(always)]
 pub(crate) fn i16_at(b: &[u8]) -> i16 {

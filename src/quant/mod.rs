@@ -42,6 +42,29 @@ pub use types::{GgmlType, QK, QK_K};
 /// The unpacked 6-bit (scale, min) of Q4_K sub-block `j` from a block's 12 packed scale bytes.
 pub(crate) use q4_k::scale_min as q4k_scale_min;
 
+/// Bytes per block of each block format: the one place the kernels and packers take block sizes
+/// from (a block holds [`QK`] elements for the 32-element formats, [`QK_K`] for the K formats).
+pub(crate) mod block_bytes {
+    pub(crate) use super::fp16::SIZE as F16;
+    pub(crate) use super::fp32::SIZE as F32;
+    pub(crate) use super::q4_0::BLOCK as Q4_0;
+    pub(crate) use super::q4_1::BLOCK as Q4_1;
+    pub(crate) use super::q4_k::BLOCK as Q4_K;
+    pub(crate) use super::q5_0::BLOCK as Q5_0;
+    pub(crate) use super::q6_k::BLOCK as Q6_K;
+    pub(crate) use super::q8_0::BLOCK as Q8_0;
+    pub(crate) use super::q8_1::BLOCK as Q8_1;
+    pub(crate) use super::q8_k::BLOCK as Q8_K;
+
+    // The sizes of ggml's C structs (`sizeof(block_q4_0)`, ... in ggml-common.h), which the
+    // files on disk and llama.cpp's kernels use: a layout change here fails the build.
+    const _: () = assert!(Q4_0 == 18 && Q4_1 == 20 && Q5_0 == 22 && Q8_0 == 34 && Q8_1 == 36);
+    const _: () = assert!(super::q5_1::BLOCK == 24);
+    const _: () = assert!(Q4_K == 144 && super::q5_k::BLOCK == 176 && Q6_K == 210);
+    const _: () = assert!(super::q2_k::BLOCK == 84 && super::q3_k::BLOCK == 110);
+    const _: () = assert!(Q8_K == 292);
+}
+
 /// Byte layout of a Q8_K activation block (for kernels outside this module).
 pub(crate) mod q8k_layout {
     pub(crate) use super::q8_k::{BLOCK, BSUMS, QS};

@@ -7,8 +7,9 @@
 //! ```
 //! Dotted with Q8_0 activations.
 
-use super::bytes::{f16_at, u32_at};
+use super::bytes::f16_at;
 use super::{q8_0, QK};
+use crate::fileio::le;
 
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 2 + 4 + QK / 2;
@@ -16,7 +17,7 @@ pub(crate) const BLOCK: usize = 2 + 4 + QK / 2;
 /// Unpacks the 32 signed 5-bit codes (-16..=15) of a block in element order.
 #[inline(always)]
 fn codes(b: &[u8; BLOCK]) -> [i8; QK] {
-    let qh = u32_at(&b[2..6]);
+    let qh = le::u32_at(b, 2).expect("inside the block");
     let mut v = [0i8; QK];
     for j in 0..QK / 2 {
         // Mask tests rather than variable shifts: per lane the masks are constants, so this vectorizes.

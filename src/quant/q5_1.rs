@@ -8,8 +8,9 @@
 //! ```
 //! Dotted with Q8_1 activations (offset folded in through the activation block's `s`).
 
-use super::bytes::{f16_at, u32_at};
+use super::bytes::f16_at;
 use super::{q8_1, QK};
+use crate::fileio::le;
 
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 2 + 2 + 4 + QK / 2;
@@ -17,7 +18,7 @@ pub(crate) const BLOCK: usize = 2 + 2 + 4 + QK / 2;
 /// Unpacks the 32 unsigned 5-bit codes (0..=31) of a block in element order.
 #[inline(always)]
 fn codes(b: &[u8; BLOCK]) -> [u8; QK] {
-    let qh = u32_at(&b[4..8]);
+    let qh = le::u32_at(b, 4).expect("inside the block");
     let mut v = [0u8; QK];
     for j in 0..QK / 2 {
         // Mask tests rather than variable shifts: per lane the masks are constants, so this vectorizes.

@@ -17,11 +17,10 @@
 //! ```
 
 use super::SparseError;
+use crate::fileio::{le, MapError, MappedFile, Watch};
 use crate::gguf::GgufFile;
 use crate::kernels::q8_0_row_bytes;
-use memmap2::Mmap;
 use sha2::{Digest, Sha256};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// File magic.
@@ -225,33 +224,16 @@ pub fn write(path: &Path, spec: &SidecarSpec, layers: &[LayerData]) -> Result<()
     }
     let sum: [u8; 32] = Sha256::digest(&buf).into();
     buf[CHECKSUM_AT].copy_from_slice(&sum);
-    let io = |source| SparseError::Io { path: path.to_path_buf(), source };
-    // A name of its own per writer (process id + time), so two concurrent calibrations never
-    // write into the same temporary file; readers only ever see a complete file (rename).
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".{}.{nanos}.tmp", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(&buf)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    Ok(())
+    // Readers only ever see a complete file (see `crate::fileio::atomic`); concurrent
+    // calibrations each write a temporary file of their own.
+    crate::fileio::atomic::write_all(path, None, &buf)
+        .map_err(|source| SparseError::Io { path: path.to_path_buf(), source })
 }
 
 /// An opened, fully validated sidecar (read-only mapping).
 pub struct Sidecar {
     path: PathBuf,
-    map: Mmap,
+    map: MappedFile,
     spec: SidecarSpec,
     offs: Vec<[usize; 5]>,
 }
@@ -261,16 +243,6 @@ impl std::fmt::Debug for Sidecar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sidecar").field("path", &self.path).field("spec", &self.spec).finish()
     }
-}
-
-/// Little-endian u32 at `at` (caller checked bounds).
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-/// Little-endian f32 at `at` (caller checked bounds).
-fn f32_at(b: &[u8], at: usize) -> f32 {
-    f32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
 /// Views `b` as `T`s (4-byte plain numbers); `None` if misaligned or not a whole number of them.
@@ -292,38 +264,42 @@ impl Sidecar {
                 reason: "big-endian host".into(),
             });
         }
-        let io = |source| SparseError::Io { path: path.clone(), source };
         // Non-blocking, regular files only, no symlink followed (sidecars are written by rename).
-        let f = crate::regular_file::open(&path, crate::regular_file::Links::Refuse).map_err(io)?;
-        // SAFETY: read-only mapping of a file we never write through; like the GGUF mapping, the
-        // file must not be truncated while mapped (sidecars are replaced by rename, never in place).
-        let map = unsafe { Mmap::map(&f) }.map_err(io)?;
+        let links = crate::regular_file::Links::Refuse;
+        let map = match MappedFile::open(&path, links, HEADER_BYTES as u64, MAGIC, Watch::No) {
+            Ok(m) => m,
+            Err(MapError::Io(source)) => return Err(SparseError::Io { path, source }),
+            Err(MapError::Short { .. } | MapError::Magic { .. }) => {
+                return Err(SparseError::BadMagic { path })
+            }
+        };
         let corrupt = |reason: String| SparseError::Corrupt { path: path.clone(), reason };
-        let b = &map[..];
-        if b.len() < HEADER_BYTES || &b[0..8] != MAGIC {
-            return Err(SparseError::BadMagic { path });
-        }
-        let version = u32_at(b, 8);
+        let b = map.bytes();
+        // Header fields (the file holds a whole header: checked above).
+        let u32_at = |at| le::u32_at(b, at).expect("inside the header");
+        let version = u32_at(8);
         if version != VERSION {
             return Err(SparseError::Version { path, found: version, expected: VERSION });
         }
-        let n_levels = u32_at(b, 28) as usize;
+        let n_levels = u32_at(28) as usize;
         if n_levels == 0 || n_levels > MAX_LEVELS {
             return Err(corrupt(format!("{n_levels} sparsity levels")));
         }
         let mut key_bytes = [0u8; 32];
         key_bytes.copy_from_slice(&b[32..64]);
         let spec = SidecarSpec {
-            n_layers: u32_at(b, 12) as usize,
-            dim: u32_at(b, 16) as usize,
-            ffn_dim: u32_at(b, 20) as usize,
-            rank: u32_at(b, 24) as usize,
-            levels: (0..n_levels).map(|i| f32_at(b, 104 + 4 * i)).collect(),
+            n_layers: u32_at(12) as usize,
+            dim: u32_at(16) as usize,
+            ffn_dim: u32_at(20) as usize,
+            rank: u32_at(24) as usize,
+            levels: (0..n_levels)
+                .map(|i| le::f32_at(b, 104 + 4 * i).expect("inside the header"))
+                .collect(),
             model_key: key_bytes,
         };
         check_spec(&spec).map_err(corrupt)?;
         let (offs, total) = layout(&spec);
-        let stated = u64::from_le_bytes(b[96..104].try_into().expect("8 bytes"));
+        let stated = le::u64_at(b, 96).expect("inside the header");
         if b.len() != total || stated != total as u64 {
             return Err(corrupt(format!(
                 "length {} (header says {stated}), expected {total}",
@@ -395,18 +371,18 @@ impl Sidecar {
 
     /// The file's SHA-256 checksum (as stored and verified at open): its content identity.
     pub fn checksum(&self) -> [u8; 32] {
-        self.map[CHECKSUM_AT].try_into().expect("32 bytes")
+        self.map.bytes()[CHECKSUM_AT].try_into().expect("32 bytes")
     }
 
     /// Size of the file in bytes.
     pub fn len_bytes(&self) -> usize {
-        self.map.len()
+        self.map.bytes().len()
     }
 
     /// Layer `l`'s data (`l < n_layers`).
     pub fn layer(&self, l: usize) -> LayerView<'_> {
         let s = &self.spec;
-        let b = &self.map[..];
+        let b = self.map.bytes();
         let o = self.offs[l];
         let sz = section_sizes(s);
         let r = HEADER_BYTES + l * LAYER_REC_BYTES;
@@ -416,7 +392,7 @@ impl Sidecar {
                 .expect("aligned")
         };
         LayerView {
-            n_hot: u32_at(b, r) as usize,
+            n_hot: le::u32_at(b, r).expect("validated at open") as usize,
             thr: rec(0),
             cutoff: rec(1),
             recall: rec(2),

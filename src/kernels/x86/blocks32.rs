@@ -5,11 +5,12 @@
 use std::arch::x86_64::*;
 
 use super::isa::{f16x8_at, hsum256, load256, u32_at, Dot256};
+use crate::quant::block_bytes;
 
 /// Bytes of a Q8_0 activation block (f16 scale + 32 i8).
-const Q8_0_BYTES: usize = 34;
+const Q8_0_BYTES: usize = block_bytes::Q8_0;
 /// Bytes of a Q8_1 activation block (f16 scale, f16 scaled sum, 32 i8).
-const Q8_1_BYTES: usize = 36;
+const Q8_1_BYTES: usize = block_bytes::Q8_1;
 
 /// The 32 4-bit codes of 16 packed bytes at `p` in element order (low nibbles, then high nibbles).
 #[inline(always)]
@@ -34,7 +35,7 @@ pub(crate) struct Q5_0;
 pub(crate) struct Q8_0;
 
 impl SymBlock for Q4_0 {
-    const BYTES: usize = 18;
+    const BYTES: usize = block_bytes::Q4_0;
     #[inline(always)]
     unsafe fn codes<D: Dot256>(p: *const u8) -> __m256i {
         // 8: the 4-bit midpoint.
@@ -43,7 +44,7 @@ impl SymBlock for Q4_0 {
 }
 
 impl SymBlock for Q5_0 {
-    const BYTES: usize = 22;
+    const BYTES: usize = block_bytes::Q5_0;
     #[inline(always)]
     unsafe fn codes<D: Dot256>(p: *const u8) -> __m256i {
         let high = D::expand_bits(u32_at(p.add(2)));
@@ -53,7 +54,7 @@ impl SymBlock for Q5_0 {
 }
 
 impl SymBlock for Q8_0 {
-    const BYTES: usize = 34;
+    const BYTES: usize = block_bytes::Q8_0;
     #[inline(always)]
     unsafe fn codes<D: Dot256>(p: *const u8) -> __m256i {
         load256(p.add(2))
@@ -106,7 +107,7 @@ pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     // m_w * s_a summed in vectors whose 8 lanes are equal (no scalar dependency chain); lane 0 is used.
     let mut summ = [_mm256_setzero_ps(); B];
     for i in 0..nb {
-        let x = w.add(i * 20);
+        let x = w.add(i * block_bytes::Q4_1);
         let (dw, m) = (f16x8_at(x), f16x8_at(x.add(2)));
         let u = nibbles(x.add(4));
         for k in 0..B {

@@ -9,11 +9,12 @@ use std::arch::x86_64::*;
 
 use super::blocks32::{self, SymBlock, Q4_0, Q5_0, Q8_0};
 use super::isa::{load256, u32_at, Dot256, Dot512};
+use crate::quant::block_bytes;
 
 /// Bytes of a Q8_0 activation block.
-const Q8_0_BYTES: usize = 34;
+const Q8_0_BYTES: usize = block_bytes::Q8_0;
 /// Bytes of a Q8_1 activation block.
-const Q8_1_BYTES: usize = 36;
+const Q8_1_BYTES: usize = block_bytes::Q8_1;
 
 /// The f16 values at `p` and `p + gap`, converted: lanes 0..8 = first, lanes 8..16 = second.
 ///
@@ -136,7 +137,7 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     /// Bytes of a Q4_1 block.
-    const W: usize = 20;
+    const W: usize = block_bytes::Q4_1;
     let mut acc = [_mm512_setzero_ps(); B];
     // m_w * s_a summed in vectors whose 8-lane halves are equal; lanes 0 and 8 are used.
     let mut summ = [_mm512_setzero_ps(); B];

@@ -11,17 +11,18 @@
 use std::arch::x86_64::*;
 
 use super::isa::{f16_at, f32_at, hsum256_i32, load256, u32_at, Dot256};
+use crate::quant::{block_bytes, q8k_layout};
 
 /// Bytes of a Q8_K activation super-block.
-pub(crate) const Q8K_BYTES: usize = 292;
+pub(crate) const Q8K_BYTES: usize = block_bytes::Q8_K;
 /// Offset of `qs` in a Q8_K block.
-pub(crate) const Q8K_QS: usize = 4;
+pub(crate) const Q8K_QS: usize = q8k_layout::QS;
 /// Offset of `bsums` in a Q8_K block.
-pub(crate) const Q8K_BSUMS: usize = 260;
+pub(crate) const Q8K_BSUMS: usize = q8k_layout::BSUMS;
 /// Bytes of a Q4_K super-block.
-pub(crate) const Q4K_BYTES: usize = 144;
+pub(crate) const Q4K_BYTES: usize = block_bytes::Q4_K;
 /// Bytes of a Q6_K super-block.
-pub(crate) const Q6K_BYTES: usize = 210;
+pub(crate) const Q6K_BYTES: usize = block_bytes::Q6_K;
 
 /// The eight 6-bit scales and eight 6-bit mins of a Q4_K super-block from its 12 packed bytes at `p`,
 /// as 8 bytes each (byte j = sub-block j), using whole-u32 bit operations on the packing.

@@ -17,6 +17,7 @@ mod vector;
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
 use super::table::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
+use crate::quant::{block_bytes, QK, QK_K};
 
 /// Block geometry of a (weight, activation) pairing.
 #[derive(Clone, Copy)]
@@ -164,10 +165,10 @@ fn check_packed(
     out_len: usize,
 ) -> usize {
     assert!(
-        n.is_multiple_of(256) && out_len.is_multiple_of(PACK_ROWS),
+        n.is_multiple_of(QK_K) && out_len.is_multiple_of(PACK_ROWS),
         "packed call: row length {n}, outputs {out_len}"
     );
-    let nb = n / 256;
+    let nb = n / QK_K;
     assert!(nb.checked_mul(block) == Some(w_len), "packed group size");
     let count = out_len / PACK_ROWS;
     if count > 0 {
@@ -244,14 +245,14 @@ macro_rules! tier {
             use super::*;
             packed_fn!($p4, packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $dk);
             packed_fn!($p6, packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat, $dk);
-            entry!(q4_0, $feat, 32, 18, 34, $b32::sym, [blocks32::Q4_0, $($d32),+]);
-            entry!(q5_0, $feat, 32, 22, 34, $b32::sym, [blocks32::Q5_0, $($d32),+]);
-            entry!(q8_0, $feat, 32, 34, 34, $b32::sym, [blocks32::Q8_0, $($d32),+]);
-            entry!(q4_1, $feat, 32, 20, 36, $b32::q4_1, [$($d32),+]);
-            entry!(q4_k, $feat, 256, 144, 292, $kq::q4_k, [$dk]);
-            entry!(q6_k, $feat, 256, 210, 292, $kq::q6_k, [$dk]);
-            entry!(f32, $feat, 1, 4, 4, float::$fl, [float::F32]);
-            entry!(f16, $feat, 1, 2, 4, float::$fl, [float::F16]);
+            entry!(q4_0, $feat, QK, block_bytes::Q4_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q4_0, $($d32),+]);
+            entry!(q5_0, $feat, QK, block_bytes::Q5_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q5_0, $($d32),+]);
+            entry!(q8_0, $feat, QK, block_bytes::Q8_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q8_0, $($d32),+]);
+            entry!(q4_1, $feat, QK, block_bytes::Q4_1, block_bytes::Q8_1, $b32::q4_1, [$($d32),+]);
+            entry!(q4_k, $feat, QK_K, block_bytes::Q4_K, block_bytes::Q8_K, $kq::q4_k, [$dk]);
+            entry!(q6_k, $feat, QK_K, block_bytes::Q6_K, block_bytes::Q8_K, $kq::q6_k, [$dk]);
+            entry!(f32, $feat, 1, block_bytes::F32, block_bytes::F32, float::$fl, [float::F32]);
+            entry!(f16, $feat, 1, block_bytes::F16, block_bytes::F32, float::$fl, [float::F16]);
             wsum_entry!(wsum_f32, $feat, $ws, float::F32);
             wsum_entry!(wsum_f16, $feat, $ws, float::F16);
             score_entry!(score_f32, $feat, $sc, float::F32);

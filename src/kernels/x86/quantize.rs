@@ -5,11 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::isa::hsum256_i32;
-
-/// Elements per Q8_0/Q8_1 block.
-const QK: usize = 32;
-/// Elements per Q8_K super-block.
-const QK_K: usize = 256;
+use crate::quant::{block_bytes, QK, QK_K};
 
 /// `|v|` per lane.
 #[inline(always)]
@@ -113,7 +109,7 @@ unsafe fn q8_0_or_1<const SUM: bool>(x: &[f32], dst: &mut [u8]) {
 /// Q8_K super-blocks (292 bytes: f32 d, 256 i8, 16 i16 sums).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_k(x: &[f32], dst: &mut [u8]) {
-    for (xb, b) in x.chunks_exact(QK_K).zip(dst.chunks_exact_mut(292)) {
+    for (xb, b) in x.chunks_exact(QK_K).zip(dst.chunks_exact_mut(block_bytes::Q8_K)) {
         let p = xb.as_ptr();
         let mut am = _mm256_setzero_ps();
         for j in 0..QK_K / 8 {
@@ -182,7 +178,7 @@ pub(crate) fn quant_q8_1(x: &[f32], dst: &mut [u8]) {
 
 /// Q8_K quantizer (AVX2).
 pub(crate) fn quant_q8_k(x: &[f32], dst: &mut [u8]) {
-    check(x, dst, QK_K, 292);
+    check(x, dst, QK_K, block_bytes::Q8_K);
     // SAFETY: as `quant_q8_0`.
     unsafe { q8_k(x, dst) }
 }

@@ -229,26 +229,21 @@ pub fn instantiate(schema: &SchemaInfo) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nl2sql::schema::{ForeignKey, TableKind};
+    use crate::nl2sql::schema::TableKind;
 
     /// users <- orders, in schema `shop` (default) and one table in `other`.
     fn schema() -> SchemaInfo {
-        let mut users = Table::new("shop", "users", TableKind::Table)
+        let users = Table::new("shop", "users", TableKind::Table)
             .column("user_id", "integer", false)
             .column("full_name", "text", false)
-            .column("signed_up_at", "timestamp with time zone", false);
-        users.primary_key = vec!["user_id".into()];
-        let mut orders = Table::new("shop", "orders", TableKind::Table)
+            .column("signed_up_at", "timestamp with time zone", false)
+            .with_primary_key(&["user_id"]);
+        let orders = Table::new("shop", "orders", TableKind::Table)
             .column("order_id", "integer", false)
             .column("user_id", "integer", false)
-            .column("Total", "numeric(10,2)", true);
-        orders.primary_key = vec!["order_id".into()];
-        orders.foreign_keys.push(ForeignKey {
-            columns: vec!["user_id".into()],
-            ref_schema: "shop".into(),
-            ref_table: "users".into(),
-            ref_columns: vec!["user_id".into()],
-        });
+            .column("Total", "numeric(10,2)", true)
+            .with_primary_key(&["order_id"])
+            .with_foreign_key(&["user_id"], "shop", "users", &["user_id"]);
         let logs = Table::new("other", "order", TableKind::Table).column("at", "date", false);
         let mut s = SchemaInfo::new(vec![users, orders, logs], Some("shop"));
         s.normalize();

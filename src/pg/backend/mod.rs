@@ -110,7 +110,7 @@ impl Backend {
             let t = Instant::now();
             let engine = Engine::load(&path, &id.identity(&path))
                 .map_err(|e| LoadError::Engine(path.clone(), e))?;
-            let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+            let load_ms = crate::clock::ms_since(t);
             if let crate::model::PackStatus::Ignored { .. } = engine.model().pack_status() {
                 // The model runs unpacked (same results, slower); the reason also shows in
                 // nl2sql_explain(), turboinfer_info() and turboinfer_bench().

@@ -4,15 +4,11 @@
 CREATE EXTENSION turboinfer;
 CREATE EXTENSION dblink;
 CREATE SCHEMA cancel;
--- 80 tables of 12 columns: thousands of prompt tokens, many seconds of work for SmolLM2.
-DO $$
-BEGIN
-  FOR i IN 1..80 LOOP
-    EXECUTE format('CREATE TABLE cancel.t%s (%s)', i,
-                   (SELECT string_agg(format('column_number_%s_of_table_%s integer', c, i), ', ' ORDER BY c)
-                    FROM generate_series(1, 12) c));
-  END LOOP;
-END $$;
+-- 80 tables of 12 columns (tests/fixtures): thousands of prompt tokens, many seconds of work for SmolLM2.
+SET search_path = cancel;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/fixtures/wide_schema.sql
+RESET search_path;
 SELECT dblink_connect('worker', format('dbname=%s port=%s host=%s', current_database(),
                       current_setting('port'), current_setting('unix_socket_directories')));
 SELECT dblink_exec('worker', 'SET turboinfer.model = ''smollm2-135m''');

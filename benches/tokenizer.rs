@@ -1,6 +1,9 @@
-//! Tokenizer build time and encode throughput on the real vocabularies (run in release with
-//! `cargo test --release --test tokenizer_speed -- --ignored --nocapture`).
+//! Tokenizer build time and encode throughput on the real vocabularies (a timing probe: a
+//! benchmark, not a test).
+//!
+//! cargo bench --bench tokenizer   (TURBOINFER_SPEED_MODEL=NAME: one model only)
 
+#[path = "../tests/common/mod.rs"]
 mod common;
 
 use std::time::Instant;
@@ -121,9 +124,7 @@ fn measure(name: &str) {
     assert!(build.as_secs_f64() < 2.0, "{name}: building the tokenizer took {build:?}");
 }
 
-#[test]
-#[ignore = "timing; run in release with --ignored --nocapture"]
-fn tokenizer_speed() {
+fn main() {
     // TURBOINFER_SPEED_MODEL picks one model (a fresh process gives a cleaner memory figure).
     let only = std::env::var("TURBOINFER_SPEED_MODEL").ok();
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {

@@ -1,0 +1,209 @@
+//! The one way the engine maps a file it reads in place: a read-only shared mapping of a regular
+//! file, opened without blocking ([`crate::regular_file`]), whose length (and magic) is checked
+//! before any byte is read, optionally watched for changes under it ([`crate::mapguard`]).
+
+use crate::mapguard::MapWatch;
+use crate::regular_file::{self, Links};
+use memmap2::Mmap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// Whether a mapping is watched for faults and in-place rewrites (see [`crate::mapguard`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Watched: long-lived mappings read by every forward pass (models, packs).
+    Yes,
+    /// Not watched: the file stays open for [`MappedFile::file`].
+    No,
+}
+
+/// Why [`MappedFile::open`] refused a file.
+#[derive(Debug)]
+pub enum MapError {
+    /// Opening, inspecting or mapping it failed (`NotFound` for a missing file; a FIFO, device,
+    /// directory or refused symbolic link is `InvalidInput`, see [`crate::regular_file`]).
+    Io(io::Error),
+    /// Shorter than the minimum length: `len` bytes, of which `head` are the first (up to 16).
+    Short { len: u64, head: Vec<u8> },
+    /// Long enough, but it does not start with the expected magic: `found` is its start.
+    Magic { found: Vec<u8> },
+}
+
+/// How many leading bytes a [`MapError::Short`] carries: enough for any of the engine's magics.
+const HEAD: u64 = 16;
+
+/// A read-only shared mapping of a regular file, validated at open.
+pub struct MappedFile {
+    path: PathBuf,
+    /// Watches `map` (declared first: released before the mapping is unmapped).
+    watch: Option<MapWatch>,
+    /// The open file, when not watched (a watch keeps it itself).
+    file: Option<File>,
+    map: Mmap,
+}
+
+impl std::fmt::Debug for MappedFile {
+    /// The length only (the data is not printed).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl MappedFile {
+    /// Opens `path` without blocking (symbolic links as `links` says), refuses anything but a
+    /// regular file, one shorter than `min_len` bytes (before mapping it) and one that does not
+    /// start with `magic` (empty: not checked), and maps it read-only and shared.
+    pub fn open(
+        path: &Path,
+        links: Links,
+        min_len: u64,
+        magic: &[u8],
+        watch: Watch,
+    ) -> Result<MappedFile, MapError> {
+        let file = regular_file::open(path, links).map_err(MapError::Io)?;
+        let len = file.metadata().map_err(MapError::Io)?.len();
+        if len < min_len.max(magic.len() as u64) {
+            let mut head = Vec::new();
+            let _ = (&file).take(HEAD.min(len)).read_to_end(&mut head);
+            return Err(MapError::Short { len, head });
+        }
+        // SAFETY: a read-only mapping of a file the engine never writes in place (its files are
+        // replaced by rename). Another process could still truncate it while mapped, which no one
+        // can prevent: a watched mapping turns the fault into `changed()`, and every range a
+        // reader hands out is checked against the length validated here.
+        let map = unsafe { Mmap::map(&file) }.map_err(MapError::Io)?;
+        if !map.starts_with(magic) {
+            return Err(MapError::Magic { found: map[..magic.len()].to_vec() });
+        }
+        Ok(match watch {
+            Watch::Yes => MappedFile {
+                path: path.to_path_buf(),
+                watch: Some(MapWatch::new(file, &map)),
+                file: None,
+                map,
+            },
+            Watch::No => {
+                MappedFile { path: path.to_path_buf(), watch: None, file: Some(file), map }
+            }
+        })
+    }
+
+    /// The file this was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// True for an empty mapping (never, for a file with a minimum length).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The open file of an unwatched mapping (`None` when watched).
+    pub fn file(&self) -> Option<&File> {
+        self.file.as_ref()
+    }
+
+    /// True when a watched file changed under the mapping (a read past a new end, which read
+    /// zeros, or a new size or modification time: what was read from it may be garbage; see
+    /// [`MapWatch::changed`]); never for an unwatched one.
+    pub fn changed(&self) -> bool {
+        self.watch.as_ref().is_some_and(MapWatch::changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A file with `bytes` under the system temporary directory, removed at drop.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(tag: &str, bytes: &[u8]) -> TempFile {
+            let p = std::env::temp_dir().join(format!(
+                "turboinfer-mapped-{tag}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::write(&p, bytes).unwrap();
+            TempFile(p)
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A valid file maps; its bytes are the file's.
+    #[test]
+    fn maps_a_valid_file() {
+        let f = TempFile::new("ok", b"MAGICpayload");
+        for watch in [Watch::Yes, Watch::No] {
+            let m = MappedFile::open(&f.0, Links::Refuse, 8, b"MAGIC", watch).unwrap();
+            assert_eq!(m.bytes(), b"MAGICpayload");
+            assert_eq!(m.file().is_some(), watch == Watch::No);
+            assert!(!m.changed());
+        }
+    }
+
+    /// A short, truncated or empty file is an error carrying its start, not a panic.
+    #[test]
+    fn a_short_file_is_an_error() {
+        let f = TempFile::new("short", b"MAG");
+        match MappedFile::open(&f.0, Links::Refuse, 8, b"", Watch::No) {
+            Err(MapError::Short { len: 3, head }) => assert_eq!(head, b"MAG"),
+            other => panic!("{other:?}"),
+        }
+        // Shorter than the magic itself, with no minimum length.
+        match MappedFile::open(&f.0, Links::Refuse, 0, b"MAGIC", Watch::No) {
+            Err(MapError::Short { len: 3, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        let empty = TempFile::new("empty", b"");
+        match MappedFile::open(&empty.0, Links::Follow, 1, b"", Watch::Yes) {
+            Err(MapError::Short { len: 0, head }) => assert!(head.is_empty()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A wrong magic is an error naming what was found.
+    #[test]
+    fn a_wrong_magic_is_an_error() {
+        let f = TempFile::new("magic", b"OTHER-file");
+        match MappedFile::open(&f.0, Links::Refuse, 4, b"MAGIC", Watch::No) {
+            Err(MapError::Magic { found }) => assert_eq!(found, b"OTHER"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A missing file is `NotFound`; a directory is refused, not mapped.
+    #[test]
+    fn missing_and_non_regular_files_are_io_errors() {
+        let missing = std::env::temp_dir().join("turboinfer-mapped-no-such-file");
+        match MappedFile::open(&missing, Links::Refuse, 0, b"", Watch::No) {
+            Err(MapError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
+        match MappedFile::open(&std::env::temp_dir(), Links::Follow, 0, b"", Watch::No) {
+            Err(MapError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::InvalidInput),
+            other => panic!("{other:?}"),
+        }
+    }
+}
