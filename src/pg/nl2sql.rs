@@ -39,23 +39,39 @@ pub(super) fn raise(
     unreachable!("ERROR does not return")
 }
 
+/// The HINT of a missing or unset model: the fetch command and how to choose another model.
+fn fetch_hint() -> String {
+    let set = "or set turboinfer.model to an installed model (as a superuser: SET, or ALTER SYSTEM/DATABASE/ROLE ... SET)";
+    if gucs::model_setting().trim().is_empty() {
+        format!("RESET turboinfer.model to use the default model ({}), {set}. Install models with: turboinfer-fetch-model [NAME] (as root).", gucs::DEFAULT_MODEL)
+    } else if gucs::model_is_default() {
+        format!("Install the default model with: turboinfer-fetch-model (as root; make fetch-model in a source tree), {set}.")
+    } else {
+        format!("Install models with: turboinfer-fetch-model NAME (as root; --list shows the names), {set}.")
+    }
+}
+
 /// Reports a model loading failure.
 pub(super) fn raise_load(e: LoadError) -> ! {
-    let fetch = "Install a model with: make fetch-model MODEL=qwen2.5-coder-0.5b, then SET turboinfer.model = 'qwen2.5-coder-0.5b' (as a superuser, or ALTER DATABASE/ROLE ... SET).";
+    let fetch = fetch_hint();
     match e {
         LoadError::Path(ModelPathError::NotConfigured) => raise(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "turboinfer: no model is configured".into(),
             Some("turboinfer.model is empty.".into()),
-            Some(fetch.into()),
+            Some(fetch),
         ),
         LoadError::Path(ModelPathError::Missing(p)) => raise(
             PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
             format!("turboinfer: model file \"{p}\" not found"),
-            Some(format!("turboinfer.model = '{}' resolves inside {MODELS_DIR}.", gucs::model_setting())),
-            Some(fetch.into()),
+            Some(format!(
+                "turboinfer.model = '{}'{} resolves inside {MODELS_DIR}.",
+                gucs::model_setting(),
+                if gucs::model_is_default() { " (the default)" } else { "" }
+            )),
+            Some(fetch),
         ),
-        LoadError::Path(other) => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch.into())),
+        LoadError::Path(other) => raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch)),
         LoadError::Engine(p, e) => raise(
             PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
             format!("turboinfer: cannot load model \"{}\"", p.display()),
@@ -318,6 +334,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "error": o.error,
         "question": question,
         "model": a.model_path,
+        "model_default": gucs::model_is_default(),
         "fingerprint": o.fingerprint.hex(),
         "prompt_tokens": o.prompt_tokens,
         "prefix_tokens": o.prefix_tokens,
@@ -434,6 +451,7 @@ fn turboinfer_info() -> Jsonb {
                 let stats = l.cache.stats();
                 json!({
                     "model_setting": setting,
+                    "model_default": gucs::model_is_default(),
                     "model_path": l.path.display().to_string(),
                     "loaded": true,
                     "arch": cfg.arch.name(),
@@ -469,6 +487,7 @@ fn turboinfer_info() -> Jsonb {
             }
             Err(e) => json!({
                 "model_setting": setting,
+                "model_default": gucs::model_is_default(),
                 "loaded": false,
                 "error": match e {
                     LoadError::Path(p) => p.to_string(),
