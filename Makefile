@@ -2,6 +2,7 @@
 #   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
 #   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
 #   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL 15, fetch the default model
+#   make package   Debian package postgresql-15-turboinfer (target/debian/*.deb)
 #   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -32,7 +33,7 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help lint setup fetch-model pack-models build install test-install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
         demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
@@ -41,7 +42,7 @@ help:
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql"
-	@echo "               test-install"
+	@echo "               test-package test-install"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -77,6 +78,11 @@ install:
 	@echo "      CREATE EXTENSION turboinfer;"
 	@echo "      SELECT nl2sql('how many users are there?');          -- the SQL, with model $(DEFAULT_MODEL)"
 	@echo "      SELECT nl2sql('how many users are there?') \gexec   -- psql runs it"
+
+## The Debian package postgresql-15-turboinfer (extension, CLI, model fetcher; no model), built
+## with dpkg-deb into target/debian/.
+package:
+	@$(TIMED) "package" scripts/build-package.sh
 
 cluster-start:
 	@$(TIMED) "cluster start" scripts/cluster.sh start
@@ -151,6 +157,7 @@ test:
 	@$(MAKE) --no-print-directory test-engine
 	@$(MAKE) --no-print-directory install
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-package
 	@$(MAKE) --no-print-directory cluster-start
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
@@ -164,6 +171,12 @@ test:
 ## /opt/pgbase's relocated PostgreSQL), then a fresh cluster of it: CREATE EXTENSION, an answer.
 test-install:
 	@$(TIMED) "install into another PostgreSQL (PG_CONFIG)" scripts/test-install.sh
+
+## The package: make package, dpkg -i, a fresh cluster (port 54341): CREATE EXTENSION, an answer
+## with nothing set, ALTER SYSTEM/ROLE/DATABASE, typo, shared_preload_libraries; dpkg -r. Files
+## that were installed before (make install) are put back afterwards.
+test-package:
+	@$(TIMED) "Debian package: dpkg -i, fresh cluster, dpkg -r" scripts/test-package.sh
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:
