@@ -1,14 +1,23 @@
 # TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
 #   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
 #   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
+#   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL 15, fetch the default model
+#   make package   Debian package postgresql-15-turboinfer (target/debian/*.deb)
 #   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-PG_CONFIG    ?= /usr/lib/postgresql/15/bin/pg_config
-MODEL        ?= qwen2.5-coder-1.5b
+# The PostgreSQL 15 `make install` installs into: empty = the first pg_config on PATH that reports
+# PostgreSQL 15, else Debian's /usr/lib/postgresql/15/bin/pg_config (scripts/install.sh).
+PG_CONFIG    ?=
+# install: INSTALL_FETCH=no skips fetching the default model; INSTALL_ARGS go to scripts/install.sh.
+INSTALL_FETCH ?= yes
+INSTALL_ARGS  ?=
+# The default of turboinfer.model (used when nothing is set), which `make install` fetches.
+DEFAULT_MODEL := qwen2.5-coder-1.5b
+MODEL        ?= $(DEFAULT_MODEL)
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
 # Where turboinfer-fetch-model installs models (and `pack-models` writes the packed weights).
 MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
@@ -24,7 +33,7 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help lint setup fetch-model pack-models build install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
         demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
@@ -33,6 +42,7 @@ help:
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql"
+	@echo "               test-package test-install"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -59,9 +69,20 @@ build:
 	@$(TIMED) "build engine" cargo build --release
 	@$(TIMED) "build extension" cargo build --release --lib --features pg15
 
-## Build and install the extension into Debian's PostgreSQL 15 (as root).
+## Build and install the extension into the PostgreSQL 15 of $(PG_CONFIG) (default: pg_config on
+## PATH, else Debian's), fetch and pack the default model unless installed, print what to run in psql.
 install:
-	@$(TIMED) "install extension" cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg15
+	@$(TIMED) "install extension" env PG_CONFIG="$(PG_CONFIG)" scripts/install.sh $(INSTALL_ARGS)
+	@if [[ "$(INSTALL_FETCH)" != no ]]; then $(MAKE) --no-print-directory fetch-model MODEL=$(DEFAULT_MODEL); fi
+	@echo "==> installed. In psql, as a superuser, in the database to use it in:"
+	@echo "      CREATE EXTENSION turboinfer;"
+	@echo "      SELECT nl2sql('how many users are there?');          -- the SQL, with model $(DEFAULT_MODEL)"
+	@echo "      SELECT nl2sql('how many users are there?') \gexec   -- psql runs it"
+
+## The Debian package postgresql-15-turboinfer (extension, CLI, model fetcher; no model), built
+## with dpkg-deb into target/debian/.
+package:
+	@$(TIMED) "package" scripts/build-package.sh
 
 cluster-start:
 	@$(TIMED) "cluster start" scripts/cluster.sh start
@@ -135,6 +156,8 @@ test:
 	@$(MAKE) --no-print-directory test-scorecard
 	@$(MAKE) --no-print-directory test-engine
 	@$(MAKE) --no-print-directory install
+	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-package
 	@$(MAKE) --no-print-directory cluster-start
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
@@ -143,6 +166,17 @@ test:
 	@$(MAKE) --no-print-directory test-memory-limit
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
+
+## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private copy of
+## /opt/pgbase's relocated PostgreSQL), then a fresh cluster of it: CREATE EXTENSION, an answer.
+test-install:
+	@$(TIMED) "install into another PostgreSQL (PG_CONFIG)" scripts/test-install.sh
+
+## The package: make package, dpkg -i, a fresh cluster (port 54341): CREATE EXTENSION, an answer
+## with nothing set, ALTER SYSTEM/ROLE/DATABASE, typo, shared_preload_libraries; dpkg -r. Files
+## that were installed before (make install) are put back afterwards.
+test-package:
+	@$(TIMED) "Debian package: dpkg -i, fresh cluster, dpkg -r" scripts/test-package.sh
 
 ## Error paths of the model fetcher (no network needed).
 test-fetch:

@@ -49,24 +49,40 @@ pub fn raise(
     report(error_report(code, message, detail, hint))
 }
 
+/// The HINT of a missing or unset model: the fetch command and how to choose another model.
+fn fetch_hint() -> String {
+    let set = "or set turboinfer.model to an installed model (as a superuser: SET, or ALTER SYSTEM/DATABASE/ROLE ... SET)";
+    if gucs::model_setting().trim().is_empty() {
+        format!("RESET turboinfer.model to use the default model ({}), {set}. Install models with: turboinfer-fetch-model [NAME] (as root).", gucs::DEFAULT_MODEL)
+    } else if gucs::model_is_default() {
+        format!("Install the default model with: turboinfer-fetch-model (as root; make fetch-model in a source tree), {set}.")
+    } else {
+        format!("Install models with: turboinfer-fetch-model NAME (as root; --list shows the names), {set}.")
+    }
+}
+
 impl From<LoadError> for ErrorReport {
     /// A model loading failure.
     fn from(e: LoadError) -> ErrorReport {
-        let fetch = "Install a model with: make fetch-model MODEL=qwen2.5-coder-0.5b, then SET turboinfer.model = 'qwen2.5-coder-0.5b' (as a superuser, or ALTER DATABASE/ROLE ... SET).";
+        let fetch = fetch_hint();
         match e {
             LoadError::Path(ModelPathError::NotConfigured) => error_report(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 "turboinfer: no model is configured".into(),
                 Some("turboinfer.model is empty.".into()),
-                Some(fetch.into()),
+                Some(fetch.clone()),
             ),
             LoadError::Path(ModelPathError::Missing(p)) => error_report(
                 PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
                 format!("turboinfer: model file \"{p}\" not found"),
-                Some(format!("turboinfer.model = '{}' resolves inside {MODELS_DIR}.", gucs::model_setting())),
-                Some(fetch.into()),
+                Some(format!(
+                    "turboinfer.model = '{}'{} resolves inside {MODELS_DIR}.",
+                    gucs::model_setting(),
+                    if gucs::model_is_default() { " (the default)" } else { "" }
+                )),
+                Some(fetch.clone()),
             ),
-            LoadError::Path(other) => error_report(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch.into())),
+            LoadError::Path(other) => error_report(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("turboinfer: {other}"), None, Some(fetch.clone())),
             LoadError::Engine(p, e) => error_report(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
                 format!("turboinfer: cannot load model \"{}\"", p.display()),

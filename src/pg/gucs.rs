@@ -7,8 +7,14 @@ use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
-/// `turboinfer.model`: a fetched model's name or a path inside the models directory.
-pub static MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// `turboinfer.model`: a fetched model's name or a path inside the models directory. Its default
+/// is [`DEFAULT_MODEL`] (what `turboinfer-fetch-model` installs without arguments), so that a
+/// cluster where nothing is set uses that model if it is installed; `''` means no model.
+pub static MODEL: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(DEFAULT_MODEL_C));
+/// The default model's name (the boot value of `turboinfer.model`).
+pub const DEFAULT_MODEL: &str = "qwen2.5-coder-1.5b";
+const DEFAULT_MODEL_C: &CStr = c"qwen2.5-coder-1.5b";
 /// `turboinfer.threads`: worker threads (0 = one per available CPU).
 pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `turboinfer.max_new_tokens`: most tokens generated per answer.
@@ -122,7 +128,7 @@ pub fn register() {
         GucRegistry::define_string_guc_with_hooks(
             c"turboinfer.model",
             c"Model used by nl2sql(): a fetched model name or a .gguf path inside /var/lib/turboinfer/models.",
-            c"Superuser only. Install models with: make fetch-model MODEL=qwen2.5-coder-0.5b",
+            c"Superuser only. Default: qwen2.5-coder-1.5b (installed by turboinfer-fetch-model without arguments); empty: no model.",
             &MODEL,
             GucContext::Suset,
             GucFlags::default(),
@@ -292,6 +298,11 @@ pub fn register() {
         GucContext::Suset,
         GucFlags::UNIT_MB,
     );
+    // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
+    // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
+    // postgresql.conf) are reported with a WARNING and removed.
+    // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
 }
 
 /// The cache file directory and its limit from the settings (`None` when disabled).
@@ -339,9 +350,17 @@ fn data_directory() -> PathBuf {
     }
 }
 
-/// The current `turboinfer.model` value ("" when unset).
+/// The current `turboinfer.model` value ("" when set to no model).
 pub fn model_setting() -> String {
     MODEL.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Whether `turboinfer.model` names the default model ([`DEFAULT_MODEL`]): what
+/// `nl2sql_explain()` and `turboinfer_info()` report as `model_default`.
+pub fn model_is_default() -> bool {
+    let s = model_setting();
+    let s = s.trim();
+    s == DEFAULT_MODEL || s.strip_suffix(".gguf") == Some(DEFAULT_MODEL)
 }
 
 /// Check hook of `turboinfer.model`: refuses values that resolve outside the models directory

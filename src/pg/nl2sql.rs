@@ -206,6 +206,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "error": o.error,
         "question": question,
         "model": a.model_path,
+        "model_default": gucs::model_is_default(),
         "fingerprint": o.fingerprint.hex(),
         "prompt_tokens": o.prompt_tokens,
         "prefix_tokens": o.prefix_tokens,
@@ -322,6 +323,7 @@ fn turboinfer_info() -> Jsonb {
                 let stats = l.cache.stats();
                 json!({
                     "model_setting": setting,
+                    "model_default": gucs::model_is_default(),
                     "model_path": l.path.display().to_string(),
                     "loaded": true,
                     "arch": cfg.arch.name(),
@@ -357,6 +359,7 @@ fn turboinfer_info() -> Jsonb {
             }
             Err(e) => json!({
                 "model_setting": setting,
+                "model_default": gucs::model_is_default(),
                 "loaded": false,
                 "error": match e {
                     LoadError::Path(p) => p.to_string(),

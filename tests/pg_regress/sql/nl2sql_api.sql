@@ -22,8 +22,14 @@ SELECT nl2sql('');
 SELECT nl2sql(E'  \n\t ');
 SELECT nl2sql(repeat('x', 2001));
 
--- No model configured.
+-- Nothing set: turboinfer.model defaults to qwen2.5-coder-1.5b (used if installed; the answer
+-- depends on the machine, so only the setting is shown here: scripts/test-package.sh answers).
+SELECT setting, boot_val, source FROM pg_settings WHERE name = 'turboinfer.model';
+-- No model configured: turboinfer.model set to ''.
+SET turboinfer.model = '';
 SELECT nl2sql('how many users?');
+-- A mistyped name under the reserved prefix is an error once the library is loaded.
+SET turboinfer.modle = 'smollm2-135m';
 -- A model name that is not installed: error with the fetch hint.
 SET turboinfer.model = 'no-such-model';
 SELECT nl2sql('how many users?');
@@ -56,7 +62,8 @@ SELECT nl2sql('how many users?', ARRAY['empty_schema']);
 -- turboinfer_info() reports the loaded model (stable fields only).
 SELECT i->>'loaded' AS loaded, i->>'arch' AS arch, (i->>'n_layers')::int AS n_layers,
        i->'tensor_types' ? 'q4_1' OR i->'tensor_types' ? 'Q4_1' AS has_q4_1,
-       (i->>'mapped_bytes')::bigint AS mapped_bytes, i->>'model_path' AS path
+       (i->>'mapped_bytes')::bigint AS mapped_bytes, i->>'model_path' AS path,
+       i->>'model_default' AS is_default
 FROM turboinfer_info() i;
 -- Packed Q4_K weights: SmolLM2 has no Q4_K matrix, so there is no pack and it runs unpacked.
 SELECT i->>'packed' AS packed, (i->>'packed_matrices')::int AS packed_matrices FROM turboinfer_info() i;

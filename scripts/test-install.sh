@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# `make install` into a PostgreSQL 15 that is not Debian's (issue 15, "Install anywhere"), as root:
+#   1. which pg_config scripts/install.sh picks (--dry-run): PG_CONFIG given, the first pg_config
+#      on PATH, Debian's by default; a missing one or another major version is a clear error;
+#   2. `make install PG_CONFIG=<copy>/pg_config` copies the built files into that installation's
+#      pkglibdir and sharedir/extension (byte for byte the staged build) and prints the psql lines;
+#   3. a fresh cluster of that installation (its own initdb and postgres, port
+#      $TURBOINFER_INSTALLTEST_PORT (default 54342), socket only, temporary directory): CREATE
+#      EXTENSION loads the library from there, and a question is answered with nothing set.
+# The other installation is a private copy, in a temporary directory, of the relocated PostgreSQL
+# 15 at $TURBOINFER_OTHER_PG (default /opt/pgbase/usr; only read, never written or started there),
+# without any turboinfer file it may hold. Everything is removed afterwards, also on failure.
+# Needs: a build staged by `make install` or `cargo pgrx package` (no build here: --no-build), the
+# default model qwen2.5-coder-1.5b (make install fetches it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+SRC=${TURBOINFER_OTHER_PG:-/opt/pgbase/usr}
+PORT=${TURBOINFER_INSTALLTEST_PORT:-54342}
+DEFAULT_MODEL=qwen2.5-coder-1.5b
+me="test-install.sh"
+pass=0
+fail=0
+
+die() { echo "$me: error: $*" >&2; exit 1; }
+say() { echo "$me: $*" >&2; }
+ok() { echo "ok   $*"; pass=$((pass + 1)); }
+bad() { # bad MESSAGE [OUTPUT]
+    echo "FAIL $1"
+    [[ -z ${2:-} ]] || sed -n '1,20s/^/     | /p' <<<"$2"
+    fail=$((fail + 1))
+}
+as_pg() { runuser -u postgres -- "$@"; }
+
+[[ $(id -u) -eq 0 ]] || die "run as root (initdb runs as postgres)"
+[[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_INSTALLTEST_PORT must be a number, not '$PORT'"
+[[ -x $SRC/lib/postgresql/15/bin/pg_config ]] ||
+    die "no relocated PostgreSQL 15 at $SRC ($SRC/lib/postgresql/15/bin/pg_config missing); set TURBOINFER_OTHER_PG"
+[[ -f /var/lib/turboinfer/models/$DEFAULT_MODEL.gguf ]] ||
+    die "the default model $DEFAULT_MODEL is not installed; run: make fetch-model"
+[[ -f $root/target/release/turboinfer-pg15/usr/lib/postgresql/15/lib/turboinfer.so ]] ||
+    die "no staged build in target/release/turboinfer-pg15; run make install (or cargo pgrx package) first"
+
+work=$(mktemp -d /tmp/turboinfer-installtest.XXXXXX)
+chmod 755 "$work"
+other=$work/pg/usr
+bin=$other/lib/postgresql/15/bin
+data=$work/data
+run=$work/run
+log=$work/log/postgresql.log
+started=0
+pg_stop() {
+    [[ $started -eq 1 ]] || return 0
+    as_pg "$bin/pg_ctl" stop -D "$data" -m fast -w -t 60 >/dev/null || true
+    started=0
+}
+cleanup() {
+    local rc=$?
+    pg_stop
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+
+# -----------------------------------------------------------------------------------------------
+mkdir -p "$work/pg"
+cp -a "$SRC" "$work/pg/"
+rm -f "$other/lib/postgresql/15/lib/turboinfer.so" "$other/share/postgresql/15/extension/turboinfer"*
+libdir=$("$bin/pg_config" --pkglibdir)
+extdir=$("$bin/pg_config" --sharedir)/extension
+if [[ $libdir == "$other/lib/postgresql/15/lib" && $extdir == "$other/share/postgresql/15/extension" ]]; then
+    ok "private copy of $SRC: its pg_config reports $libdir"
+else
+    bad "the copy's pg_config reports $libdir and $extdir (not relocated)"
+fi
+
+# install.sh's choice of pg_config.
+out=$(PG_CONFIG="$bin/pg_config" "$here/install.sh" --dry-run 2>&1) || true
+if [[ $out == *"(PG_CONFIG: $bin/pg_config)"* && $out == *"  $libdir/turboinfer.so"* && $out == *"  $extdir/turboinfer.control"* ]]; then
+    ok "PG_CONFIG=<copy>/pg_config: installs into the copy"
+else
+    bad "PG_CONFIG=<copy>" "$out"
+fi
+out=$(env -u PG_CONFIG PATH="$bin:$PATH" "$here/install.sh" --dry-run 2>&1) || true
+if [[ $out == *"(pg_config on PATH: $bin/pg_config)"* && $out == *"  $libdir/turboinfer.so"* ]]; then
+    ok "no PG_CONFIG, the copy's bin first on PATH: installs into the copy"
+else
+    bad "pg_config on PATH" "$out"
+fi
+out=$(env -u PG_CONFIG "$here/install.sh" --dry-run 2>&1) || true
+if [[ $out == *"  /usr/lib/postgresql/15/lib/turboinfer.so"* ]]; then
+    ok "no PG_CONFIG, usual PATH: Debian's PostgreSQL 15 ($(sed -n 's/^install.sh: target: //p' <<<"$out"))"
+else
+    bad "default pg_config" "$out"
+fi
+rc=0
+out=$(PG_CONFIG=/nonexistent/pg_config "$here/install.sh" --dry-run 2>&1) || rc=$?
+if [[ $rc -ne 0 && $out == *"PG_CONFIG=/nonexistent/pg_config is not an executable file"* ]]; then
+    ok "PG_CONFIG naming no file: clear error"
+else
+    bad "PG_CONFIG=/nonexistent (rc $rc)" "$out"
+fi
+printf '#!/bin/sh\necho "PostgreSQL 16.4"\n' >"$work/pg_config16"
+chmod 755 "$work/pg_config16"
+rc=0
+out=$(PG_CONFIG="$work/pg_config16" "$here/install.sh" --dry-run 2>&1) || rc=$?
+if [[ $rc -ne 0 && $out == *"supports PostgreSQL 15 only"* ]]; then
+    ok "a PostgreSQL 16 pg_config: clear error"
+else
+    bad "PG_CONFIG of PostgreSQL 16 (rc $rc)" "$out"
+fi
+
+# make install PG_CONFIG=<copy>: the staged files, copied into the copy.
+out=$(cd "$root" && make --no-print-directory install PG_CONFIG="$bin/pg_config" INSTALL_ARGS=--no-build INSTALL_FETCH=no 2>&1) || true
+stage=$root/target/release/turboinfer-pg15
+same=1
+for f in lib/postgresql/15/lib/turboinfer.so share/postgresql/15/extension/turboinfer.control; do
+    cmp -s "$stage/usr/$f" "$other/$f" || same=0
+done
+shopt -s nullglob
+sqls=("$extdir"/turboinfer--*.sql)
+shopt -u nullglob
+if [[ $same -eq 1 && ${#sqls[@]} -gt 0 && $out == *"CREATE EXTENSION turboinfer;"* && $out == *'\gexec'* ]]; then
+    ok "make install PG_CONFIG=<copy>: .so, control and SQL in the copy, psql lines printed"
+else
+    bad "make install PG_CONFIG=<copy>" "$out"
+fi
+leftovers=$(find "$libdir" "$extdir" -name '.turboinfer*' -print)
+[[ -z $leftovers ]] && ok "no temporary file left" || bad "temporary files left" "$leftovers"
+
+# A cluster of that installation: the library loads from its pkglibdir, an answer with nothing set.
+mkdir -p "$run" "$work/log"
+chown postgres:postgres "$run" "$work/log"
+install -d -m 700 -o postgres -g postgres "$data"
+as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$work/initdb.log" 2>&1 ||
+    { cat "$work/initdb.log" >&2; die "initdb of the copy failed"; }
+as_pg "$bin/pg_ctl" start -D "$data" -l "$log" -w -t 60 -o "-c listen_addresses='' -p $PORT -k $run" >/dev/null ||
+    { tail -n 5 "$log" >&2 || true; die "the copy's cluster failed to start; see $log"; }
+started=1
+q() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$run" -p "$PORT" -U postgres "$@"; }
+q -c "CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL)" \
+    -c "INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 7) g"
+t=$(date +%s.%N)
+out=$(q -c "CREATE EXTENSION turboinfer" -c "SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR'" \
+    -c "SELECT nl2sql('how many users are there?')" 2>&1) || true
+secs=$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+if [[ $out == "$libdir"$'\n'SELECT*users* ]]; then
+    ok "fresh cluster of the copy: CREATE EXTENSION, answer with nothing set: ${out#*$'\n'} (${secs}s)"
+else
+    bad "CREATE EXTENSION / nl2sql in the copy's cluster" "$out"
+fi
+res=$(q -c "${out#*$'\n'}" 2>&1) || true
+[[ $res == 7 ]] && ok "the answer runs and counts 7 users" || bad "running the answer gave '$res'"
+# Reinstalling while a backend has the library mapped: the new file replaces the old one by
+# rename, so that backend keeps mapping the old (now deleted) file and goes on working.
+coproc HOLD { "$bin/psql" -X -q -At -h "$run" -p "$PORT" -U postgres 2>&1; }
+echo "SELECT pg_backend_pid(), turboinfer_version() IS NOT NULL;" >&"${HOLD[1]}"
+line=""
+read -t 60 -r line <&"${HOLD[0]}" || true
+bpid=${line%%|*}
+if [[ $line =~ ^[0-9]+\|t$ ]]; then
+    out=$(cd "$root" && make --no-print-directory install PG_CONFIG="$bin/pg_config" INSTALL_ARGS=--no-build INSTALL_FETCH=no 2>&1) ||
+        bad "make install again" "$out"
+    maps=$(cat "/proc/$bpid/maps" 2>/dev/null || true)
+    mapped=$(grep -F "$libdir/turboinfer.so" <<<"$maps" | head -n 1 || true)
+    echo "SELECT turboinfer_version() IS NOT NULL, nl2sql('how many users are there?') LIKE 'SELECT%';" >&"${HOLD[1]}"
+    line=""
+    read -t 120 -r line <&"${HOLD[0]}" || true
+    if [[ $mapped == *"(deleted)"* && $line == "t|t" ]]; then
+        ok "make install while a backend has the library loaded: it keeps the old (deleted) file and answers"
+    else
+        bad "backend after make install: mapping '${mapped:-none}', answer '$line'"
+    fi
+else
+    bad "holding session did not start" "$line"
+fi
+exec {HOLD[1]}>&-
+wait "$HOLD_PID" 2>/dev/null || true
+
+loglines=$(cat "$log")
+if grep -Eq 'terminated by signal|PANIC' <<<"$loglines"; then bad "server log reports a crash"; else ok "no crash in the copy's server log"; fi
+
+echo "$me: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
