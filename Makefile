@@ -42,7 +42,7 @@ help:
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql"
-	@echo "               test-package test-install"
+	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
@@ -53,7 +53,7 @@ fetch-model:
 	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
 	@$(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL)
 
-## Packed Q4_K/Q6_K weights (<model>.gguf.kx16, README "Packed Q4_K and Q6_K weights") for each installed
+## Packed Q4_K/Q6_K weights (<model>.gguf.kx16, docs/packed-weights.md) for each installed
 ## model of $(PACK_MODELS): builds the CLI first; `turboinfer pack` skips a valid pack and models
 ## without Q4_K or Q6_K matrices, so this is idempotent.
 pack-models:

@@ -80,7 +80,7 @@ pub struct Options {
 impl Default for Options {
     /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
     /// with speculation (exact: the same answer in fewer forward passes), two repair rounds;
-    /// pruning and constraints off (see the README scorecard for why).
+    /// pruning and constraints off (see docs/nl2sql-accuracy.md for why).
     fn default() -> Self {
         Options {
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,

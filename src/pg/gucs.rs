@@ -118,7 +118,7 @@ const DEFAULT_CACHE_SUBDIR: &str = "turboinfer_cache";
 /// Directory used when `turboinfer.sparse_dir` is empty, inside the data directory.
 const DEFAULT_SPARSE_SUBDIR: &str = "turboinfer_sparse";
 /// Highest sparsity accepted: calibration needs a non-empty active set per level, and beyond 95%
-/// skipped neurons even the oracle selection (README, issue 7) loses most of the model's accuracy.
+/// skipped neurons even the oracle selection (docs/sparse-ffn.md) loses most of the model's accuracy.
 pub const MAX_SPARSITY: f64 = 0.95;
 
 /// Registers every setting (called from `_PG_init`).
@@ -257,7 +257,7 @@ pub fn register() {
     GucRegistry::define_float_guc(
         c"turboinfer.sparsity",
         c"Sparse FFN in nl2sql(): fraction of FFN neurons skipped per token (0 = off, the dense FFN).",
-        c"Must be a level calibrated in the model's sidecar (turboinfer_calibrate()); answers may change, see the README.",
+        c"Must be a level calibrated in the model's sidecar (turboinfer_calibrate()); answers may change, see docs/sparse-ffn.md.",
         &SPARSITY,
         0.0,
         MAX_SPARSITY,
@@ -267,7 +267,7 @@ pub fn register() {
     GucRegistry::define_enum_guc(
         c"turboinfer.sparse_selector",
         c"How the sparse FFN chooses each token's active neurons: predictor (calibrated low-rank predictor) or gate (exact gate, top 1 - sparsity).",
-        c"gate is more accurate and computes every gate row; see the README (Sparse FFN).",
+        c"gate is more accurate and computes every gate row; see docs/sparse-ffn.md.",
         &SPARSE_SELECTOR,
         GucContext::Userset,
         GucFlags::default(),
