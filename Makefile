@@ -167,8 +167,8 @@ test:
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
 
-## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private copy of
-## /opt/pgbase's relocated PostgreSQL), then a fresh cluster of it: CREATE EXTENSION, an answer.
+## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
+## copy of Debian's PostgreSQL 15), then a fresh cluster of it: CREATE EXTENSION, an answer.
 test-install:
 	@$(TIMED) "install into another PostgreSQL (PG_CONFIG)" scripts/test-install.sh
 

@@ -7,35 +7,32 @@
 #   3. a fresh cluster of that installation (its own initdb and postgres, port
 #      $TURBOINFER_INSTALLTEST_PORT (default 54342), socket only, temporary directory): CREATE
 #      EXTENSION loads the library from there, and a question is answered with nothing set.
-# The other installation is a private copy, in a temporary directory, of the relocated PostgreSQL
-# 15 at $TURBOINFER_OTHER_PG (default /opt/pgbase/usr; only read, never written or started there),
-# without any turboinfer file it may hold. Everything is removed afterwards, also on failure.
+# The other installation is a private copy, in a temporary directory, of Debian's PostgreSQL 15
+# (/usr/lib/postgresql/15 and /usr/share/postgresql/15: PostgreSQL finds its directories relative
+# to its binaries, so the copy is a PostgreSQL of its own), or of the `usr` tree of a relocated
+# PostgreSQL 15 at $TURBOINFER_OTHER_PG; the source is only read, and the copy holds no
+# turboinfer file. Everything is removed afterwards, also on failure.
 # Needs: a build staged by `make install` or `cargo pgrx package` (no build here: --no-build), the
 # default model qwen2.5-coder-1.5b (make install fetches it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-SRC=${TURBOINFER_OTHER_PG:-/opt/pgbase/usr}
+SRC=${TURBOINFER_OTHER_PG:-}
 PORT=${TURBOINFER_INSTALLTEST_PORT:-54342}
 DEFAULT_MODEL=qwen2.5-coder-1.5b
 me="test-install.sh"
-pass=0
-fail=0
-
-die() { echo "$me: error: $*" >&2; exit 1; }
-say() { echo "$me: $*" >&2; }
-ok() { echo "ok   $*"; pass=$((pass + 1)); }
-bad() { # bad MESSAGE [OUTPUT]
-    echo "FAIL $1"
-    [[ -z ${2:-} ]] || sed -n '1,20s/^/     | /p' <<<"$2"
-    fail=$((fail + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 as_pg() { runuser -u postgres -- "$@"; }
 
 [[ $(id -u) -eq 0 ]] || die "run as root (initdb runs as postgres)"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_INSTALLTEST_PORT must be a number, not '$PORT'"
-[[ -x $SRC/lib/postgresql/15/bin/pg_config ]] ||
-    die "no relocated PostgreSQL 15 at $SRC ($SRC/lib/postgresql/15/bin/pg_config missing); set TURBOINFER_OTHER_PG"
+if [[ -n $SRC ]]; then
+    [[ -x $SRC/lib/postgresql/15/bin/pg_config ]] ||
+        die "no relocated PostgreSQL 15 at $SRC ($SRC/lib/postgresql/15/bin/pg_config missing); check TURBOINFER_OTHER_PG"
+else
+    [[ -x /usr/lib/postgresql/15/bin/pg_config && -d /usr/share/postgresql/15 ]] ||
+        die "Debian's PostgreSQL 15 is missing (/usr/lib/postgresql/15/bin/pg_config); run make setup"
+fi
 [[ -f /var/lib/turboinfer/models/$DEFAULT_MODEL.gguf ]] ||
     die "the default model $DEFAULT_MODEL is not installed; run: make fetch-model"
 [[ -f $root/target/release/turboinfer-pg15/usr/lib/postgresql/15/lib/turboinfer.so ]] ||
@@ -64,7 +61,14 @@ trap cleanup EXIT
 
 # -----------------------------------------------------------------------------------------------
 mkdir -p "$work/pg"
-cp -a "$SRC" "$work/pg/"
+if [[ -n $SRC ]]; then
+    cp -a "$SRC" "$work/pg/"
+else
+    SRC="Debian's PostgreSQL 15"
+    mkdir -p "$work/pg/usr/lib/postgresql" "$work/pg/usr/share/postgresql"
+    cp -a /usr/lib/postgresql/15 "$work/pg/usr/lib/postgresql/"
+    cp -a /usr/share/postgresql/15 "$work/pg/usr/share/postgresql/"
+fi
 rm -f "$other/lib/postgresql/15/lib/turboinfer.so" "$other/share/postgresql/15/extension/turboinfer"*
 libdir=$("$bin/pg_config" --pkglibdir)
 extdir=$("$bin/pg_config" --sharedir)/extension

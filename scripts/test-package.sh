@@ -30,17 +30,7 @@ MODELS=/var/lib/turboinfer/models
 DEFAULT_MODEL=qwen2.5-coder-1.5b
 SMALL=smollm2-135m
 me="test-package.sh"
-pass=0
-fail=0
-
-die() { echo "$me: error: $*" >&2; exit 1; }
-say() { echo "$me: $*" >&2; }
-ok() { echo "ok   $*"; pass=$((pass + 1)); }
-bad() { # bad MESSAGE [OUTPUT]
-    echo "FAIL $1"
-    [[ -z ${2:-} ]] || sed -n '1,20s/^/     | /p' <<<"$2"
-    fail=$((fail + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 # elapsed T0: seconds since T0 (date +%s.%N), one decimal.
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 

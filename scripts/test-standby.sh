@@ -33,17 +33,7 @@ DB=turboinfer_standby
 MODEL=smollm2-135m
 Q='how many rows are in the table?'
 me="test-standby.sh"
-pass=0
-fail=0
-
-die() { echo "$me: error: $*" >&2; exit 1; }
-say() { echo "$me: $*" >&2; }
-ok() { echo "ok   $*"; pass=$((pass + 1)); }
-bad() { # bad MESSAGE [OUTPUT]
-    echo "FAIL $1"
-    [[ -z ${2:-} ]] || sed -n '1,20s/^/     | /p' <<<"$2"
-    fail=$((fail + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 as_pg() { # as cluster.sh: PostgreSQL refuses to run as root
     if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"
     elif [[ $(id -un) == postgres ]]; then "$@"
