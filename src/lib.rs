@@ -1,6 +1,7 @@
 //! TurboInfer: a CPU language-model engine (pure Rust, no PostgreSQL types) plus, behind the
 //! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
 
+pub mod cli_args;
 pub mod clock;
 pub mod cpu;
 pub mod fallible;

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
+use turboinfer::cli_args::{Args, Opt};
 use turboinfer::generate::{generate, GenerateParams, Generation};
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Model, ModelOptions};
@@ -74,108 +75,120 @@ struct RunArgs {
     selector: turboinfer::sparse::Selector,
 }
 
+/// The options of `run` and `info` (`info` takes only `-m`).
+const RUN_OPTIONS: &[Opt] = &[
+    Opt::one(&["--model", "-m"]),
+    Opt::flag(&["--help", "-h"]),
+    Opt::one(&["--prompt", "-p"]),
+    Opt::one(&["--n-predict", "-n"]),
+    Opt::one(&["--temp"]),
+    Opt::one(&["--top-k"]),
+    Opt::one(&["--top-p"]),
+    Opt::one(&["--repeat-penalty"]),
+    Opt::one(&["--repeat-last-n"]),
+    Opt::one(&["--seed"]),
+    Opt::one(&["--threads", "-t"]),
+    Opt::one(&["--ctx", "-c"]),
+    Opt::one(&["--stop"]),
+    Opt::flag(&["--json"]),
+    Opt::flag(&["--no-special"]),
+    Opt::one(&["--kv-type"]),
+    Opt::one(&["--attn-precision"]),
+    #[cfg(feature = "sparse")]
+    Opt::one(&["--sparsity"]),
+    #[cfg(feature = "sparse")]
+    Opt::one(&["--sparse-sidecar"]),
+    #[cfg(feature = "sparse")]
+    Opt::one(&["--selector"]),
+];
+
+/// The options of `info`.
+const INFO_OPTIONS: &[Opt] = &[Opt::one(&["--model", "-m"]), Opt::flag(&["--help", "-h"])];
+
+/// The options of `pack` (the model may also be its one bare argument).
+const PACK_OPTIONS: &[Opt] = &[
+    Opt::one(&["--model", "-m"]),
+    Opt::one(&["--output", "-o"]),
+    Opt::flag(&["--force"]),
+    Opt::flag(&["--help", "-h"]),
+];
+
 /// Parses `args` (without the program name).
 fn parse_args(args: &[String]) -> Result<Command, String> {
     let Some(cmd) = args.first() else { return Err("missing command".into()) };
     if cmd == "-h" || cmd == "--help" || cmd == "help" {
         return Ok(Command::Help);
     }
-    if cmd == "pack" {
-        return parse_pack(&args[1..]);
-    }
-    let mut model = None;
-    let mut prompt = None;
-    let mut run = RunArgs {
-        model: String::new(),
-        prompt: String::new(),
-        n: DEFAULT_N,
-        sampler: SamplerConfig::default(),
-        threads: 0,
-        ctx: DEFAULT_CTX,
-        stop: Vec::new(),
-        json: false,
-        parse_special: true,
-        opts: ModelOptions::default(),
-        #[cfg(feature = "sparse")]
-        sparsity: 0.0,
-        #[cfg(feature = "sparse")]
-        sparse_sidecar: None,
-        #[cfg(feature = "sparse")]
-        selector: turboinfer::sparse::Selector::default(),
+    let spec = match cmd.as_str() {
+        "pack" => PACK_OPTIONS,
+        "info" => INFO_OPTIONS,
+        "run" => RUN_OPTIONS,
+        _ => return Err(format!("unknown command {cmd:?}")),
     };
-    let mut it = args[1..].iter();
-    while let Some(a) = it.next() {
-        let mut val =
-            |name: &str| it.next().cloned().ok_or_else(|| format!("option {name} needs a value"));
-        /// Parses an option value.
-        fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
-            v.parse().map_err(|_| format!("option {name}: invalid value {v:?}"))
-        }
-        match a.as_str() {
-            "-m" | "--model" => model = Some(val(a)?),
-            "-h" | "--help" => return Ok(Command::Help),
-            _ if cmd != "run" => return Err(format!("unknown option {a:?} for {cmd}")),
-            "-p" | "--prompt" => prompt = Some(val(a)?),
-            "-n" | "--n-predict" => run.n = num(a, val(a)?)?,
-            "--temp" => run.sampler.temperature = num(a, val(a)?)?,
-            "--top-k" => run.sampler.top_k = num(a, val(a)?)?,
-            "--top-p" => run.sampler.top_p = num(a, val(a)?)?,
-            "--repeat-penalty" => run.sampler.repeat_penalty = num(a, val(a)?)?,
-            "--repeat-last-n" => run.sampler.repeat_last_n = num(a, val(a)?)?,
-            "--seed" => run.sampler.seed = num(a, val(a)?)?,
-            "-t" | "--threads" => run.threads = num(a, val(a)?)?,
-            "-c" | "--ctx" => run.ctx = num(a, val(a)?)?,
-            "--stop" => run.stop.push(val(a)?),
-            "--json" => run.json = true,
-            "--no-special" => run.parse_special = false,
-            "--kv-type" => run.opts.kv_dtype = val(a)?.parse()?,
-            "--attn-precision" => run.opts.attn_precision = val(a)?.parse()?,
-            #[cfg(feature = "sparse")]
-            "--sparsity" => run.sparsity = num(a, val(a)?)?,
-            #[cfg(feature = "sparse")]
-            "--sparse-sidecar" => run.sparse_sidecar = Some(val(a)?),
-            #[cfg(feature = "sparse")]
-            "--selector" => run.selector = val(a)?.parse()?,
-            _ => return Err(format!("unknown option {a:?}")),
-        }
+    let o = Args::parse(&args[1..], spec).map_err(|e| format!("{e} for {cmd}"))?;
+    if o.has("--help") {
+        return Ok(Command::Help);
     }
-    let model = model.ok_or("missing -m MODEL")?;
-    match cmd.as_str() {
-        "info" => Ok(Command::Info { model }),
-        "run" => {
-            run.model = model;
-            run.prompt = prompt.ok_or("missing -p PROMPT")?;
-            if run.sampler.top_p.is_nan()
-                || run.sampler.top_p <= 0.0
-                || run.sampler.repeat_penalty <= 0.0
-                || !run.sampler.temperature.is_finite()
-            {
-                return Err(
-                    "--top-p and --repeat-penalty must be positive and --temp finite".into()
-                );
-            }
-            Ok(Command::Run(run))
-        }
-        _ => Err(format!("unknown command {cmd:?}")),
+    if cmd == "pack" {
+        let bare: Vec<&str> = o.positional.iter().map(String::as_str).collect();
+        return match (o.one("--model"), bare.as_slice()) {
+            (Some(m), []) | (None, &[m]) => Ok(Command::Pack {
+                model: m.to_string(),
+                out: o.one("--output").map(str::to_string),
+                force: o.has("--force"),
+            }),
+            (None, []) => Err("missing MODEL for pack".into()),
+            (_, [.., extra]) => Err(format!("unexpected argument {extra:?} for pack")),
+        };
     }
-}
-
-/// Parses the arguments of `pack`.
-fn parse_pack(args: &[String]) -> Result<Command, String> {
-    let (mut model, mut out, mut force) = (None, None, false);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-m" | "--model" => model = Some(it.next().cloned().ok_or("option -m needs a value")?),
-            "-o" | "--output" => out = Some(it.next().cloned().ok_or("option -o needs a value")?),
-            "--force" => force = true,
-            _ if a.starts_with('-') => return Err(format!("unknown option {a:?} for pack")),
-            _ if model.is_none() => model = Some(a.clone()),
-            _ => return Err(format!("unexpected argument {a:?} for pack")),
-        }
+    if let Some(extra) = o.positional.first() {
+        return Err(format!("unexpected argument {extra:?} for {cmd}"));
     }
-    Ok(Command::Pack { model: model.ok_or("missing MODEL for pack")?, out, force })
+    let model = o.req("--model", "-m MODEL")?.to_string();
+    if cmd == "info" {
+        return Ok(Command::Info { model });
+    }
+    let d = SamplerConfig::default();
+    let run = RunArgs {
+        model,
+        prompt: o.req("--prompt", "-p PROMPT")?.to_string(),
+        n: o.num("--n-predict", DEFAULT_N)?,
+        sampler: SamplerConfig {
+            temperature: o.num("--temp", d.temperature)?,
+            top_k: o.num("--top-k", d.top_k)?,
+            top_p: o.num("--top-p", d.top_p)?,
+            repeat_penalty: o.num("--repeat-penalty", d.repeat_penalty)?,
+            repeat_last_n: o.num("--repeat-last-n", d.repeat_last_n)?,
+            seed: o.num("--seed", d.seed)?,
+        },
+        threads: o.num("--threads", 0)?,
+        ctx: o.num("--ctx", DEFAULT_CTX)?,
+        stop: o.all("--stop").to_vec(),
+        json: o.has("--json"),
+        parse_special: !o.has("--no-special"),
+        opts: ModelOptions {
+            kv_dtype: o.one("--kv-type").map(str::parse).transpose()?.unwrap_or_default(),
+            attn_precision: o
+                .one("--attn-precision")
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or_default(),
+        },
+        #[cfg(feature = "sparse")]
+        sparsity: o.num("--sparsity", 0.0)?,
+        #[cfg(feature = "sparse")]
+        sparse_sidecar: o.one("--sparse-sidecar").map(str::to_string),
+        #[cfg(feature = "sparse")]
+        selector: o.one("--selector").map(str::parse).transpose()?.unwrap_or_default(),
+    };
+    if run.sampler.top_p.is_nan()
+        || run.sampler.top_p <= 0.0
+        || run.sampler.repeat_penalty <= 0.0
+        || !run.sampler.temperature.is_finite()
+    {
+        return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
+    }
+    Ok(Command::Run(run))
 }
 
 /// `turboinfer pack`: writes the packed weights file unless a valid one exists (idempotent).

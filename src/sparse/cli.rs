@@ -2,13 +2,13 @@
 //! `sparse-agree` (kept here so the binary only dispatches).
 
 use super::{calibrate, corpus, load_for, sidecar, CalibOptions, SparseConfig, SparseHook};
+use crate::cli_args::{Args, Opt};
 use crate::generate::{generate_ids, GenerateParams};
 use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
 use crate::ops::log_softmax;
 use crate::runtime::Runtime;
 use crate::tokenizer::Tokenizer;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,57 +26,27 @@ pub fn handles(cmd: &str) -> bool {
     matches!(cmd, "calibrate" | "sparse-report" | "perplexity" | "sparse-agree")
 }
 
-/// Parsed `--key value...` options (a key may take several values until the next `-` option).
-struct Opts(HashMap<String, Vec<String>>);
-
-impl Opts {
-    /// Parses `args`; `flags` are options without a value.
-    fn parse(args: &[String], flags: &[&str]) -> Result<Opts, String> {
-        let mut m: HashMap<String, Vec<String>> = HashMap::new();
-        let mut cur: Option<String> = None;
-        for a in args {
-            if a.starts_with('-') && a.len() > 1 && a.parse::<f64>().is_err() {
-                let key = match a.as_str() {
-                    "-m" => "--model",
-                    "-t" => "--threads",
-                    "-n" => "--n-predict",
-                    k => k,
-                }
-                .to_string();
-                m.entry(key.clone()).or_default();
-                cur = if flags.contains(&key.as_str()) { None } else { Some(key) };
-            } else if let Some(k) = &cur {
-                m.get_mut(k).expect("inserted").push(a.clone());
-            } else {
-                return Err(format!("unexpected argument {a:?}"));
-            }
-        }
-        Ok(Opts(m))
-    }
-    /// The single value of `key`, if given.
-    fn one(&self, key: &str) -> Result<Option<&str>, String> {
-        match self.0.get(key) {
-            None => Ok(None),
-            Some(v) if v.len() == 1 => Ok(Some(&v[0])),
-            Some(_) => Err(format!("option {key} needs exactly one value")),
-        }
-    }
-    /// The value of `key` or an error naming it.
-    fn req(&self, key: &str) -> Result<&str, String> {
-        self.one(key)?.ok_or_else(|| format!("missing {key}"))
-    }
-    /// `key` parsed, or `default`.
-    fn num<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
-        match self.one(key)? {
-            None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("option {key}: invalid value {v:?}")),
-        }
-    }
-    /// Whether flag `key` was given.
-    fn flag(&self, key: &str) -> bool {
-        self.0.contains_key(key)
-    }
-}
+/// The options of the sparse subcommands (each reads those it needs; `--corpus` takes files).
+const OPTIONS: &[Opt] = &[
+    Opt::one(&["--model", "-m"]),
+    Opt::one(&["--threads", "-t"]),
+    Opt::one(&["--n-predict", "-n"]),
+    Opt::one(&["--sidecar"]),
+    Opt::one(&["--out"]),
+    Opt::many(&["--corpus"]),
+    Opt::one(&["--target-sparsity"]),
+    Opt::one(&["--rank"]),
+    Opt::one(&["--tokens"]),
+    Opt::one(&["--window"]),
+    Opt::one(&["--sparsity"]),
+    Opt::one(&["--selector"]),
+    Opt::one(&["--text"]),
+    Opt::one(&["--ctx"]),
+    Opt::one(&["--questions"]),
+    Opt::flag(&["--no-nl2sql"]),
+    Opt::flag(&["--no-audit"]),
+    Opt::flag(&["--oracle"]),
+];
 
 /// The caller's nl2sql prompts of one split (0: calibration, 1: evaluation; see
 /// `nl2sql::calibration::nl2sql_prompts`): the sparse module knows no nl2sql.
@@ -85,7 +55,7 @@ pub type PromptsFn = dyn Fn(usize) -> Vec<String>;
 /// Runs subcommand `cmd` with `args` (after the command name); `prompts` gives the nl2sql prompts
 /// that `calibrate` mixes in and `sparse-agree` answers.
 pub fn run(cmd: &str, args: &[String], prompts: &PromptsFn) -> Result<(), String> {
-    let o = Opts::parse(args, &["--no-nl2sql", "--no-audit", "--oracle"])?;
+    let o = Args::parse(args, OPTIONS)?;
     match cmd {
         "calibrate" => cmd_calibrate(&o, prompts),
         "sparse-report" => cmd_report(&o),
@@ -96,8 +66,8 @@ pub fn run(cmd: &str, args: &[String], prompts: &PromptsFn) -> Result<(), String
 }
 
 /// Model, tokenizer and runtime from the common options.
-fn load(o: &Opts) -> Result<(Model, Tokenizer, Runtime, PathBuf), String> {
-    let path = PathBuf::from(o.req("--model")?);
+fn load(o: &Args) -> Result<(Model, Tokenizer, Runtime, PathBuf), String> {
+    let path = PathBuf::from(o.req("--model", "--model")?);
     let file = Arc::new(GgufFile::open(&path).map_err(|e| e.to_string())?);
     let model = Model::from_gguf(file.clone())
         .map_err(|e| format!("cannot load model {}: {e}", path.display()))?;
@@ -107,16 +77,16 @@ fn load(o: &Opts) -> Result<(Model, Tokenizer, Runtime, PathBuf), String> {
 }
 
 /// The sidecar path: `--sidecar`, else `<model>.sparse`.
-fn sidecar_path(o: &Opts, model: &Path) -> Result<PathBuf, String> {
-    Ok(o.one("--sidecar")?.map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(model)))
+fn sidecar_path(o: &Args, model: &Path) -> Result<PathBuf, String> {
+    Ok(o.one("--sidecar").map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(model)))
 }
 
 /// `turboinfer calibrate`.
-fn cmd_calibrate(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
+fn cmd_calibrate(o: &Args, prompts: &PromptsFn) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
-    let out = o.one("--out")?.map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(&path));
+    let out = o.one("--out").map(PathBuf::from).unwrap_or_else(|| sidecar::default_path(&path));
     let mut opts = CalibOptions::default();
-    if let Some(v) = o.one("--target-sparsity")? {
+    if let Some(v) = o.one("--target-sparsity") {
         opts.levels = v
             .split(',')
             .map(|s| s.trim().parse::<f32>().map_err(|_| format!("bad sparsity {s:?}")))
@@ -125,8 +95,8 @@ fn cmd_calibrate(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
     opts.rank = o.num("--rank", opts.rank)?;
     opts.max_tokens = o.num("--tokens", opts.max_tokens)?;
     opts.window = o.num("--window", opts.window)?;
-    let texts = if o.flag("--no-nl2sql") { Vec::new() } else { prompts(0) };
-    let files: Vec<String> = o.0.get("--corpus").cloned().unwrap_or_default();
+    let texts = if o.has("--no-nl2sql") { Vec::new() } else { prompts(0) };
+    let files: Vec<String> = o.all("--corpus").to_vec();
     let file_texts = corpus::read_texts(&files).map_err(|e| format!("cannot read corpus: {e}"))?;
     let mixed = corpus::interleave(texts, file_texts);
     let t0 = Instant::now();
@@ -156,13 +126,13 @@ fn cmd_calibrate(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
 
 /// Attaches the sidecar at `--sparsity` with `cfg`; returns the hook.
 fn attach(
-    o: &Opts,
+    o: &Args,
     model: &mut Model,
     path: &Path,
     mut cfg: SparseConfig,
 ) -> Result<Arc<SparseHook>, String> {
     let s: f32 = o.num("--sparsity", 0.0)?;
-    if let Some(sel) = o.one("--selector")? {
+    if let Some(sel) = o.one("--selector") {
         cfg.selector = sel.parse()?;
     }
     let sc = sidecar_path(o, path)?;
@@ -172,8 +142,8 @@ fn attach(
 }
 
 /// Token ids of `--text` (at most `max`).
-fn text_ids(o: &Opts, tok: &Tokenizer, max: usize) -> Result<Vec<u32>, String> {
-    let f = o.req("--text")?;
+fn text_ids(o: &Args, tok: &Tokenizer, max: usize) -> Result<Vec<u32>, String> {
+    let f = o.req("--text", "--text")?;
     let texts = corpus::read_texts(&[f]).map_err(|e| format!("cannot read {f}: {e}"))?;
     let mut ids = tok.encode(&texts[0], false).map_err(|e| e.to_string())?;
     ids.truncate(max);
@@ -185,11 +155,11 @@ fn text_ids(o: &Opts, tok: &Tokenizer, max: usize) -> Result<Vec<u32>, String> {
 
 /// `turboinfer sparse-report`: decode `--text` token by token with the audit on; per-layer table.
 /// `--sparsity 0` measures the dense FFN (every token takes the dense path).
-fn cmd_report(o: &Opts) -> Result<(), String> {
+fn cmd_report(o: &Args) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let s: f32 = o.num("--sparsity", 0.0)?;
     let mut cfg =
-        SparseConfig { audit: s > 0.0 && !o.flag("--no-audit"), ..SparseConfig::default() };
+        SparseConfig { audit: s > 0.0 && !o.has("--no-audit"), ..SparseConfig::default() };
     if s == 0.0 {
         cfg.fallback_ratio = 0.0; // every token dense: the baseline timing
     }
@@ -240,10 +210,10 @@ fn cmd_report(o: &Opts) -> Result<(), String> {
 }
 
 /// `turboinfer perplexity`: exp(mean NLL) over `--text` in windows of `--ctx` tokens.
-fn cmd_perplexity(o: &Opts) -> Result<(), String> {
+fn cmd_perplexity(o: &Args) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
-    if o.one("--sparsity")?.is_some() {
-        let oracle = o.flag("--oracle");
+    if o.one("--sparsity").is_some() {
+        let oracle = o.has("--oracle");
         attach(
             o,
             &mut model,
@@ -278,7 +248,7 @@ fn cmd_perplexity(o: &Opts) -> Result<(), String> {
 
 /// `turboinfer sparse-agree`: greedy nl2sql answers (held-out questions) dense vs sparse: exact
 /// agreement, common prefix length, decode speed of both.
-fn cmd_agree(o: &Opts, prompts: &PromptsFn) -> Result<(), String> {
+fn cmd_agree(o: &Args, prompts: &PromptsFn) -> Result<(), String> {
     let (mut model, tok, rt, path) = load(o)?;
     let n: usize = o.num("--n-predict", 48)?;
     let prompts: Vec<String> = prompts(1).into_iter().take(o.num("--questions", 20)?).collect();
