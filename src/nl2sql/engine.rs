@@ -310,11 +310,6 @@ impl PrefixCache {
         self.files = files;
     }
 
-    /// The cache file directory in use.
-    pub fn file_dir(&self) -> Option<&KvFileDir> {
-        self.files.as_ref()
-    }
-
     /// Takes the cache file events recorded since the last call.
     pub fn take_events(&mut self) -> Vec<CacheEvent> {
         std::mem::take(&mut self.events)

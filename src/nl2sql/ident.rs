@@ -200,11 +200,6 @@ pub fn quote_ident(ident: &str) -> String {
     out
 }
 
-/// `schema.name` with each part quoted by [`quote_ident`].
-pub fn quote_qualified(schema: &str, name: &str) -> String {
-    format!("{}.{}", quote_ident(schema), quote_ident(name))
-}
-
 /// Characters that must never appear raw in the prompt: control characters (C0, DEL, C1) and
 /// the Unicode line/paragraph separators, which tokenizers and readers treat as line breaks.
 fn is_unsafe_char(c: char) -> bool {
@@ -340,12 +335,6 @@ mod tests {
             let q = quote_ident(s);
             assert!(!q.chars().any(is_unsafe_char), "{q:?}");
         }
-    }
-
-    #[test]
-    fn qualified_names() {
-        assert_eq!(quote_qualified("public", "users"), "public.users");
-        assert_eq!(quote_qualified("Sales", "order"), "\"Sales\".\"order\"");
     }
 
     #[test]

@@ -376,16 +376,6 @@ impl ActiveVocab {
     pub fn contains(&self, id: u32) -> bool {
         self.bits.get(id as usize / 64).is_some_and(|w| w & (1 << (id % 64)) != 0)
     }
-
-    /// Full-vocabulary logits `[vocab]` rebuilt from subset logits `[len]` (absent tokens get
-    /// -inf), for callers that need a full row.
-    pub fn scatter(&self, sub: &[f32], vocab: usize) -> Vec<f32> {
-        let mut full = vec![f32::NEG_INFINITY; vocab];
-        for (&id, &v) in self.ids.iter().zip(sub) {
-            full[id as usize] = v;
-        }
-        full
-    }
 }
 
 /// True for a piece kept in every active vocabulary: non-empty ASCII made only of digits,
@@ -449,13 +439,9 @@ mod tests {
     }
 
     #[test]
-    fn membership_and_scatter() {
+    fn membership() {
         let v = ActiveVocab::from_ids(vec![70, 3, 3, 64, 200], 100);
         assert_eq!(v.ids(), &[3, 64, 70]);
         assert!(v.contains(3) && v.contains(64) && !v.contains(4) && !v.contains(200));
-        let full = v.scatter(&[1.0, 2.0, 3.0], 100);
-        assert_eq!(full.len(), 100);
-        assert_eq!((full[3], full[64], full[70]), (1.0, 2.0, 3.0));
-        assert_eq!(full[0], f32::NEG_INFINITY);
     }
 }

@@ -77,11 +77,6 @@ const TEMPLATES: &[(Scope, &str)] = &[
     (Scope::JoinText, "SELECT {T2}.{X2}, COUNT({T1}.{F1}) FROM {T2} JOIN {T1} ON {T2}.{P2} = {T1}.{F1} GROUP BY {T2}.{X2};"),
 ];
 
-/// Number of templates.
-pub fn template_count() -> usize {
-    TEMPLATES.len()
-}
-
 /// Column classes, from the type name PostgreSQL reports.
 fn is_numeric(c: &Column) -> bool {
     let t = c.data_type.to_ascii_lowercase();
@@ -252,7 +247,7 @@ mod tests {
 
     #[test]
     fn about_forty_templates() {
-        assert!((38..=45).contains(&template_count()), "{}", template_count());
+        assert!((38..=45).contains(&TEMPLATES.len()), "{}", TEMPLATES.len());
     }
 
     #[test]
