@@ -22,7 +22,6 @@ PORT=${TURBOINFER_INSTALLTEST_PORT:-54342}
 DEFAULT_MODEL=qwen2.5-coder-1.5b
 me="test-install.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
-as_pg() { runuser -u postgres -- "$@"; }
 
 [[ $(id -u) -eq 0 ]] || die "run as root (initdb runs as postgres)"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_INSTALLTEST_PORT must be a number, not '$PORT'"
@@ -45,15 +44,10 @@ bin=$other/lib/postgresql/15/bin
 data=$work/data
 run=$work/run
 log=$work/log/postgresql.log
-started=0
-pg_stop() {
-    [[ $started -eq 1 ]] || return 0
-    as_pg "$bin/pg_ctl" stop -D "$data" -m fast -w -t 60 >/dev/null || true
-    started=0
-}
+pc_bin=$bin pc_dir=$work pc_port=$PORT # the private cluster (testlib.sh)
 cleanup() {
     local rc=$?
-    pg_stop
+    pc_stop
     rm -rf "$work"
     exit "$rc"
 }
@@ -133,15 +127,9 @@ leftovers=$(find "$libdir" "$extdir" -name '.turboinfer*' -print)
 [[ -z $leftovers ]] && ok "no temporary file left" || bad "temporary files left" "$leftovers"
 
 # A cluster of that installation: the library loads from its pkglibdir, an answer with nothing set.
-mkdir -p "$run" "$work/log"
-chown postgres:postgres "$run" "$work/log"
-install -d -m 700 -o postgres -g postgres "$data"
-as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$work/initdb.log" 2>&1 ||
-    { cat "$work/initdb.log" >&2; die "initdb of the copy failed"; }
-as_pg "$bin/pg_ctl" start -D "$data" -l "$log" -w -t 60 -o "-c listen_addresses='' -p $PORT -k $run" >/dev/null ||
-    { tail -n 5 "$log" >&2 || true; die "the copy's cluster failed to start; see $log"; }
-started=1
-q() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$run" -p "$PORT" -U postgres "$@"; }
+pc_init
+pc_start
+q() { pc_psql "$@"; }
 q -c "CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL)" \
     -c "INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 7) g"
 t=$(date +%s.%N)

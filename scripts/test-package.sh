@@ -54,28 +54,15 @@ data=$work/data
 run=$work/run
 log=$work/log/postgresql.log
 backup=$work/backup
-mkdir -p "$backup" "$run" "$work/log"
-chown postgres:postgres "$run" "$work/log"
+mkdir -p "$backup"
+pc_bin=$PGBIN pc_dir=$work pc_port=$PORT # the private cluster (testlib.sh)
 installed=0
-started=0
 backed=()
 
-as_pg() { runuser -u postgres -- "$@"; }
 # q [psql args...]: psql on the test cluster as postgres (tuples only, unaligned).
-q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$run" -p "$PORT" -U postgres "$@"; }
+q() { pc_psql "$@"; }
 # qv: as q, errors with their SQLSTATE (VERBOSITY verbose), stderr merged, never fails.
 qv() { "$PGBIN/psql" -X -q -At -v VERBOSITY=verbose -h "$run" -p "$PORT" -U postgres "$@" 2>&1 || true; }
-pg_start() {
-    as_pg "$PGBIN/pg_ctl" start -D "$data" -l "$log" -w -t 60 \
-        -o "-c listen_addresses='' -p $PORT -k $run" >/dev/null ||
-        { tail -n 5 "$log" >&2 || true; die "the test cluster failed to start; see $log"; }
-    started=1
-}
-pg_stop() {
-    [[ $started -eq 1 ]] || return 0
-    as_pg "$PGBIN/pg_ctl" stop -D "$data" -m fast -w -t 60 >/dev/null || true
-    started=0
-}
 
 # put_back SRC DEST: SRC copied next to DEST under a temporary name, then renamed over DEST.
 put_back() {
@@ -86,7 +73,7 @@ put_back() {
 
 cleanup() {
     local rc=$?
-    pg_stop
+    pc_stop
     if [[ $installed -eq 1 ]]; then
         dpkg -r "$PKG" >"$work/dpkg-r.log" 2>&1 || { say "cleanup: dpkg -r $PKG failed:"; cat "$work/dpkg-r.log" >&2; }
     fi
@@ -147,10 +134,8 @@ if grep -q "^$SMALL .*installed" <<<"$out"; then ok "turboinfer-fetch-model --li
 
 # -----------------------------------------------------------------------------------------------
 t=$(date +%s.%N)
-install -d -m 700 -o postgres -g postgres "$data"
-as_pg "$PGBIN/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$work/initdb.log" 2>&1 ||
-    { cat "$work/initdb.log" >&2; die "initdb failed"; }
-pg_start
+pc_init
+pc_start
 pm=$(as_pg head -n 1 "$data/postmaster.pid")
 ok "fresh cluster: initdb + start on port $PORT, socket $run ($(elapsed "$t")s)"
 q -c "CREATE DATABASE shop"
@@ -232,8 +217,8 @@ q -d shop -c "ALTER ROLE app RESET turboinfer.model" -c "ALTER DATABASE shop RES
 # no model at load), then every session knows the settings: ALTER SYSTEM without LOAD.
 t=$(date +%s.%N)
 q -c "ALTER SYSTEM SET shared_preload_libraries = 'turboinfer'"
-pg_stop
-pg_start
+pc_stop
+pc_start
 pm=$(as_pg head -n 1 "$data/postmaster.pid")
 threads=$(awk '/^Threads:/ { print $2 }' "/proc/$pm/status")
 out=$(q -d shop -c "SHOW shared_preload_libraries" -c "ALTER SYSTEM SET turboinfer.threads = 1" -c "SELECT pg_reload_conf()" 2>&1) || true
@@ -257,7 +242,7 @@ else
 fi
 
 # -----------------------------------------------------------------------------------------------
-pg_stop
+pc_stop
 rm -rf "$data"
 [[ ! -e $data ]] && ok "test cluster stopped and removed" || bad "test cluster data directory left behind"
 t=$(date +%s.%N)

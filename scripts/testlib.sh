@@ -11,3 +11,31 @@ bad() { # bad MESSAGE [OUTPUT]
     [[ -z ${2:-} ]] || sed -n '1,20s/^/     | /p' <<<"$2"
     fail=$((fail + 1))
 }
+
+# A private throw-away cluster (test-install, test-package): set pc_bin (the bin directory of the
+# PostgreSQL to use), pc_dir (an empty work directory, 0755) and pc_port, then `pc_init`,
+# `pc_start`, `pc_stop` (a no-op when not running: safe in an EXIT trap), `pc_psql ARGS...`.
+# Socket only (listen_addresses=''), trust authentication, as the postgres OS user.
+pc_started=0
+as_pg() { runuser -u postgres -- "$@"; }
+pc_init() {
+    pc_data=$pc_dir/data pc_run=$pc_dir/run pc_log=$pc_dir/log/postgresql.log
+    mkdir -p "$pc_run" "$pc_dir/log"
+    chown postgres:postgres "$pc_run" "$pc_dir/log"
+    install -d -m 700 -o postgres -g postgres "$pc_data"
+    as_pg "$pc_bin/initdb" -D "$pc_data" -U postgres --auth=trust --encoding=UTF8 --locale=C \
+        >"$pc_dir/initdb.log" 2>&1 || { cat "$pc_dir/initdb.log" >&2; die "initdb with $pc_bin failed"; }
+}
+pc_start() {
+    as_pg "$pc_bin/pg_ctl" start -D "$pc_data" -l "$pc_log" -w -t 60 \
+        -o "-c listen_addresses='' -p $pc_port -k $pc_run" >/dev/null ||
+        { tail -n 5 "$pc_log" >&2 || true; die "the test cluster failed to start; see $pc_log"; }
+    pc_started=1
+}
+pc_stop() {
+    [[ $pc_started -eq 1 ]] || return 0
+    as_pg "$pc_bin/pg_ctl" stop -D "$pc_data" -m fast -w -t 60 >/dev/null || true
+    pc_started=0
+}
+# pc_psql [psql args...]: psql on the test cluster as postgres (tuples only, unaligned).
+pc_psql() { "$pc_bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$pc_run" -p "$pc_port" -U postgres "$@"; }
