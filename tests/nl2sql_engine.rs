@@ -233,3 +233,79 @@ fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
     assert_eq!(cache.capacity(), 1024);
     assert_eq!(e.model().kv_cache_bytes(1024), out.memory.kv_cache_bytes);
 }
+
+#[test]
+fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
+    let Some(e) = common::engine("qwen2.5-coder-0.5b") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let mut cache = PrefixCache::new();
+    let schema = common::users_orders(true);
+    let q = "Which users placed the most orders?";
+    let one = Options {
+        max_new_tokens: 64,
+        context_tokens: 1024,
+        repair_rounds: 0,
+        ..Options::default()
+    };
+    let four = Options { candidates: 4, ..one };
+    let mut go = |_: Progress| true;
+    let mut accept = |_: &str| Ok(());
+    let greedy = e.run(&rt, &mut cache, &schema, q, &one, &mut go, &mut accept).unwrap();
+    assert_eq!(greedy.error, None);
+    assert!(greedy.candidates.is_empty() && greedy.chosen.is_none());
+
+    // A valid first answer and no executor: no branch could change the answer, none is decoded.
+    let mut runs = 0;
+    let mut count = |_: &str| {
+        runs += 1;
+        Some(1)
+    };
+    let o = e.run(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept).unwrap();
+    assert_eq!((o.sql.as_str(), o.candidates.len()), (greedy.sql.as_str(), 0));
+    assert_eq!(o.generated_tokens, greedy.generated_tokens);
+    // One candidate: the executor is never called.
+    let o = e.run_with(&rt, &mut cache, &schema, q, &one, &mut go, &mut accept, Some(&mut count));
+    assert_eq!(o.unwrap().sql, greedy.sql);
+    assert_eq!(runs, 0, "one candidate executes nothing");
+
+    // The first answer rejected: branches off it are weighed, the rejected one never chosen.
+    let first = greedy.sql.clone();
+    let mut reject_first =
+        |s: &str| if s == first { Err(turboinfer::nl2sql::Rejection::from("no")) } else { Ok(()) };
+    let o = e.run(&rt, &mut cache, &schema, q, &four, &mut go, &mut reject_first).unwrap();
+    assert!(o.candidates.len() >= 2, "{:?}", o.candidates);
+    assert!(o.candidates.len() <= 4);
+    assert_eq!(o.candidates[0].sql, greedy.sql);
+    assert!(o.candidates[0].error.is_some() && o.candidates[0].branch.is_none());
+    assert!(o.candidates[1..].iter().all(|c| c.branch.is_some()));
+    let mut sqls: Vec<&str> = o.candidates.iter().map(|c| c.sql.as_str()).collect();
+    sqls.dedup();
+    assert_eq!(sqls.len(), o.candidates.len(), "no statement is weighed twice");
+    let i = o.chosen.expect("a valid branch");
+    assert!(i > 0 && o.error.is_none() && o.sql == o.candidates[i].sql && o.sql != greedy.sql);
+    // The most likely valid branch.
+    let best = o.candidates[1..].iter().map(|c| c.mean_logprob).fold(f32::MIN, f32::max);
+    assert_eq!(o.candidates[i].mean_logprob, best);
+    assert!(o.generated_tokens > greedy.generated_tokens);
+
+    // With an executor every valid candidate runs once; agreement outvotes the first answer.
+    let mut executed: Vec<String> = Vec::new();
+    let mut digest_of = |s: &str| {
+        executed.push(s.to_string());
+        // The first answer alone with its result; every branch agreeing on another.
+        Some(if s == first { 1 } else { 2 })
+    };
+    let o = e
+        .run_with(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept, Some(&mut digest_of))
+        .unwrap();
+    assert_eq!(executed.len(), o.candidates.len(), "{executed:?}");
+    assert!(o.candidates.iter().all(|c| c.error.is_none() && c.digest.is_some()));
+    if o.candidates.len() >= 3 {
+        assert_ne!(o.sql, greedy.sql, "two agreeing branches outvote the first answer");
+    }
+    let mut same = |_: &str| Some(7);
+    let o = e
+        .run_with(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept, Some(&mut same))
+        .unwrap();
+    assert_eq!(o.sql, greedy.sql, "all agree: the first answer");
+}

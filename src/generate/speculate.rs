@@ -59,12 +59,13 @@ pub struct Decoded {
 
 /// Limits of one decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct Limits<'a> {
     /// Most tokens generated.
     pub max_new: usize,
-    /// Text the answer already starts with in the prompt (e.g. an opening SQL fence): the
-    /// returned text begins with it, and the stop checks and the chooser see it.
-    pub seed: &'static str,
+    /// Text the answer already starts with in the prompt (e.g. an opening SQL fence, or the
+    /// tokens a branch shares with the answer it branches off): the returned text begins with
+    /// it, and the stop checks and the chooser see it.
+    pub seed: &'a str,
     /// Most back-outs of a dead end (see [`decode`]); 0 never backs out (and keeps no rows).
     pub backtrack: usize,
 }
@@ -122,7 +123,7 @@ pub fn decode<E: From<GenerateError>>(
     first: Vec<f32>,
     context: &[u32],
     mut drafting: Option<&mut dyn Drafting>,
-    limits: Limits,
+    limits: Limits<'_>,
     complete: Option<&CompleteFn>,
     forward: &mut ForwardFn<E>,
     choose: &mut ChooseFn,

@@ -14,14 +14,15 @@ pub use crate::generate::speculate::{Choice, Decoded, SpecStats, StopReason};
 
 /// Limits and switches of one decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeLimits {
+pub struct DecodeLimits<'a> {
     /// Most tokens generated.
     pub max_new: usize,
     /// Stop when the first SQL statement of the text has ended ([`answer_complete`]).
     pub stop_at_statement: bool,
-    /// Text the answer already starts with in the prompt (e.g. an opening SQL fence): the
-    /// returned text begins with it, and the stop checks and the chooser see it.
-    pub seed: &'static str,
+    /// Text the answer already starts with in the prompt (e.g. an opening SQL fence, or a
+    /// branch's shared tokens): the returned text begins with it, and the stop checks and the
+    /// chooser see it.
+    pub seed: &'a str,
     /// Most back-outs of a dead end (see [`speculate::decode`]); 0 never backs out.
     pub backtrack: usize,
 }
@@ -61,7 +62,7 @@ pub fn decode(
     first: Vec<f32>,
     context: &[u32],
     drafter: Option<(&Drafter, &[u32])>,
-    limits: DecodeLimits,
+    limits: DecodeLimits<'_>,
     forward: &mut ForwardFn<Nl2SqlError>,
     choose: &mut ChooseFn,
     on_progress: &mut dyn FnMut(Progress) -> bool,

@@ -2,6 +2,7 @@
 //! prefix's KV state, generate until the statement ends, clean the answer, validate it through
 //! the caller's validator, and repair with the validator's message and catalog facts when it fails.
 
+use super::candidates::{self, Candidate, TokenScore};
 use super::constrain::Constrainer;
 use super::decode::{self, Choice, DecodeLimits, Decoded, SpecStats, StopReason};
 use super::draft::{focus_tokens, Drafter};
@@ -52,6 +53,8 @@ const MAX_ERROR_CHARS: usize = 300;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
+/// Default candidate answers (see [`Options::candidates`]).
+pub const DEFAULT_CANDIDATES: usize = 1;
 /// Back-outs of dead ends per constrained decode (see [`decode::decode`]): each costs one
 /// forward pass, and a repair answer meets a handful (a banned word, an invented function name
 /// half written); the cap bounds a decode that keeps meeting them.
@@ -75,6 +78,10 @@ pub struct Options {
     /// Most repair rounds after a rejected answer (each: the server's error and catalog facts
     /// as a new turn, then a fresh answer).
     pub repair_rounds: usize,
+    /// Candidate answers (`candidates.rs`): 1 = the greedy line only; n > 1 adds up to n - 1
+    /// branches off the first answer, decoded when the caller executes candidates or when the
+    /// greedy line ends rejected.
+    pub candidates: usize,
 }
 
 impl Default for Options {
@@ -89,6 +96,7 @@ impl Default for Options {
             vocab_pruning: false,
             schema_constraints: false,
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
+            candidates: DEFAULT_CANDIDATES,
         }
     }
 }
@@ -127,6 +135,8 @@ pub struct PhaseTimings {
     pub validate_ms: f64,
     /// Reading (on a memory miss) or writing (after computing) the prefix's cache file.
     pub cache_file_ms: f64,
+    /// The caller's executor, running candidate answers (see [`Engine::run_with`]).
+    pub execute_ms: f64,
 }
 
 /// The prompt of one call.
@@ -192,6 +202,10 @@ pub struct Outcome {
     pub constrained_tokens: usize,
     /// The memory the call needed beyond the mapped model.
     pub memory: MemoryPlan,
+    /// The candidates weighed when branches were decoded (the greedy line first), else empty.
+    pub candidates: Vec<Candidate>,
+    /// The index in `candidates` of the answer returned, when one was chosen.
+    pub chosen: Option<usize>,
 }
 
 impl Outcome {
@@ -632,6 +646,25 @@ impl Engine {
         on_progress: &mut dyn FnMut(Progress) -> bool,
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
+        self.run_with(rt, cache, schema, question, opts, on_progress, validate, None)
+    }
+
+    /// [`Engine::run`] with an executor for candidate answers (`opts.candidates` > 1): `execute`
+    /// runs a validated statement (read-only, the caller's business) and returns a digest of its
+    /// rows, equal for equal results, or `None` when it could not run; the candidates whose
+    /// results agree most are preferred (see `candidates.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with(
+        &self,
+        rt: &Runtime,
+        cache: &mut PrefixCache,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+        validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
+        mut execute: Option<&mut dyn FnMut(&str) -> Option<u64>>,
+    ) -> Result<Outcome, Nl2SqlError> {
         let memory = self.memory_plan(opts, rt.n_threads());
         // Every error of the call passes here once: an allocation that failed is reported with
         // the plan it was part of.
@@ -699,7 +732,12 @@ impl Engine {
             let mut bans: Vec<(String, (usize, usize))> = Vec::new();
             let mut generated_tokens = 0;
             let mut spec = SpecStats::default();
-            loop {
+            // Token scores of the first answer (where branches start) and of the last (its
+            // likelihood), kept when candidates are wanted.
+            let want_scores = opts.candidates > 1;
+            let mut first_scores: Vec<TokenScore> = Vec::new();
+            let mut last_scores: Vec<TokenScore>;
+            let (sql, error) = loop {
                 let t2 = Instant::now();
                 let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
                 // A constrained decode backs out of the dead ends its constraint can reach.
@@ -710,24 +748,30 @@ impl Engine {
                     seed,
                     backtrack,
                 };
-                let Decoded { ids, text: raw, stop, stats } =
-                    self.decode(rt, kv, logits, &context, drafter, limits, &shaping, on_progress)?;
+                let mut scores = Vec::new();
+                let recorder = want_scores.then_some(&mut scores);
+                let Decoded { ids, text: raw, stop, stats } = self.decode(
+                    rt,
+                    kv,
+                    logits,
+                    &context,
+                    drafter,
+                    limits,
+                    &shaping,
+                    recorder,
+                    on_progress,
+                )?;
+                if attempts.is_empty() {
+                    first_scores.clone_from(&scores);
+                }
+                last_scores = scores;
                 let n = ids.len();
                 timings.decode_ms += ms_since(t2);
                 generated_tokens += n;
                 spec.add(stats);
                 let sql = extract_sql(&raw).sql;
                 let t3 = Instant::now();
-                let verdict = if sql.is_empty() {
-                    Err(Rejection::from("the answer contains no SQL statement"))
-                } else if stop == StopReason::Budget {
-                    Err(Rejection::from(format!(
-                    "the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)",
-                    opts.max_new_tokens
-                )))
-                } else {
-                    validate(&sql)
-                };
+                let verdict = check(&sql, &stop, opts, validate);
                 timings.validate_ms += ms_since(t3);
                 let rejection = verdict.err();
                 let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
@@ -756,29 +800,7 @@ impl Engine {
                         .is_ok()
                 };
                 if done || !repair_fits {
-                    return Ok(Outcome {
-                        prompt: plan.text(&question),
-                        sql,
-                        error,
-                        fingerprint: plan.fingerprint,
-                        prompt_tokens: n_prefix + plan.question_ids.len(),
-                        prefix_tokens: n_prefix,
-                        shown: plan.shown,
-                        dropped: plan.dropped,
-                        prefix_source,
-                        prefill_tokens,
-                        generated_tokens,
-                        attempts,
-                        timings,
-                        speculation: speculate,
-                        forward_passes: spec.forward_passes,
-                        draft_tokens: spec.draft_tokens,
-                        accepted_tokens: spec.accepted_tokens,
-                        active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
-                        schema_constraints: opts.schema_constraints,
-                        constrained_tokens: shaping.changed.get(),
-                        memory,
-                    });
+                    break (sql, error);
                 }
                 let message = error.unwrap_or_default();
                 // Repair round: the rejected answer, the server's message and the catalog facts as a
@@ -804,7 +826,128 @@ impl Engine {
                 logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
                 prefill_tokens += repair_ids.len();
                 timings.prefill_ms += ms_since(t4);
+            };
+
+            // Candidates: branches off the first answer, when they can change the result.
+            let (mut sql, mut error) = (sql, error);
+            let mut cands: Vec<Candidate> = Vec::new();
+            let mut chosen = None;
+            if opts.candidates > 1 && (execute.is_some() || error.is_some()) {
+                let t = Instant::now();
+                let digest = match (&error, execute.as_deref_mut()) {
+                    (None, Some(run)) => run(&sql),
+                    _ => None,
+                };
+                timings.execute_ms += ms_since(t);
+                cands.push(Candidate {
+                    sql: sql.clone(),
+                    branch: None,
+                    mean_logprob: candidates::mean_logprob(&last_scores),
+                    error: error.clone(),
+                    digest,
+                });
+                let first = &attempts[0];
+                let points = candidates::branch_points(
+                    &self.tok,
+                    &first.ids,
+                    &first_scores,
+                    opts.candidates - 1,
+                )
+                .unwrap_or_default();
+                // Branches decode as the first answer did (the repair rounds' constrainer goes).
+                shaping.constrainer = opts.schema_constraints.then(|| Constrainer::new(&shown));
+                for p in points {
+                    let alt = first_scores[p];
+                    let mut prefix = first.ids[..p].to_vec();
+                    prefix.push(alt.alt);
+                    let max_new = opts.max_new_tokens.saturating_sub(prefix.len());
+                    kv.truncate(n_question_end);
+                    if max_new == 0 || kv.check_room(prefix.len() + 1).is_err() {
+                        continue;
+                    }
+                    let t1 = Instant::now();
+                    let logits = self.prefill(rt, kv, &prefix, on_progress)?;
+                    prefill_tokens += prefix.len();
+                    timings.prefill_ms += ms_since(t1);
+                    context.truncate(n_question_end);
+                    context.extend_from_slice(&prefix);
+                    let seed = self.tok.decode(&prefix);
+                    let backtrack = if shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
+                    let limits =
+                        DecodeLimits { max_new, stop_at_statement: true, seed: &seed, backtrack };
+                    let mut scores = first_scores[..p].to_vec();
+                    scores.push(TokenScore {
+                        logprob: alt.alt_logprob,
+                        alt: first.ids[p],
+                        alt_logprob: alt.logprob,
+                    });
+                    let t2 = Instant::now();
+                    let d = self.decode(
+                        rt,
+                        kv,
+                        logits,
+                        &context,
+                        drafter,
+                        limits,
+                        &shaping,
+                        Some(&mut scores),
+                        on_progress,
+                    )?;
+                    timings.decode_ms += ms_since(t2);
+                    generated_tokens += d.ids.len();
+                    spec.add(d.stats);
+                    let branch_sql = extract_sql(&d.text).sql;
+                    if cands.iter().any(|c| c.sql == branch_sql) {
+                        continue; // the same statement again: no new evidence
+                    }
+                    let t3 = Instant::now();
+                    let verdict = check(&branch_sql, &d.stop, opts, validate);
+                    timings.validate_ms += ms_since(t3);
+                    let t4 = Instant::now();
+                    let digest = match (&verdict, execute.as_deref_mut()) {
+                        (Ok(()), Some(run)) => run(&branch_sql),
+                        _ => None,
+                    };
+                    timings.execute_ms += ms_since(t4);
+                    cands.push(Candidate {
+                        sql: branch_sql,
+                        branch: Some(p),
+                        mean_logprob: candidates::mean_logprob(&scores),
+                        error: verdict.err().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS)),
+                        digest,
+                    });
+                }
+                chosen = candidates::choose(&cands);
+                if let Some(i) = chosen.filter(|&i| i > 0) {
+                    sql.clone_from(&cands[i].sql);
+                    error = None;
+                }
             }
+            Ok(Outcome {
+                prompt: plan.text(&question),
+                sql,
+                error,
+                fingerprint: plan.fingerprint,
+                prompt_tokens: n_prefix + plan.question_ids.len(),
+                prefix_tokens: n_prefix,
+                shown: plan.shown,
+                dropped: plan.dropped,
+                prefix_source,
+                prefill_tokens,
+                generated_tokens,
+                attempts,
+                timings,
+                speculation: speculate,
+                forward_passes: spec.forward_passes,
+                draft_tokens: spec.draft_tokens,
+                accepted_tokens: spec.accepted_tokens,
+                active_vocab: shaping.vocab.as_ref().map(ActiveVocab::len),
+                schema_constraints: opts.schema_constraints,
+                constrained_tokens: shaping.changed.get(),
+                memory,
+                candidates: cands,
+                chosen,
+            })
         };
         answer().map_err(with_plan)
     }
@@ -834,6 +977,7 @@ impl Engine {
             speculate.then_some((&drafter, &[][..])),
             limits,
             &Shaping::plain(),
+            None,
             &mut |_| true,
         )
     }
@@ -917,8 +1061,9 @@ impl Engine {
         logits: Vec<f32>,
         context: &[u32],
         drafter: Option<(&Drafter, &[u32])>,
-        limits: DecodeLimits,
+        limits: DecodeLimits<'_>,
         shaping: &Shaping,
+        mut scores: Option<&mut Vec<TokenScore>>,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Decoded, Nl2SqlError> {
         // Under pruning every row the decoder sees is `[active]`, the prompt's last one included.
@@ -934,9 +1079,41 @@ impl Engine {
             drafter,
             limits,
             &mut |kv, tokens, which| self.decode_logits(rt, kv, tokens, which, shaping),
-            &mut |text, row, excluded| self.choose(text, row, excluded, shaping),
+            &mut |text, row, excluded| {
+                let c = self.choose(text, row, excluded, shaping);
+                if let Some(s) = scores.as_deref_mut() {
+                    // Rows are `[active]` under pruning: index <-> id through the active set.
+                    let ids = shaping.vocab.as_ref().map(ActiveVocab::ids);
+                    let j = match ids {
+                        Some(v) => v.iter().position(|&x| x == c.id),
+                        None => Some(c.id as usize),
+                    };
+                    let id_of = |i: usize| ids.map_or(i as u32, |v| v[i]);
+                    s.extend(j.and_then(|j| candidates::score(row, j, id_of)));
+                }
+                c
+            },
             on_progress,
         )
+    }
+}
+
+/// The verdict on an answer's statement: none, cut off at the token budget, else the validator's.
+fn check(
+    sql: &str,
+    stop: &StopReason,
+    opts: &Options,
+    validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
+) -> Result<(), Rejection> {
+    if sql.is_empty() {
+        Err(Rejection::from("the answer contains no SQL statement"))
+    } else if *stop == StopReason::Budget {
+        Err(Rejection::from(format!(
+            "the answer was cut off at the limit of {} tokens (turboinfer.max_new_tokens)",
+            opts.max_new_tokens
+        )))
+    } else {
+        validate(sql)
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod bench;
 #[cfg(feature = "sparse")]
 pub mod calibration;
+pub mod candidates;
 pub mod constrain;
 pub mod decode;
 pub mod draft;
@@ -28,7 +29,8 @@ pub use crate::generate::fingerprint::Fingerprint;
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 pub use engine::{
     Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache,
-    PrefixSource, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, MAX_QUESTION_CHARS, PREFILL_CHUNK,
+    PrefixSource, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
+    MAX_QUESTION_CHARS, PREFILL_CHUNK,
 };
 pub use error::Nl2SqlError;
 pub use memory_plan::MemoryPlan;

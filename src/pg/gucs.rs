@@ -26,6 +26,15 @@ pub static REPAIR_ROUNDS: GucSetting<i32> =
 /// Most repair rounds accepted: each costs a prefill of the repair turn and a full answer; past
 /// a few rounds a small model repeats its mistakes.
 const MAX_REPAIR_ROUNDS: i32 = 5;
+/// `turboinfer.candidates`: answers weighed per question (1 = the greedy answer only).
+pub static CANDIDATES: GucSetting<i32> =
+    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_CANDIDATES as i32);
+/// Most candidates: each is a prefill of its shared prefix plus a decode of its tail (and, with
+/// execution, one read-only run); past 8 the branches are at positions the model was sure of.
+const MAX_CANDIDATES: i32 = 8;
+/// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
+/// of them agree on.
+pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// `turboinfer.threads_limit`: most worker threads a non-superuser may ask for (0 = the CPU
@@ -227,6 +236,24 @@ pub fn register() {
         &REPAIR_ROUNDS,
         0,
         MAX_REPAIR_ROUNDS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.candidates",
+        c"Candidate answers nl2sql() weighs per question (1 = the model's first answer only).",
+        c"Extra candidates branch off the first answer where the model was least sure; they are decoded when the first answer is rejected, or always with turboinfer.candidate_execution.",
+        &CANDIDATES,
+        1,
+        MAX_CANDIDATES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.candidate_execution",
+        c"Run candidate answers read-only (caller's privileges, row limit, short timeout) and prefer the result most agree on.",
+        c"Off: nl2sql() never executes anything. On: each valid candidate runs in a read-only subtransaction that is rolled back.",
+        &CANDIDATE_EXECUTION,
         GucContext::Userset,
         GucFlags::default(),
     );

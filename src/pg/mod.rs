@@ -7,6 +7,7 @@
 
 mod backend;
 mod calibrate;
+mod candidates;
 mod catalog;
 mod encoding;
 mod errors;

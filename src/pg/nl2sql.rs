@@ -49,6 +49,8 @@ fn options() -> Options {
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+        candidates: usize::try_from(gucs::CANDIDATES.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
     }
 }
 
@@ -84,7 +86,8 @@ fn generate(
     question: &str,
     opts: &Options,
 ) -> Result<Outcome, Nl2SqlError> {
-    engine.run(
+    let mut execute = |sql: &str| super::candidates::result_digest(sql);
+    engine.run_with(
         rt,
         cache,
         schema,
@@ -96,6 +99,9 @@ fn generate(
             true
         },
         &mut |sql| validate::validate(sql),
+        gucs::CANDIDATE_EXECUTION
+            .get()
+            .then_some(&mut execute as &mut dyn FnMut(&str) -> Option<u64>),
     )
 }
 
@@ -233,6 +239,10 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "total_bytes": o.memory.total_bytes(),
         },
         "repair_rounds": o.attempts.len().saturating_sub(1),
+        "candidates": o.candidates.iter().enumerate().map(|(i, c)| json!({
+            "sql": c.sql, "branch_at": c.branch, "mean_logprob": c.mean_logprob,
+            "error": c.error, "executed": c.digest.is_some(), "chosen": o.chosen == Some(i),
+        })).collect::<Vec<_>>(),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
             "stop": t.stop.name(), "error": t.error, "sqlstate": t.sqlstate,
@@ -251,6 +261,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "decode": o.timings.decode_ms,
             "validate": o.timings.validate_ms,
             "cache_file": o.timings.cache_file_ms,
+            "execute": o.timings.execute_ms,
         },
     })
 }

@@ -60,6 +60,11 @@ fn sqlstate(code: i32) -> String {
 /// True for errors that are not about the statement and must reach the caller: cancellation,
 /// shutdown, resources (class 57: operator intervention; 53: insufficient resources; 58: system)
 /// and internal errors.
+pub fn must_propagate_code(code: i32) -> bool {
+    must_propagate(&sqlstate(code))
+}
+
+/// [`must_propagate`] of a five-character SQLSTATE.
 fn must_propagate(state: &str) -> bool {
     state.starts_with("57")
         || state.starts_with("53")

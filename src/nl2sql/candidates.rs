@@ -1,0 +1,206 @@
+//! Several candidate answers, and the choice among them.
+//!
+//! The first answer is greedy. Its alternatives branch off it at the positions where the model
+//! was least sure (the smallest gap between its first and second choice): the greedy tokens up
+//! to that position, the second choice there, then greedy again. Each branch costs a prefill of
+//! its prefix (one batched pass) and the decode of its tail. Branches that validation rejects
+//! are dropped; among the rest the choice is, in this order:
+//! 1. when the caller executes candidates (read-only, `turboinfer.candidate_execution`): the
+//!    largest group of candidates whose results agree, the greedy line's group on a tie;
+//! 2. otherwise the greedy line's answer when it is valid (it is the model's first choice at
+//!    every token), else the valid branch with the highest mean log-probability per token.
+
+use crate::tokenizer::Tokenizer;
+
+/// How sure the model was of one generated token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenScore {
+    /// log p of the chosen token.
+    pub logprob: f32,
+    /// The best other token and its log p.
+    pub alt: u32,
+    pub alt_logprob: f32,
+}
+
+/// The score of choosing index `j` from logits `row` (`[width]`); `id_of` maps a row index to
+/// its token id (identity for a full-vocabulary row). `None` for a row of fewer than 2 entries.
+pub fn score(row: &[f32], j: usize, id_of: impl Fn(usize) -> u32) -> Option<TokenScore> {
+    if row.len() < 2 || j >= row.len() {
+        return None;
+    }
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // log-sum-exp in f64: 150k terms summed in f32 lose the small ones.
+    let lse = max as f64 + row.iter().map(|&v| ((v - max) as f64).exp()).sum::<f64>().ln();
+    let mut alt = if j == 0 { 1 } else { 0 };
+    for (i, &v) in row.iter().enumerate() {
+        if i != j && v > row[alt] {
+            alt = i;
+        }
+    }
+    Some(TokenScore {
+        logprob: (row[j] as f64 - lse) as f32,
+        alt: id_of(alt),
+        alt_logprob: (row[alt] as f64 - lse) as f32,
+    })
+}
+
+/// Mean log-probability per token of `scores` (a length-fair likelihood: a total favours short
+/// answers); `-inf` when empty.
+pub fn mean_logprob(scores: &[TokenScore]) -> f32 {
+    if scores.is_empty() {
+        f32::NEG_INFINITY
+    } else {
+        scores.iter().map(|s| s.logprob).sum::<f32>() / scores.len() as f32
+    }
+}
+
+/// Where to branch off a greedy answer of tokens `ids` with `scores` (one per token): up to `n`
+/// positions, the least sure first (smallest gap between the chosen token's and the
+/// alternative's log p). A position qualifies when its alternative changes the words, not only
+/// their spacing or case (`Count` for `COUNT`, a newline for a space: the same SQL again), and
+/// is no end-of-generation token. `None` when the scores do not line up with the tokens (a
+/// constrained decode that backed out re-chose positions).
+pub fn branch_points(
+    tok: &Tokenizer,
+    ids: &[u32],
+    scores: &[TokenScore],
+    n: usize,
+) -> Option<Vec<usize>> {
+    if scores.len() != ids.len() {
+        return None;
+    }
+    let mut order: Vec<(f32, usize)> = scores
+        .iter()
+        .enumerate()
+        .filter(|&(p, s)| !tok.is_eog(s.alt) && differs(tok, ids[p], s.alt))
+        .map(|(p, s)| (s.logprob - s.alt_logprob, p))
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    Some(order.into_iter().take(n).map(|(_, p)| p).collect())
+}
+
+/// True when tokens `a` and `b` differ in more than whitespace and letter case.
+fn differs(tok: &Tokenizer, a: u32, b: u32) -> bool {
+    let norm = |id: u32| -> String {
+        String::from_utf8_lossy(&tok.token_to_piece(id))
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    norm(a) != norm(b)
+}
+
+/// One candidate answer as the chooser sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The statement (no `;`).
+    pub sql: String,
+    /// `None` for the greedy line (the first answer and its repairs); the position it branched
+    /// off otherwise.
+    pub branch: Option<usize>,
+    /// Mean log p per token of its decode.
+    pub mean_logprob: f32,
+    /// The validator's message when it was rejected.
+    pub error: Option<String>,
+    /// A digest of its rows when it was executed (`None`: not executed, or it failed).
+    pub digest: Option<u64>,
+}
+
+/// The index of the chosen candidate (see the module comment), `None` when none is valid.
+pub fn choose(cands: &[Candidate]) -> Option<usize> {
+    let valid: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].error.is_none()).collect();
+    let greedy = |i: usize| cands[i].branch.is_none();
+    let better = |a: usize, b: usize| -> bool {
+        // a before b: the greedy line first, then the more likely.
+        (greedy(a) && !greedy(b))
+            || (greedy(a) == greedy(b) && cands[a].mean_logprob > cands[b].mean_logprob)
+    };
+    let best_of = |set: &[usize]| -> Option<usize> {
+        set.iter().copied().reduce(|a, b| if better(b, a) { b } else { a })
+    };
+    let executed: Vec<usize> =
+        valid.iter().copied().filter(|&i| cands[i].digest.is_some()).collect();
+    if !executed.is_empty() {
+        // Groups by result; the largest wins, the one holding the better member on a tie.
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for &i in &executed {
+            match groups.iter_mut().find(|g| cands[g[0]].digest == cands[i].digest) {
+                Some(g) => g.push(i),
+                None => groups.push(vec![i]),
+            }
+        }
+        let lead = |g: &Vec<usize>| best_of(g).expect("groups are not empty");
+        let best = groups
+            .iter()
+            .reduce(|a, b| {
+                if b.len() > a.len() || (b.len() == a.len() && better(lead(b), lead(a))) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .expect("at least one group");
+        return Some(lead(best));
+    }
+    best_of(&valid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(branch: Option<usize>, lp: f32, ok: bool, digest: Option<u64>) -> Candidate {
+        Candidate {
+            sql: String::new(),
+            branch,
+            mean_logprob: lp,
+            error: (!ok).then(|| "rejected".to_string()),
+            digest,
+        }
+    }
+
+    #[test]
+    fn scores_are_log_softmax() {
+        let row = [0.0f32, (2.0f32).ln(), f32::NEG_INFINITY, 0.0];
+        let s = score(&row, 1, |i| i as u32 + 100).unwrap();
+        // p = 2/4 for index 1, 1/4 for 0 and 3.
+        assert!((s.logprob - 0.5f32.ln()).abs() < 1e-6);
+        assert_eq!(s.alt, 100, "the first of equal alternatives");
+        assert!((s.alt_logprob - 0.25f32.ln()).abs() < 1e-6);
+        assert!(score(&[1.0], 0, |i| i as u32).is_none());
+        assert!(score(&row, 4, |i| i as u32).is_none());
+    }
+
+    #[test]
+    fn without_execution_the_valid_greedy_line_wins() {
+        let c = [cand(None, -0.5, true, None), cand(Some(3), -0.1, true, None)];
+        assert_eq!(choose(&c), Some(0));
+        let c = [
+            cand(None, -0.1, false, None),
+            cand(Some(3), -0.9, true, None),
+            cand(Some(5), -0.4, true, None),
+        ];
+        assert_eq!(choose(&c), Some(2), "the most likely valid branch");
+        let c = [cand(None, -0.1, false, None), cand(Some(3), -0.9, false, None)];
+        assert_eq!(choose(&c), None);
+    }
+
+    #[test]
+    fn with_execution_agreement_wins() {
+        let c = [
+            cand(None, -0.1, true, Some(1)),
+            cand(Some(2), -0.5, true, Some(2)),
+            cand(Some(4), -0.6, true, Some(2)),
+        ];
+        assert_eq!(choose(&c), Some(1), "two agreeing branches outvote the greedy line");
+        let c = [cand(None, -0.9, true, Some(1)), cand(Some(2), -0.1, true, Some(2))];
+        assert_eq!(choose(&c), Some(0), "a tie goes to the greedy line");
+        let c = [
+            cand(None, -0.9, false, Some(1)),
+            cand(Some(2), -0.3, true, None),
+            cand(Some(4), -0.6, true, Some(7)),
+        ];
+        assert_eq!(choose(&c), Some(2), "only executed valid candidates vote");
+    }
+}
