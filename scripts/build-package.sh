@@ -3,7 +3,8 @@
 #
 #   scripts/build-package.sh [--no-build]      prints the .deb's path on stdout
 #
-# Contents: the extension (turboinfer.so, turboinfer.control, turboinfer--VERSION.sql) staged by
+# Contents: the extension (turboinfer.so, turboinfer.control, turboinfer--VERSION.sql and the upgrade
+# scripts turboinfer--OLD--VERSION.sql) staged by
 # `cargo pgrx package` for Debian's PostgreSQL 15, the CLI (/usr/bin/turboinfer: inspect, pack,
 # run models) and the model fetcher (/usr/bin/turboinfer-fetch-model, python3 + pip at run time).
 # No model (fetched separately: turboinfer-fetch-model) and no maintainer scripts: installing the
@@ -72,6 +73,12 @@ rm -rf "$tree"
 install -d -m 755 "$tree/DEBIAN" "$tree$libdir" "$tree$extdir" "$tree/usr/bin" "$tree/usr/share/doc/$PKG"
 install -m 755 "$so" "$tree$libdir/turboinfer.so"
 install -m 644 "$control" "$sql" "$tree$extdir/"
+# The upgrade scripts (sql/turboinfer--A--B.sql, staged by cargo pgrx package): ALTER EXTENSION
+# turboinfer UPDATE after installing a newer package.
+shopt -s nullglob
+upgrades=("$stage$extdir"/turboinfer--*--*.sql)
+shopt -u nullglob
+[[ ${#upgrades[@]} -eq 0 ]] || install -m 644 "${upgrades[@]}" "$tree$extdir/"
 install -m 755 "$cli" "$tree/usr/bin/turboinfer"
 install -m 755 "$fetch" "$tree/usr/bin/turboinfer-fetch-model"
 [[ ! -f $root/docs/install.md ]] || install -m 644 "$root/docs/install.md" "$tree/usr/share/doc/$PKG/install.md"

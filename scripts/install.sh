@@ -98,14 +98,17 @@ if [[ $build -eq 1 && $dry -eq 0 ]]; then
 fi
 
 files=("$slib/turboinfer.so" "$sext/turboinfer.control")
+# The staged version's install script and the upgrade scripts (turboinfer--A--B.sql, from sql/);
+# the install script of an older version, left in the stage by an earlier build, is not copied.
+version=$(sed -n "s/^default_version = '\([^']*\)'$/\1/p" "$sext/turboinfer.control" 2>/dev/null || true)
 shopt -s nullglob
-sql=("$sext"/turboinfer--*.sql)
+sql=()
+[[ -z $version ]] || sql=("$sext"/turboinfer--"$version".sql "$sext"/turboinfer--*--*.sql)
 shopt -u nullglob
 if [[ $dry -eq 0 || -f ${files[0]} ]]; then
-    for f in "${files[@]}"; do
+    for f in "${files[@]}" "${sql[0]:-$sext/turboinfer--VERSION.sql}"; do
         [[ -f $f ]] || die "$f is missing: build first (without --no-build)"
     done
-    [[ ${#sql[@]} -gt 0 ]] || die "no turboinfer--*.sql in $sext: build first (without --no-build)"
 fi
 files+=("${sql[@]}")
 

@@ -291,6 +291,31 @@ box_ret_via_into_datum!(Jsonb);
 
 impl_sql_translatable!(Jsonb, "jsonb");
 
+/// A `jsonb` result from JSON text (UTF-8, e.g. a row of `readonly::run_read_only`): converted
+/// to the database encoding, then `jsonb_in` (lossless: numbers keep their digits).
+pub struct JsonbText(pub String);
+
+impl IntoDatum for JsonbText {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        let c = CString::new(to_server(&self.0, "a result row")).unwrap_or_default();
+        // SAFETY: jsonb_in copies its NUL-terminated input.
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(pg_sys::Datum::from(c.as_ptr()))],
+            )
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+box_ret_via_into_datum!(JsonbText);
+
+impl_sql_translatable!(JsonbText, "jsonb");
+
 /// A text column selected as `convert_to(x, 'UTF8')`, as a `String`.
 pub fn spi_text(v: Option<Vec<u8>>) -> Option<String> {
     v.map(|b| String::from_utf8_lossy(&b).into_owned())

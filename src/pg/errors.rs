@@ -6,6 +6,7 @@ use super::backend::sparse::{round_level, Failure};
 use super::backend::LoadError;
 use super::encoding::for_message;
 use super::gucs;
+use super::readonly::RunError;
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::Nl2SqlError;
@@ -47,6 +48,21 @@ pub fn raise(
     hint: Option<String>,
 ) -> ! {
     report(error_report(code, message, detail, hint))
+}
+
+/// Raises a failure of `readonly::run_read_only`: a statement refused before running is SQLSTATE
+/// 25006 (read_only_sql_transaction: it is not a plain read-only query); an ERROR the statement
+/// raised while running is re-raised as it was (its SQLSTATE, message, detail and hint).
+pub fn report_run(e: RunError) -> ! {
+    match e {
+        RunError::Refused { sql, reason } => raise(
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "nl2sql_run: refused to run a statement that is not a plain read-only query".into(),
+            Some(format!("SQL: {sql}\nreason: {}", reason.message)),
+            Some("Only one SELECT (WITH ... SELECT, VALUES, TABLE) without data-modifying parts is run.".into()),
+        ),
+        RunError::Failed(caught) => caught.rethrow(),
+    }
 }
 
 /// The HINT of a missing or unset model: the fetch command and how to choose another model.

@@ -1,9 +1,9 @@
 //! PostgreSQL glue: the only module that may use `pgrx`. Each function here is a thin wrapper that
 //! calls the pure-Rust engine and turns its errors into `ereport`s.
 //!
-//! Layers, one way: the SQL surface (`nl2sql`, `calibrate`, `functions`) uses the backend state
-//! (`backend`: model handle, caches, the sparse sidecar) and `errors`, the one mapping of every
-//! module's errors to SQLSTATEs; neither of those knows the surface.
+//! Layers, one way: the SQL surface (`nl2sql`, `run`, `calibrate`, `functions`) uses the backend
+//! state (`backend`: model handle, caches, the sparse sidecar) and `errors`, the one mapping of
+//! every module's errors to SQLSTATEs; neither of those knows the surface.
 
 mod backend;
 mod calibrate;
@@ -15,6 +15,8 @@ mod functions;
 mod gucs;
 mod nl2sql;
 mod panic;
+mod readonly;
+mod run;
 mod slots;
 mod validate;
 

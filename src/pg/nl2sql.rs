@@ -1,8 +1,8 @@
-//! SQL functions: `nl2sql(question [, schemas])`, `nl2sql_explain(question [, schemas])`,
-//! `turboinfer_info()`, `turboinfer_bench()`.
+//! SQL functions: `nl2sql(question [, schemas])`, `nl2sql_explain(question [, schemas,
+//! sparsity])`, `turboinfer_info()`, `turboinfer_bench()`.
 //!
-//! None of them executes the generated SQL. They run with the caller's rights (SECURITY
-//! INVOKER): the schema shown to the model is what the caller may read.
+//! None of them executes the generated SQL (`nl2sql_run()`, in run.rs, does). They run with the
+//! caller's rights (SECURITY INVOKER): the schema shown to the model is what the caller may read.
 
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
@@ -196,6 +196,12 @@ fn accepted(a: Answer) -> TextOut {
     TextOut(a.outcome.into_result().unwrap_or_else(|e| report(e)).sql, "the generated SQL")
 }
 
+/// The accepted SQL answering `question` over the search path, exactly as `nl2sql(question)`
+/// produces it (or raises its ERROR): for `nl2sql_run()` (run.rs).
+pub(super) fn accepted_sql(question: &str) -> String {
+    accepted(answer(question, None, None)).0
+}
+
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
@@ -298,21 +304,6 @@ fn nl2sql_explain_sparse(
     let question = question?.0;
     let a = answer(&question, schemas.map(|s| s.0), sparsity);
     Some(Jsonb(explain_json(&question, &a)))
-}
-
-/// The C symbol of the former `nl2sql_explain(question)` (no SQL of its own): a database whose
-/// extension was created by an earlier build of this version still points at it, and keeps working
-/// until the extension is re-created.
-#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
-fn nl2sql_explain(question: Text) -> Jsonb {
-    Jsonb(explain_json(&question.0, &answer(&question.0, None, None)))
-}
-
-/// The C symbol of the former `nl2sql_explain(question, schemas)` (see [`nl2sql_explain`]).
-#[pg_extern(strict, volatile, parallel_unsafe, security_invoker, sql = false)]
-fn nl2sql_explain_schemas(question: Text, schemas: TextArray) -> Jsonb {
-    let a = answer(&question.0, Some(schemas.0), None);
-    Jsonb(explain_json(&question.0, &a))
 }
 
 /// `turboinfer_info()`: the configured model (loading it if needed), its shape and quantization

@@ -53,19 +53,14 @@ fn rejection(r: &ErrorReportWithLevel) -> Rejection {
 }
 
 /// The five-character SQLSTATE of a packed error code (`MAKE_SQLSTATE`: 6 bits per character).
-fn sqlstate(code: i32) -> String {
+pub(super) fn sqlstate(code: i32) -> String {
     (0..5).map(|i| (((code >> (6 * i)) & 0x3f) as u8 + b'0') as char).collect()
 }
 
 /// True for errors that are not about the statement and must reach the caller: cancellation,
 /// shutdown, resources (class 57: operator intervention; 53: insufficient resources; 58: system)
 /// and internal errors.
-pub fn must_propagate_code(code: i32) -> bool {
-    must_propagate(&sqlstate(code))
-}
-
-/// [`must_propagate`] of a five-character SQLSTATE.
-fn must_propagate(state: &str) -> bool {
+pub(super) fn must_propagate(state: &str) -> bool {
     state.starts_with("57")
         || state.starts_with("53")
         || state.starts_with("58")
