@@ -1,20 +1,82 @@
 //! Candidate execution for nl2sql (`turboinfer.candidate_execution`): each validated candidate
 //! runs through the read-only executor (`readonly.rs`: a subtransaction that is always rolled
-//! back, `transaction_read_only`, the caller's privileges), and its rows become a digest that
-//! equal results share (see `nl2sql::candidates`).
+//! back, `transaction_read_only`, the caller's privileges) under a short timer of its own, and
+//! its rows become a digest that equal results share (see `nl2sql::candidates`).
 
 use super::readonly::run_read_only;
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::PgTryBuilder;
+use std::ffi::c_int;
 use std::hash::{Hash, Hasher};
 
 /// Rows read per candidate: enough to tell typical answers apart; a larger result is compared
 /// on its first rows (in the order the statement gives them).
 const CANDIDATE_ROWS: usize = 1000;
 
-/// The digest of `sql`'s rows, or `None` when it failed to run. Only values count, not column
-/// names (two candidates naming a count differently agree), and neither row nor column order.
-/// Cancellation, timeouts and resource errors are re-raised by the executor.
+/// Most time one candidate may run: a candidate whose result takes longer than this would make
+/// the answer slow for one vote; it simply does not vote. The session's statement_timeout still
+/// bounds the whole call.
+const CANDIDATE_TIMEOUT_MS: c_int = 1000;
+
+// PostgreSQL's timeout module (utils/timeout.h; not in pgrx's bindings). `TimeoutId` is a C enum:
+// USER_TIMEOUT (12 in PostgreSQL 15) asks RegisterTimeout for a free user slot.
+const USER_TIMEOUT: c_int = 12;
+extern "C-unwind" {
+    fn RegisterTimeout(id: c_int, handler: Option<unsafe extern "C-unwind" fn()>) -> c_int;
+    fn enable_timeout_after(id: c_int, delay_ms: c_int);
+    fn disable_timeout(id: c_int, keep_indicator: bool);
+    fn get_timeout_indicator(id: c_int, reset_indicator: bool) -> bool;
+}
+
+thread_local! {
+    /// This backend's timeout slot for candidates, registered on first use.
+    static TIMER: std::cell::Cell<Option<c_int>> = const { std::cell::Cell::new(None) };
+}
+
+/// The timer's handler (signal context): a query cancel, as the SIGINT handler requests one;
+/// the timeout module records that this timer fired, which tells it apart from the user's cancel.
+unsafe extern "C-unwind" fn candidate_timeout() {
+    pg_sys::QueryCancelPending = 1;
+    pg_sys::InterruptPending = 1;
+    pg_sys::SetLatch(pg_sys::MyLatch);
+}
+
+/// The digest of `sql`'s rows, or `None` when it failed to run or ran out of its time. Only
+/// values count, not column names (two candidates naming a count differently agree), and neither
+/// row nor column order. The user's cancel, the statement_timeout and resource errors are
+/// re-raised.
 pub fn result_digest(sql: &str) -> Option<u64> {
-    let rows = run_read_only(sql, CANDIDATE_ROWS).ok()?;
+    let timer = TIMER.with(|t| {
+        *t.get().get_or_insert_with(|| {
+            // SAFETY: backend thread; the handler only sets the flags the SIGINT handler sets.
+            unsafe { RegisterTimeout(USER_TIMEOUT, Some(candidate_timeout)) }
+        })
+    });
+    // SAFETY: backend thread; the timer is disabled on every path out (an ERROR that leaves this
+    // function also ends the statement, whose error recovery disables all timeouts).
+    unsafe { enable_timeout_after(timer, CANDIDATE_TIMEOUT_MS) };
+    let ran = PgTryBuilder::new(|| Some(run_read_only(sql, CANDIDATE_ROWS).ok()))
+        .catch_others(|e| {
+            // SAFETY: backend thread.
+            let ours = unsafe { get_timeout_indicator(timer, true) };
+            match e {
+                CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
+                    if ours && r.sql_error_code() == pgrx::PgSqlErrorCode::ERRCODE_QUERY_CANCELED =>
+                {
+                    None
+                }
+                other => {
+                    // SAFETY: as above.
+                    unsafe { disable_timeout(timer, false) };
+                    other.rethrow()
+                }
+            }
+        })
+        .execute();
+    // SAFETY: as above.
+    unsafe { disable_timeout(timer, false) };
+    let rows = ran??;
     let mut keys: Vec<Vec<String>> = rows
         .rows
         .iter()
