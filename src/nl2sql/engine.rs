@@ -994,7 +994,13 @@ impl Engine {
             PrefixSource::File
         } else {
             cache.stats.misses += 1;
-            self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
+            let mut schema_progress = |p| {
+                on_progress(match p {
+                    Progress::Prefill { done, total } => Progress::SchemaPrefill { done, total },
+                    p => p,
+                })
+            };
+            self.prefill(rt, kv, &plan.prefix_ids, &mut schema_progress)?;
             let tf = Instant::now();
             if let Some(f) = cache.files.as_ref() {
                 store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
