@@ -1,0 +1,88 @@
+//! Progress NOTICEs of a long schema prefill (`turboinfer.progress`): from the engine's
+//! `on_progress` callback, which runs on the backend thread (where messages may be sent and
+//! interrupts are checked).
+//!
+//! PostgreSQL 15 has no progress view for extensions (pg_stat_progress_* serve built-in
+//! commands only), and a wait event would claim the backend waits while it computes: the
+//! NOTICEs are all; pg_stat_activity shows the calling statement as `active`.
+
+use super::errors::error_report;
+use super::gucs;
+use crate::nl2sql::Progress;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::time::{Duration, Instant};
+
+/// Least time between two progress NOTICEs of one prefill: often enough for someone watching
+/// psql, and a minute-long prefill still gives only ~60 lines.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// The schema prefill being reported.
+struct Phase {
+    total: usize,
+    started: Instant,
+    /// When the last NOTICE was sent and the token count it showed (`None`: none yet).
+    last: Option<(Instant, usize)>,
+}
+
+/// Turns one call's progress events into NOTICEs.
+pub struct Reporter {
+    /// `turboinfer.progress` in force at the start of the call (`None`: off).
+    after: Option<Duration>,
+    start: Instant,
+    phase: Option<Phase>,
+}
+
+impl Reporter {
+    /// A reporter for a call starting now.
+    pub fn new() -> Reporter {
+        Reporter {
+            after: gucs::progress_after_ms().map(|ms| Duration::from_secs_f64(ms / 1000.0)),
+            start: Instant::now(),
+            phase: None,
+        }
+    }
+
+    /// One progress event: a NOTICE while a schema prefill runs, when the call is older than the
+    /// setting and the last NOTICE (if any) is [`INTERVAL`] old with more tokens done; any other
+    /// event ends the prefill ([`Reporter::finish`]).
+    pub fn on(&mut self, p: Progress) {
+        let Some(after) = self.after else { return };
+        let Progress::SchemaPrefill { done, total } = p else {
+            self.finish();
+            return;
+        };
+        let now = Instant::now();
+        let phase = self.phase.get_or_insert(Phase { total, started: now, last: None });
+        let due = match phase.last {
+            None => now.duration_since(self.start) >= after,
+            Some((at, shown)) => done > shown && now.duration_since(at) >= INTERVAL,
+        };
+        if due {
+            phase.last = Some((now, done));
+            let pct = done * 100 / total.max(1);
+            notice(
+                format!("turboinfer: schema prefill {done}/{total} tokens ({pct} %)"),
+                now.duration_since(phase.started),
+            );
+        }
+    }
+
+    /// Ends the schema prefill: a last NOTICE when it reported any.
+    pub fn finish(&mut self) {
+        if let Some(Phase { total, started, last: Some(_) }) = self.phase.take() {
+            notice(format!("turboinfer: schema prefill done, {total} tokens"), started.elapsed());
+        }
+    }
+}
+
+/// A NOTICE `message` with the elapsed time in its DETAIL (out of the message so that the text
+/// is the same in every run).
+fn notice(message: String, elapsed: Duration) {
+    error_report(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        message,
+        Some(format!("{:.1} s elapsed", elapsed.as_secs_f64())),
+        None,
+    )
+    .report(PgLogLevel::NOTICE);
+}
