@@ -476,7 +476,7 @@ impl Engine {
         rt: &Runtime,
         texts: &[String],
         opts: &CalibOptions,
-        cancel: &dyn Fn() -> bool,
+        cancel: &dyn Fn(sparse::CalibProgress) -> bool,
     ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
         sparse::calibrate_with(&mut self.model, &self.tok, rt, texts, opts, cancel)
     }

@@ -1,6 +1,6 @@
-//! Progress NOTICEs of a long schema prefill (`turboinfer.progress`): from the engine's
-//! `on_progress` callback, which runs on the backend thread (where messages may be sent and
-//! interrupts are checked).
+//! Progress NOTICEs of long work (`turboinfer.progress`): a computed schema prefill in nl2sql, and
+//! turboinfer_calibrate()'s recording and fitting. Sent from the engine's progress callbacks,
+//! which run on the backend thread (where messages may be sent and interrupts are checked).
 //!
 //! PostgreSQL 15 has no progress view for extensions (pg_stat_progress_* serve built-in
 //! commands only), and a wait event would claim the backend waits while it computes: the
@@ -9,6 +9,7 @@
 use super::errors::error_report;
 use super::gucs;
 use crate::nl2sql::Progress;
+use crate::sparse::CalibProgress;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::time::{Duration, Instant};
 
@@ -16,11 +17,15 @@ use std::time::{Duration, Instant};
 /// psql, and a minute-long prefill still gives only ~60 lines.
 const INTERVAL: Duration = Duration::from_secs(1);
 
-/// The schema prefill being reported.
+/// The long step being reported.
 struct Phase {
+    /// What runs, e.g. `schema prefill`.
+    what: &'static str,
+    /// What `done` and `total` count, e.g. `tokens`.
+    unit: &'static str,
     total: usize,
     started: Instant,
-    /// When the last NOTICE was sent and the token count it showed (`None`: none yet).
+    /// When the last NOTICE was sent and the count it showed (`None`: none yet).
     last: Option<(Instant, usize)>,
 }
 
@@ -42,17 +47,39 @@ impl Reporter {
         }
     }
 
-    /// One progress event: a NOTICE while a schema prefill runs, when the call is older than the
-    /// setting and the last NOTICE (if any) is [`INTERVAL`] old with more tokens done; any other
-    /// event ends the prefill ([`Reporter::finish`]).
+    /// One progress event of nl2sql: a computed schema prefill is reported; any other event ends
+    /// it ([`Reporter::finish`]).
     pub fn on(&mut self, p: Progress) {
+        match p {
+            Progress::SchemaPrefill { done, total } => {
+                self.step("schema prefill", "tokens", done, total)
+            }
+            _ => self.finish(),
+        }
+    }
+
+    /// One progress event of turboinfer_calibrate(): recording tokens, then fitting layers.
+    pub fn on_calibration(&mut self, p: CalibProgress) {
+        match p {
+            CalibProgress::Record { done, total } => {
+                self.step("calibration, recording", "tokens", done, total)
+            }
+            CalibProgress::Fit { done, total } => {
+                self.step("calibration, fitting", "layers", done, total)
+            }
+        }
+    }
+
+    /// `done` of `total` `unit` of the step `what` (a new `what` ends the previous step): a
+    /// NOTICE when the call is older than the setting and the last NOTICE of this step (if any)
+    /// is [`INTERVAL`] old with more done.
+    fn step(&mut self, what: &'static str, unit: &'static str, done: usize, total: usize) {
         let Some(after) = self.after else { return };
-        let Progress::SchemaPrefill { done, total } = p else {
+        if self.phase.as_ref().is_some_and(|p| p.what != what) {
             self.finish();
-            return;
-        };
+        }
         let now = Instant::now();
-        let phase = self.phase.get_or_insert(Phase { total, started: now, last: None });
+        let phase = self.phase.get_or_insert(Phase { what, unit, total, started: now, last: None });
         let due = match phase.last {
             None => now.duration_since(self.start) >= after,
             Some((at, shown)) => done > shown && now.duration_since(at) >= INTERVAL,
@@ -61,16 +88,16 @@ impl Reporter {
             phase.last = Some((now, done));
             let pct = done * 100 / total.max(1);
             notice(
-                format!("turboinfer: schema prefill {done}/{total} tokens ({pct} %)"),
+                format!("turboinfer: {what} {done}/{total} {unit} ({pct} %)"),
                 now.duration_since(phase.started),
             );
         }
     }
 
-    /// Ends the schema prefill: a last NOTICE when it reported any.
+    /// Ends the current step: a last NOTICE when it reported any.
     pub fn finish(&mut self) {
-        if let Some(Phase { total, started, last: Some(_) }) = self.phase.take() {
-            notice(format!("turboinfer: schema prefill done, {total} tokens"), started.elapsed());
+        if let Some(Phase { what, unit, total, started, last: Some(_) }) = self.phase.take() {
+            notice(format!("turboinfer: {what} done, {total} {unit}"), started.elapsed());
         }
     }
 }

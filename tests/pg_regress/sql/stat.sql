@@ -70,9 +70,12 @@ RESET ROLE;
 -- turboinfer.progress: a cold schema prefill (SmolLM2, a new backend) reports in NOTICEs, a
 -- warm call says nothing. How many NOTICEs appear depends on the machine (one a second): psql's
 -- output with the token counts masked and repeated lines folded, DETAILs (times) left out.
-\! psql -X -q -d turboinfer_regress -c "SET turboinfer.model = 'smollm2-135m'" -c "SET turboinfer.max_new_tokens = 1" -c "SET turboinfer.repair_rounds = 0" -c "SET turboinfer.cache_max_mb = 0" -c "SET search_path = st, public" -c "SET turboinfer.progress = 0" -c "SELECT nl2sql_explain('how many users are there?')->>'cache' AS cold" -c "SELECT nl2sql_explain('how many users are there?')->>'cache' AS warm" 2>&1 | grep -v '^DETAIL' | sed -E 's/[0-9]+\/[0-9]+ tokens \([0-9]+ %\)/N\/M tokens (P %)/; s/done, [0-9]+ tokens/done, M tokens/' | uniq
+\! psql -X -q -d turboinfer_regress -c "SET turboinfer.model = 'smollm2-135m'" -c "SET turboinfer.max_new_tokens = 1" -c "SET turboinfer.repair_rounds = 0" -c "SET turboinfer.cache_max_mb = 0" -c "SET search_path = st, public" -c "SET turboinfer.progress = 0" -c "SELECT nl2sql_explain('how many users are there?')->>'cache' AS cold" -c "SELECT nl2sql_explain('how many users are there?')->>'cache' AS warm" 2>&1 | grep -v '^DETAIL' | sed -E 's/[0-9]+\/[0-9]+ (tokens|layers) \([0-9]+ %\)/N\/M \1 (P %)/; s/done, [0-9]+ (tokens|layers)/done, M \1/' | uniq
 -- Off (the default): no NOTICE.
 \! psql -X -q -d turboinfer_regress -c "SET turboinfer.model = 'smollm2-135m'" -c "SET turboinfer.max_new_tokens = 1" -c "SET turboinfer.repair_rounds = 0" -c "SET turboinfer.cache_max_mb = 0" -c "SET search_path = st, public" -c "SELECT nl2sql_explain('how many users are there?')->>'cache' AS cold" 2>&1
+-- turboinfer_calibrate() reports its recording and fitting the same way (tiny parameters; the
+-- sidecar goes to a directory of its own, as in nl2sql_sparse).
+\! psql -X -q -d turboinfer_regress -c "SET turboinfer.model = 'smollm2-135m'" -c "SET turboinfer.sparse_dir = 'turboinfer_sparse_stat_regress'" -c "SET turboinfer.progress = 0" -c "SELECT layers > 0 AS calibrated FROM turboinfer_calibrate(levels => '{0.5}', rank => 8, tokens => 64)" 2>&1 | grep -v '^DETAIL' | sed -E 's/[0-9]+\/[0-9]+ (tokens|layers) \([0-9]+ %\)/N\/M \1 (P %)/; s/done, [0-9]+ (tokens|layers)/done, M \1/' | uniq
 SHOW turboinfer.progress;
 SET turboinfer.progress = '2s';
 SHOW turboinfer.progress;
