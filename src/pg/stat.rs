@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Rows of the table: one per (database, role) that called the nl2sql family. A server has a
 /// handful of databases and of roles that ask questions; 256 pairs (e.g. 16 databases x 16 roles)
-/// cost 90 KiB of shared memory. Pairs beyond it are counted in the overflow row (NULL dbid and
-/// userid) rather than evicting a row: totals stay right and no counts vanish (rows are keyed by
-/// database and role, not by query text, so they do not churn like pg_stat_statements' entries).
+/// cost 64 KiB of shared memory (256 bytes a row). Pairs beyond it are counted in the overflow
+/// row (NULL dbid and userid) rather than evicting a row: totals stay right and no counts vanish
+/// (rows are keyed by database and role, not by query text: they do not churn like
+/// pg_stat_statements' entries).
 pub const MAX_ENTRIES: usize = 256;
 /// SQLSTATEs counted separately per row; the rest go to the `other` bucket. The family raises
 /// about fifteen distinct SQLSTATEs (src/pg/errors.rs), of which one role meets a few.
@@ -143,6 +144,9 @@ struct Entry {
     userid: u32,
     c: Counters,
 }
+
+// 256 bytes a row: the shared memory size stated at MAX_ENTRIES.
+const _: () = assert!(std::mem::size_of::<Entry>() == 256);
 
 /// The whole table: plain data, valid as all zeroes, no pointers (it may live in shared memory).
 #[derive(Clone, Copy)]
