@@ -25,7 +25,7 @@ MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_repair nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel
+REGRESS      := version cpu_features nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_repair nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel stat
 
 comma := ,
 empty :=
@@ -34,14 +34,15 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql \
+        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
-	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency psql"
+	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
+	@echo "               test-stat-shared psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
@@ -166,6 +167,7 @@ test:
 	@$(MAKE) --no-print-directory test-memory-limit
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
+	@$(MAKE) --no-print-directory test-stat-shared
 
 ## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
 ## copy of Debian's PostgreSQL 15), then a fresh cluster of it: CREATE EXTENSION, an answer.
@@ -216,6 +218,11 @@ test-model-swap:
 ## afterwards): at most 2 generate, the rest wait in order, a waiter is cancelled, no crash.
 test-concurrency:
 	@$(TIMED) "inference slots with 8 callers" scripts/test-concurrency.sh
+
+## turboinfer_stat in shared scope: a private cluster (port 54343) with shared_preload_libraries =
+## 'turboinfer': two sessions' calls summed in one row, the overflow row, reset; removed afterwards.
+test-stat-shared:
+	@$(TIMED) "turboinfer_stat in shared memory" scripts/test-stat-shared.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

@@ -17,4 +17,45 @@ STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_run_wrapper';
 
--- turboinfer_stat (added at merge)
+-- turboinfer_stat: counters of the nl2sql family per (database, role) (src/pg/stat.rs).
+CREATE  FUNCTION "turboinfer_stat"() RETURNS TABLE (
+	"dbid" oid,  /* Option < pg_sys :: Oid > */
+	"userid" oid,  /* Option < pg_sys :: Oid > */
+	"calls" bigint,  /* i64 */
+	"errors" bigint,  /* i64 */
+	"errors_by_sqlstate" jsonb,  /* Jsonb */
+	"repairs" bigint,  /* i64 */
+	"cache_hits_memory" bigint,  /* i64 */
+	"cache_hits_file" bigint,  /* i64 */
+	"cache_misses" bigint,  /* i64 */
+	"prompt_tokens" bigint,  /* i64 */
+	"generated_tokens" bigint,  /* i64 */
+	"forward_passes" bigint,  /* i64 */
+	"total_ms" double precision,  /* f64 */
+	"prefill_ms" double precision,  /* f64 */
+	"decode_ms" double precision,  /* f64 */
+	"validate_ms" double precision,  /* f64 */
+	"scope" TEXT,  /* String */
+	"stats_reset" timestamp with time zone  /* Option < pgrx :: datum :: TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_stat_wrapper';
+
+CREATE  FUNCTION "turboinfer_stat_reset"() RETURNS timestamp with time zone /* pgrx :: datum :: TimestampWithTimeZone */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_stat_reset_wrapper';
+
+-- The readable form of turboinfer_stat(): database and role names next to their OIDs (NULL
+-- names for a dropped database or role, and for the overflow row).
+CREATE VIEW turboinfer_stat AS
+SELECT s.dbid, d.datname, s.userid, r.rolname, s.calls, s.errors, s.errors_by_sqlstate,
+       s.repairs, s.cache_hits_memory, s.cache_hits_file, s.cache_misses, s.prompt_tokens,
+       s.generated_tokens, s.forward_passes, s.total_ms, s.prefill_ms, s.decode_ms,
+       s.validate_ms, s.scope, s.stats_reset
+FROM turboinfer_stat() s
+LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid;
+GRANT SELECT ON turboinfer_stat TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION turboinfer_stat_reset() FROM PUBLIC;

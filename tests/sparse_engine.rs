@@ -39,8 +39,9 @@ fn engine_with_sidecar(name: &str) -> Option<(Engine, Runtime, PathBuf)> {
     let path = common::model_path("smollm2-135m")?;
     let mut e = Engine::load(&path, "smollm2-135m").unwrap();
     let rt = Runtime::new(2).unwrap();
-    let (spec, layers, _) =
-        e.calibrate_sparse(&rt, &calibration::nl2sql_prompts(Some(0)), &tiny(), &|| false).unwrap();
+    let (spec, layers, _) = e
+        .calibrate_sparse(&rt, &calibration::nl2sql_prompts(Some(0)), &tiny(), &|_| false)
+        .unwrap();
     let sc = common::temp_path(name);
     sidecar::write(&sc, &spec, &layers).unwrap();
     Some((e, rt, sc))
@@ -57,7 +58,7 @@ fn cancel_callback_stops_calibration_and_restores_the_hook() {
 
     // Cancelled at the third poll: stops long before 4096 tokens are recorded.
     let polls = Cell::new(0);
-    let err = e.calibrate_sparse(&rt, &texts, &opts, &|| {
+    let err = e.calibrate_sparse(&rt, &texts, &opts, &|_| {
         polls.set(polls.get() + 1);
         polls.get() >= 3
     });
@@ -75,7 +76,7 @@ fn cancel_callback_stops_calibration_and_restores_the_hook() {
     let record_polls = {
         // Recording 48 tokens in windows of 64 and passes of 32: one poll per pass.
         let count = Cell::new(0);
-        e.calibrate_sparse(&rt, &texts, &tiny(), &|| {
+        e.calibrate_sparse(&rt, &texts, &tiny(), &|_| {
             count.set(count.get() + 1);
             false
         })
@@ -83,7 +84,7 @@ fn cancel_callback_stops_calibration_and_restores_the_hook() {
         count.get() - n_layers
     };
     assert!(record_polls >= 2, "at least one poll per forward pass ({record_polls})");
-    let err = e.calibrate_sparse(&rt, &texts, &tiny(), &|| {
+    let err = e.calibrate_sparse(&rt, &texts, &tiny(), &|_| {
         polls.set(polls.get() + 1);
         polls.get() > record_polls + 2
     });
@@ -91,7 +92,7 @@ fn cancel_callback_stops_calibration_and_restores_the_hook() {
 
     // A callback that unwinds (PostgreSQL's interrupt check raising an ERROR) also restores it.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = e.calibrate_sparse(&rt, &texts, &opts, &|| panic!("interrupt"));
+        let _ = e.calibrate_sparse(&rt, &texts, &opts, &|_| panic!("interrupt"));
     }));
     assert!(r.is_err());
     assert!(

@@ -490,7 +490,7 @@ impl Engine {
         rt: &Runtime,
         texts: &[String],
         opts: &CalibOptions,
-        cancel: &dyn Fn() -> bool,
+        cancel: &dyn Fn(sparse::CalibProgress) -> bool,
     ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
         sparse::calibrate_with(&mut self.model, &self.tok, rt, texts, opts, cancel)
     }
@@ -1171,7 +1171,13 @@ impl Engine {
             PrefixSource::File
         } else {
             cache.stats.misses += 1;
-            self.prefill(rt, kv, &plan.prefix_ids, on_progress)?;
+            let mut schema_progress = |p| {
+                on_progress(match p {
+                    Progress::Prefill { done, total } => Progress::SchemaPrefill { done, total },
+                    p => p,
+                })
+            };
+            self.prefill(rt, kv, &plan.prefix_ids, &mut schema_progress)?;
             let tf = Instant::now();
             if let Some(f) = cache.files.as_ref() {
                 store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);

@@ -3,8 +3,11 @@
 /// What the engine is doing, reported before every forward pass (the caller may cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
-    /// About to run prompt tokens `done..done+chunk` of `total`.
+    /// About to run prompt tokens `done..done+chunk` of `total` (the question, a repair turn).
     Prefill { done: usize, total: usize },
+    /// The same for the schema prefix when it is computed (no cached KV state): the long prefill,
+    /// hundreds of ms to many seconds on a large schema.
+    SchemaPrefill { done: usize, total: usize },
     /// `generated` tokens generated so far in this attempt.
     Decode { generated: usize },
 }

@@ -3,7 +3,7 @@
 
 use super::backend::{self, sparse};
 use super::errors::{raise, report, CalibrateFailure};
-use super::{gucs, slots};
+use super::{gucs, progress, slots};
 use crate::sparse::{corpus, sidecar, CalibOptions, SparseError};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -128,10 +128,13 @@ fn turboinfer_calibrate(
         let (loaded, _, rt) = b.model_and_runtime().unwrap_or_else(|e| report(e));
         // Interrupts are checked on this (the backend's) thread only; a pending cancel raises the
         // ERROR right here and unwinds, which puts the model's previous hook back.
-        let calibrated = loaded.engine.calibrate_sparse(rt, &texts, &opts, &|| {
+        let progress = std::cell::RefCell::new(progress::Reporter::new());
+        let calibrated = loaded.engine.calibrate_sparse(rt, &texts, &opts, &|p| {
             pgrx::check_for_interrupts!();
+            progress.borrow_mut().on_calibration(p);
             false
         });
+        progress.borrow_mut().finish();
         let name =
             loaded.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let out = gucs::sparse_dir().join(format!("{name}.sparse"));

@@ -62,7 +62,8 @@ pub fn result_digest(sql: &str) -> Option<u64> {
             let ours = unsafe { get_timeout_indicator(timer, true) };
             match e {
                 CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
-                    if ours && r.sql_error_code() == pgrx::PgSqlErrorCode::ERRCODE_QUERY_CANCELED =>
+                    if ours
+                        && r.sql_error_code() == pgrx::PgSqlErrorCode::ERRCODE_QUERY_CANCELED =>
                 {
                     None
                 }

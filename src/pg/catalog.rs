@@ -75,12 +75,22 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
     info
 }
 
+/// SQL condition on the relation `c`: not a member of this extension (the `turboinfer_stat` view
+/// is about TurboInfer, not the user's data; the model must not see it).
+const NOT_OURS: &str = "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d \
+     JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid \
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass \
+       AND d.objid OPERATOR(pg_catalog.=) c.oid \
+       AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass \
+       AND d.deptype OPERATOR(pg_catalog.=) 'e' \
+       AND e.extname OPERATOR(pg_catalog.=) 'turboinfer')";
+
 /// Schemas (other than the system ones) where the role has USAGE and may SELECT from at least
 /// one relation, by name.
 fn readable_schemas() -> SpiResult<Vec<String>> {
     Spi::connect(|client| {
         let rows = client.select(
-            "SELECT n.nspname::text, pg_catalog.convert_to(n.nspname::text, 'UTF8') FROM pg_catalog.pg_namespace n \
+            &format!("SELECT n.nspname::text, pg_catalog.convert_to(n.nspname::text, 'UTF8') FROM pg_catalog.pg_namespace n \
              WHERE n.nspname::text OPERATOR(pg_catalog.<>) ALL ($1) \
                AND n.nspname::text NOT LIKE 'pg\\_%' \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
@@ -88,8 +98,9 @@ fn readable_schemas() -> SpiResult<Vec<String>> {
                            WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                              AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f']::\"char\"[]) \
                              AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
-                                  OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT'))) \
-             ORDER BY 1",
+                                  OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
+                             AND {NOT_OURS}) \
+             ORDER BY 1"),
             None,
             &[HIDDEN_SCHEMAS.iter().map(|s| s.to_string()).collect::<Vec<String>>().into()],
         )?;
@@ -169,6 +180,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
+               AND {NOT_OURS} \
              UNION ALL \
              SELECT n.nspname::text, c.relname::text, 'MATERIALIZED VIEW', c.oid, \
                     pg_catalog.obj_description(c.oid, 'pg_class'), \

@@ -124,6 +124,11 @@ impl From<gucs::LimitExceeded> for ErrorReport {
     }
 }
 
+/// The SQLSTATE of an answer PostgreSQL still rejected after the repair rounds (42000,
+/// syntax_error_or_access_rule_violation): nl2sql() raises it, turboinfer_stat counts it.
+pub const INVALID_SQL: PgSqlErrorCode =
+    PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION;
+
 /// The HINT of an out-of-memory ERROR.
 const OOM_HINT: &str =
     "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
@@ -152,7 +157,7 @@ impl From<Nl2SqlError> for ErrorReport {
                 Some("Raise turboinfer.context_tokens or lower turboinfer.max_new_tokens.".into()),
             ),
             Nl2SqlError::InvalidSql { sql, message } => error_report(
-                PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION,
+                INVALID_SQL,
                 "nl2sql: the model did not produce a valid query".into(),
                 Some(format!("SQL: {sql}\nreason: {message}")),
                 Some("Rephrase the question, or use a larger model (turboinfer.model).".into()),

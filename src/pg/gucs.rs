@@ -102,6 +102,66 @@ pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
 pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
+/// `turboinfer.log_queries`: the level at which each call of the nl2sql family is logged once
+/// (question, SQL, outcome, repair rounds, time), or `off`.
+pub static LOG_QUERIES: GucSetting<LogQueries> = GucSetting::<LogQueries>::new(LogQueries::Off);
+
+/// Values of `turboinfer.log_queries`: `off` or a message level, as for log_min_messages.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LogQueries {
+    #[name = c"off"]
+    Off,
+    #[name = c"debug5"]
+    Debug5,
+    #[name = c"debug4"]
+    Debug4,
+    #[name = c"debug3"]
+    Debug3,
+    #[name = c"debug2"]
+    Debug2,
+    #[name = c"debug1"]
+    Debug1,
+    #[name = c"info"]
+    Info,
+    #[name = c"notice"]
+    Notice,
+    #[name = c"warning"]
+    Warning,
+    #[name = c"log"]
+    Log,
+}
+
+impl LogQueries {
+    /// The message level, `None` for `off`.
+    pub fn level(self) -> Option<pgrx::PgLogLevel> {
+        use pgrx::PgLogLevel as L;
+        Some(match self {
+            LogQueries::Off => return None,
+            LogQueries::Debug5 => L::DEBUG5,
+            LogQueries::Debug4 => L::DEBUG4,
+            LogQueries::Debug3 => L::DEBUG3,
+            LogQueries::Debug2 => L::DEBUG2,
+            LogQueries::Debug1 => L::DEBUG1,
+            LogQueries::Info => L::INFO,
+            LogQueries::Notice => L::NOTICE,
+            LogQueries::Warning => L::WARNING,
+            LogQueries::Log => L::LOG,
+        })
+    }
+}
+
+/// `turboinfer.progress`: after how many ms of a call a cold schema prefill reports its progress
+/// in NOTICEs (-1 = never, the default: see [`register`]).
+pub static PROGRESS: GucSetting<i32> = GucSetting::<i32>::new(-1);
+/// Largest `turboinfer.progress` accepted: one hour, far beyond any prefill.
+const MAX_PROGRESS_MS: i32 = 3_600_000;
+
+/// When progress NOTICEs start (ms into a call), `None` when off.
+pub fn progress_after_ms() -> Option<f64> {
+    let v = PROGRESS.get();
+    (v >= 0).then_some(f64::from(v))
+}
+
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
 /// Generation budget bounds: at least one token; 8192 is far beyond any single query.
@@ -324,6 +384,30 @@ pub fn register() {
         MAX_CACHE_MAX_MB,
         GucContext::Suset,
         GucFlags::UNIT_MB,
+    );
+    // SUSET like pg_stat_statements.track and log_statement: a role that could turn it on could
+    // fill the server log with its questions.
+    GucRegistry::define_enum_guc(
+        c"turboinfer.log_queries",
+        c"Logs each nl2sql()/nl2sql_explain()/nl2sql_run() call once at this level: question, generated SQL, outcome (ok or SQLSTATE and message), repair rounds; the time in the DETAIL.",
+        c"Superuser only. off (default), debug5 to debug1, info, notice, warning or log. The prompt (which holds sample values) is never logged.",
+        &LOG_QUERIES,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // Off by default: NOTICEs reach every client (application drivers log them as noise), and
+    // whether one appears would depend on the server's load; a DBA turns it on for interactive
+    // sessions (SET, or ALTER ROLE ... SET turboinfer.progress = '1s'). USERSET: it only adds
+    // messages to the caller's own session.
+    GucRegistry::define_int_guc(
+        c"turboinfer.progress",
+        c"After this long into an nl2sql call, a schema prefill that is computed (not cached) reports its progress in NOTICEs, at most once a second, and when done (-1 = never).",
+        c"0 reports from the start. The elapsed time is in each NOTICE's DETAIL.",
+        &PROGRESS,
+        -1,
+        MAX_PROGRESS_MS,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
     );
     // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
     // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from

@@ -15,19 +15,24 @@ mod functions;
 mod gucs;
 mod nl2sql;
 mod panic;
+mod progress;
 mod readonly;
 mod run;
 mod slots;
+mod stat;
+mod track;
 mod validate;
 
 // The magic block tells the server which PostgreSQL major version this library was built for.
 ::pgrx::pg_module_magic!(name, version);
 
 /// Library initialisation (once per backend, when the library is first loaded): registers the
-/// settings and replaces pgrx's panic hook (no backtraces to clients, see `panic`). No threads are
-/// created here: the postmaster may load the library before forking.
+/// settings, replaces pgrx's panic hook (no backtraces to clients, see `panic`) and, when the
+/// library is preloaded, requests the shared memory of `turboinfer_stat` (see `stat`). No threads
+/// are created and no model is loaded here: the postmaster may load the library before forking.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     panic::install();
     gucs::register();
+    stat::init();
 }

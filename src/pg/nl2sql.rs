@@ -7,7 +7,7 @@
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
-use super::{catalog, gucs, slots, validate};
+use super::{catalog, gucs, progress, slots, track, validate};
 use crate::model::ModelError;
 use crate::nl2sql::{
     Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, MAX_QUESTION_CHARS,
@@ -86,23 +86,27 @@ fn generate(
     question: &str,
     opts: &Options,
 ) -> Result<Outcome, Nl2SqlError> {
+    let mut progress = progress::Reporter::new();
     let mut execute = |sql: &str| super::candidates::result_digest(sql);
-    engine.run_with(
+    let r = engine.run_with(
         rt,
         cache,
         schema,
         question,
         opts,
-        &mut |_| {
+        &mut |p| {
             // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
             pgrx::check_for_interrupts!();
+            progress.on(p);
             true
         },
         &mut |sql| validate::validate(sql),
         gucs::CANDIDATE_EXECUTION
             .get()
             .then_some(&mut execute as &mut dyn FnMut(&str) -> Option<u64>),
-    )
+    );
+    progress.finish();
+    r
 }
 
 /// The sparse FFN of one answer: the level asked for and, when on, what it did.
@@ -127,8 +131,15 @@ struct Answer {
     packed: String,
 }
 
-/// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting.
+/// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting. Every
+/// call, answered or raising an ERROR, is counted in turboinfer_stat and logged at
+/// turboinfer.log_queries here (`track`).
 fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
+    track::track(question, || answer_untracked(question, schemas, sparsity), |a| &a.outcome)
+}
+
+/// [`answer`] without the bookkeeping.
+fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
     // Reject a blank question before loading anything.
     if let Err(e) = Engine::clean_question(question) {
         report(e);

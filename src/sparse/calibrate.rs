@@ -78,7 +78,7 @@ pub fn calibrate(
     texts: &[String],
     opts: &CalibOptions,
 ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
-    calibrate_with(model, tok, rt, texts, opts, &|| false)
+    calibrate_with(model, tok, rt, texts, opts, &|_| false)
 }
 
 /// Restores a model's previous FFN hook when dropped (also when the caller's cancel callback
@@ -95,16 +95,26 @@ impl Drop for HookGuard<'_> {
     }
 }
 
+/// Where a calibration is, given to its cancel callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalibProgress {
+    /// About to record tokens from `done` on, up to `total` (the token budget).
+    Record { done: usize, total: usize },
+    /// About to fit layer `done` of `total`.
+    Fit { done: usize, total: usize },
+}
+
 /// [`calibrate`] with a cancel callback, polled on the calling thread before every forward pass
-/// (at most [`CANCEL_CHUNK`] tokens) and before fitting each layer: returning true stops with
-/// [`SparseError::Cancelled`]. The callback may also unwind; the model's hook is restored either way.
+/// (at most [`CANCEL_CHUNK`] tokens) and before fitting each layer, with where the calibration
+/// is: returning true stops with [`SparseError::Cancelled`]. The callback may also unwind; the
+/// model's hook is restored either way.
 pub fn calibrate_with(
     model: &mut Model,
     tok: &Tokenizer,
     rt: &Runtime,
     texts: &[String],
     opts: &CalibOptions,
-    cancel: &dyn Fn() -> bool,
+    cancel: &dyn Fn(CalibProgress) -> bool,
 ) -> Result<(SidecarSpec, Vec<LayerData>, CalibReport), SparseError> {
     let c = model.config().clone();
     let mut levels = opts.levels.clone();
@@ -138,7 +148,7 @@ pub fn calibrate_with(
     let mut layers = Vec::with_capacity(c.n_layers);
     let mut report = CalibReport { tokens: n, recall: Vec::new(), n_hot: Vec::new() };
     for l in 0..c.n_layers {
-        if cancel() {
+        if cancel(CalibProgress::Fit { done: l, total: c.n_layers }) {
             return Err(SparseError::Cancelled);
         }
         let lr = r.take(l);
@@ -179,7 +189,7 @@ fn record_texts(
     rt: &Runtime,
     texts: &[String],
     opts: &CalibOptions,
-    cancel: &dyn Fn() -> bool,
+    cancel: &dyn Fn(CalibProgress) -> bool,
 ) -> Result<(), SparseError> {
     let calib = |e: &dyn std::fmt::Display| SparseError::Calibration(e.to_string());
     let mut seen = 0usize;
@@ -190,8 +200,9 @@ fn record_texts(
                 return Ok(());
             }
             let mut cache = model.new_cache(w.len());
-            for part in w.chunks(CANCEL_CHUNK) {
-                if cancel() {
+            for (k, part) in w.chunks(CANCEL_CHUNK).enumerate() {
+                let done = seen + k * CANCEL_CHUNK;
+                if cancel(CalibProgress::Record { done, total: opts.max_tokens }) {
                     return Err(SparseError::Cancelled);
                 }
                 model.forward(rt, &mut cache, part, Logits::Last).map_err(|e| calib(&e))?;

@@ -16,7 +16,7 @@ pub mod linalg;
 pub mod sidecar;
 pub mod stats;
 
-pub use calibrate::{calibrate, calibrate_with, CalibOptions, CalibReport};
+pub use calibrate::{calibrate, calibrate_with, CalibOptions, CalibProgress, CalibReport};
 pub use error::SparseError;
 pub use ffn::{Selector, SparseConfig, SparseFfn};
 pub use hook::{Recorder, SparseHook};
