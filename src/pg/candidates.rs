@@ -47,11 +47,16 @@ unsafe extern "C-unwind" fn candidate_timeout() {
 /// row nor column order. The user's cancel, the statement_timeout and resource errors are
 /// re-raised.
 pub fn result_digest(sql: &str) -> Option<u64> {
-    let timer = TIMER.with(|t| {
-        *t.get().get_or_insert_with(|| {
+    // Registered once per backend: PostgreSQL has 10 user timeout slots, and a backend that
+    // asks for an eleventh ends with FATAL.
+    let timer = TIMER.with(|t| match t.get() {
+        Some(id) => id,
+        None => {
             // SAFETY: backend thread; the handler only sets the flags the SIGINT handler sets.
-            unsafe { RegisterTimeout(USER_TIMEOUT, Some(candidate_timeout)) }
-        })
+            let id = unsafe { RegisterTimeout(USER_TIMEOUT, Some(candidate_timeout)) };
+            t.set(Some(id));
+            id
+        }
     });
     // SAFETY: backend thread; the timer is disabled on every path out (an ERROR that leaves this
     // function also ends the statement, whose error recovery disables all timeouts).

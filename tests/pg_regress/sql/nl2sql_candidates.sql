@@ -58,6 +58,11 @@ SELECT (e->>'sql') = (SELECT c->>'sql' FROM jsonb_array_elements(e->'candidates'
         WHERE c->>'error' IS NULL) AS all_valid_executed
 FROM nl2sql_explain('how many users are there?') e;
 
+-- Many candidate runs in one session: the backend's timer is registered once and reused
+-- (PostgreSQL has 10 user timeout slots; an eleventh registration would end the session).
+SELECT count(DISTINCT a) AS distinct_answers, count(*) AS answers
+FROM generate_series(1, 11) g, LATERAL nl2sql('how many users are there?') a;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA probe CASCADE;
