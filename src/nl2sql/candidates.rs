@@ -12,6 +12,9 @@
 
 use crate::tokenizer::Tokenizer;
 
+/// Logits further than this below the maximum are left out of the log-sum-exp (see [`score`]).
+const LSE_SPAN: f32 = 40.0;
+
 /// How sure the model was of one generated token.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TokenScore {
@@ -29,8 +32,12 @@ pub fn score(row: &[f32], j: usize, id_of: impl Fn(usize) -> u32) -> Option<Toke
         return None;
     }
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    // log-sum-exp in f64: 150k terms summed in f32 lose the small ones.
-    let lse = max as f64 + row.iter().map(|&v| ((v - max) as f64).exp()).sum::<f64>().ln();
+    // log-sum-exp in f64 (150k terms summed in f32 lose the small ones), over the logits within
+    // LSE_SPAN of the maximum: the rest add less than 150k * e^-40 (1e-12) to a sum of at least
+    // 1, and skipping their exp keeps this to one cheap pass per token.
+    let floor = max - LSE_SPAN;
+    let sum: f64 = row.iter().filter(|&&v| v > floor).map(|&v| ((v - max) as f64).exp()).sum();
+    let lse = max as f64 + sum.ln();
     let mut alt = if j == 0 { 1 } else { 0 };
     for (i, &v) in row.iter().enumerate() {
         if i != j && v > row[alt] {

@@ -60,6 +60,10 @@ pub const DEFAULT_CANDIDATES: usize = 1;
 /// half written); the cap bounds a decode that keeps meeting them.
 const MAX_BACKTRACKS: usize = 32;
 
+/// Runs a validated candidate read-only and returns a digest of its rows (equal results, equal
+/// digests), or `None` when it could not run (see [`Engine::run_with`]).
+pub type ExecuteFn<'a> = dyn FnMut(&str) -> Option<u64> + 'a;
+
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -663,7 +667,7 @@ impl Engine {
         opts: &Options,
         on_progress: &mut dyn FnMut(Progress) -> bool,
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
-        mut execute: Option<&mut dyn FnMut(&str) -> Option<u64>>,
+        mut execute: Option<&mut ExecuteFn>,
     ) -> Result<Outcome, Nl2SqlError> {
         let memory = self.memory_plan(opts, rt.n_threads());
         // Every error of the call passes here once: an allocation that failed is reported with

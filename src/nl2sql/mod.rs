@@ -28,8 +28,8 @@ pub mod vocab;
 pub use crate::generate::fingerprint::Fingerprint;
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 pub use engine::{
-    Attempt, CacheEvent, CacheStats, Engine, Options, Outcome, PhaseTimings, Plan, PrefixCache,
-    PrefixSource, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
+    Attempt, CacheEvent, CacheStats, Engine, ExecuteFn, Options, Outcome, PhaseTimings, Plan,
+    PrefixCache, PrefixSource, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
     MAX_QUESTION_CHARS, PREFILL_CHUNK,
 };
 pub use error::Nl2SqlError;

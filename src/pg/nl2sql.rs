@@ -101,9 +101,7 @@ fn generate(
             true
         },
         &mut |sql| validate::validate(sql),
-        gucs::CANDIDATE_EXECUTION
-            .get()
-            .then_some(&mut execute as &mut dyn FnMut(&str) -> Option<u64>),
+        gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut crate::nl2sql::ExecuteFn),
     );
     progress.finish();
     r
