@@ -272,14 +272,7 @@ impl IntoDatum for Jsonb {
     fn into_datum(self) -> Option<pg_sys::Datum> {
         // serde_json escapes control characters, so the text has no NUL byte.
         let text = serde_json::to_string(&self.0).unwrap_or_else(|_| "null".into());
-        let c = CString::new(to_server(&text, "the JSON report")).unwrap_or_default();
-        // SAFETY: jsonb_in copies its NUL-terminated input.
-        unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_in,
-                &[Some(pg_sys::Datum::from(c.as_ptr()))],
-            )
-        }
+        jsonb_datum(&text, "the JSON report")
     }
 
     fn type_oid() -> pg_sys::Oid {
@@ -291,20 +284,26 @@ box_ret_via_into_datum!(Jsonb);
 
 impl_sql_translatable!(Jsonb, "jsonb");
 
+/// A jsonb datum from JSON text (UTF-8), converted to the database encoding (`what` names it in
+/// a conversion error), then `jsonb_in`.
+fn jsonb_datum(text: &str, what: &str) -> Option<pg_sys::Datum> {
+    let c = CString::new(to_server(text, what)).unwrap_or_default();
+    // SAFETY: jsonb_in copies its NUL-terminated input.
+    unsafe {
+        pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::jsonb_in,
+            &[Some(pg_sys::Datum::from(c.as_ptr()))],
+        )
+    }
+}
+
 /// A `jsonb` result from JSON text (UTF-8, e.g. a row of `readonly::run_read_only`): converted
 /// to the database encoding, then `jsonb_in` (lossless: numbers keep their digits).
 pub struct JsonbText(pub String);
 
 impl IntoDatum for JsonbText {
     fn into_datum(self) -> Option<pg_sys::Datum> {
-        let c = CString::new(to_server(&self.0, "a result row")).unwrap_or_default();
-        // SAFETY: jsonb_in copies its NUL-terminated input.
-        unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_in,
-                &[Some(pg_sys::Datum::from(c.as_ptr()))],
-            )
-        }
+        jsonb_datum(&self.0, "a result row")
     }
 
     fn type_oid() -> pg_sys::Oid {

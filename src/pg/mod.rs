@@ -20,6 +20,7 @@ mod readonly;
 mod run;
 mod slots;
 mod stat;
+mod subxact;
 mod track;
 mod validate;
 

@@ -7,11 +7,11 @@
 //! function with side effects, every table and column readable by the caller).
 
 use super::encoding;
+use super::subxact;
 use super::validate;
 use crate::nl2sql::Rejection;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
-use pgrx::PgTryBuilder;
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, CStr, CString};
 
@@ -72,24 +72,9 @@ pub fn run_read_only(sql: &str, row_limit: usize) -> Result<Rows, RunError> {
     let text = encoding::try_to_server(sql).map_err(|reason| refused(reason.into()))?;
     let c =
         CString::new(text).map_err(|_| refused("the statement contains a NUL character".into()))?;
-    // SAFETY: the subtransaction pattern of validate::analyze (PL/Python's and PL/Tcl's
-    // subtransaction blocks): remember the memory context and resource owner, start an internal
-    // subtransaction, run, roll it back (releasing its locks, memory, SPI connection and the
-    // setting) and restore both, on success and on error alike. The ERROR, if any, was already
-    // copied and flushed by pgrx's catch.
-    let outcome = unsafe {
-        let oldcontext = pg_sys::CurrentMemoryContext;
-        let oldowner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(oldcontext);
-        let outcome = PgTryBuilder::new(|| Ok(run_in_subtransaction(&c, row_limit)))
-            .catch_others(|e| Err(Box::new(e)))
-            .execute();
-        pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        pg_sys::MemoryContextSwitchTo(oldcontext);
-        pg_sys::CurrentResourceOwner = oldowner;
-        outcome
-    };
+    // SAFETY (of the call inside): SPI on the backend thread, inside the subtransaction.
+    let outcome =
+        subxact::rolled_back(|| unsafe { run_in_subtransaction(&c, row_limit) }).map_err(Box::new);
     match outcome {
         Ok(rows) => Ok(rows),
         Err(e) => match e.as_ref() {

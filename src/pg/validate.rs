@@ -112,32 +112,16 @@ pub fn analyze(sql: &str) -> Result<(), Rejection> {
     let Ok(c) = CString::new(server_sql(sql)?) else {
         return Err("the answer contains a NUL character".into());
     };
-    // SAFETY: the subtransaction pattern of PL/Python's and PL/Tcl's subtransaction blocks:
-    // remember the memory context and resource owner, start an internal subtransaction, run,
-    // then roll it back (releasing its locks and memory) and restore both, on success and on
-    // error alike. The ERROR, if any, was already copied and flushed by pgrx's catch.
-    let outcome = unsafe {
-        let oldcontext = pg_sys::CurrentMemoryContext;
-        let oldowner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(oldcontext);
-        let outcome = PgTryBuilder::new(|| match analyze_in_subtransaction(&c) {
-            Ok(()) => Analysis::Accepted,
-            Err(r) => Analysis::Rejected(r),
-        })
-        .catch_others(|e| match e {
-            CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
-                if !must_propagate(&sqlstate(r.sql_error_code() as i32)) =>
-            {
-                Analysis::Rejected(rejection(r))
-            }
-            other => Analysis::Propagate(other),
-        })
-        .execute();
-        pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        pg_sys::MemoryContextSwitchTo(oldcontext);
-        pg_sys::CurrentResourceOwner = oldowner;
-        outcome
+    // SAFETY (of the call inside): parse analysis on the backend thread, in the subtransaction.
+    let outcome = match super::subxact::rolled_back(|| unsafe { analyze_in_subtransaction(&c) }) {
+        Ok(Ok(())) => Analysis::Accepted,
+        Ok(Err(r)) => Analysis::Rejected(r),
+        Err(CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r))
+            if !must_propagate(&sqlstate(r.sql_error_code() as i32)) =>
+        {
+            Analysis::Rejected(rejection(r))
+        }
+        Err(other) => Analysis::Propagate(other),
     };
     match outcome {
         Analysis::Accepted => Ok(()),
