@@ -73,8 +73,7 @@ pub fn run_read_only(sql: &str, row_limit: usize) -> Result<Rows, RunError> {
     let c =
         CString::new(text).map_err(|_| refused("the statement contains a NUL character".into()))?;
     // SAFETY (of the call inside): SPI on the backend thread, inside the subtransaction.
-    let outcome =
-        subxact::rolled_back(|| unsafe { run_in_subtransaction(&c, row_limit) }).map_err(Box::new);
+    let outcome = subxact::rolled_back(|| unsafe { run_in_subtransaction(&c, row_limit) });
     match outcome {
         Ok(rows) => Ok(rows),
         Err(e) => match e.as_ref() {

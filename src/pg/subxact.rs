@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 /// The pattern of PL/Python's and PL/Tcl's subtransaction blocks: remember the memory context
 /// and resource owner, begin, run, roll back (releasing locks, memory, SPI connections and
 /// settings made with SET LOCAL semantics), restore both.
-pub fn rolled_back<T>(f: impl FnOnce() -> T) -> Result<T, CaughtError> {
+pub fn rolled_back<T>(f: impl FnOnce() -> T) -> Result<T, Box<CaughtError>> {
     let f = AssertUnwindSafe(f);
     // SAFETY: backend thread; the subtransaction is begun and ended here on every path (pgrx's
     // catch turns an ERROR inside `f` into a value before the rollback).
@@ -26,7 +26,7 @@ pub fn rolled_back<T>(f: impl FnOnce() -> T) -> Result<T, CaughtError> {
             let f = f; // the whole wrapper, not its field (which is not UnwindSafe)
             Ok((f.0)())
         })
-        .catch_others(Err)
+        .catch_others(|e| Err(Box::new(e)))
         .execute();
         pg_sys::RollbackAndReleaseCurrentSubTransaction();
         pg_sys::MemoryContextSwitchTo(oldcontext);

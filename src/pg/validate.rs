@@ -116,12 +116,14 @@ pub fn analyze(sql: &str) -> Result<(), Rejection> {
     let outcome = match super::subxact::rolled_back(|| unsafe { analyze_in_subtransaction(&c) }) {
         Ok(Ok(())) => Analysis::Accepted,
         Ok(Err(r)) => Analysis::Rejected(r),
-        Err(CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r))
-            if !must_propagate(&sqlstate(r.sql_error_code() as i32)) =>
-        {
-            Analysis::Rejected(rejection(r))
-        }
-        Err(other) => Analysis::Propagate(other),
+        Err(e) => match *e {
+            CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
+                if !must_propagate(&sqlstate(r.sql_error_code() as i32)) =>
+            {
+                Analysis::Rejected(rejection(r))
+            }
+            other => Analysis::Propagate(other),
+        },
     };
     match outcome {
         Analysis::Accepted => Ok(()),
