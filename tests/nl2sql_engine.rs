@@ -41,12 +41,13 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     let Some(e) = common::engine("smollm2-135m") else { return };
     let rt = Runtime::new(2).unwrap();
     let schema = common::users_orders(true);
-    // No repair rounds: a 12-token answer is cut off (rejected by the engine), and this test is
-    // about the prefix, not repairs (tested below).
+    // No repair rounds and no candidates: a 12-token answer is cut off (rejected by the engine),
+    // and this test is about the prefix, not repairs or candidates (tested below).
     let opts = Options {
         max_new_tokens: 12,
         context_tokens: 1024,
         repair_rounds: 0,
+        candidates: 1,
         ..Options::default()
     };
     let mut accept = |_: &str| Ok(());
@@ -245,6 +246,7 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         max_new_tokens: 64,
         context_tokens: 1024,
         repair_rounds: 0,
+        candidates: 1,
         ..Options::default()
     };
     let four = Options { candidates: 4, ..one };
