@@ -21,9 +21,17 @@ FROM nl2sql_explain('How many employees does each department have? Show the depa
 SELECT nl2sql('How many employees does each department have? Show the department name.') AS q \gset
 SELECT * FROM (:q) answer ORDER BY 1;
 
--- No repair rounds: the same question ends with the first error.
+-- No repair rounds and one candidate: the same question ends with the first error.
 SET turboinfer.repair_rounds = 0;
+SET turboinfer.candidates = 1;
 SELECT nl2sql('How many employees does each department have? Show the department name.');
+-- No repair rounds, the default candidates: a branch off the rejected first answer, taken at a
+-- token the model was unsure of, joins dept and is valid.
+RESET turboinfer.candidates;
+SELECT nl2sql('How many employees does each department have? Show the department name.');
+SELECT c->>'branch_at' IS NOT NULL AS branch, c->>'error' IS NULL AS valid, (c->>'chosen')::boolean AS chosen
+FROM nl2sql_explain('How many employees does each department have? Show the department name.') e,
+     jsonb_array_elements(e->'candidates') c;
 
 RESET search_path;
 SET client_min_messages = warning;
