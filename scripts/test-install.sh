@@ -203,7 +203,7 @@ out=$(q -d upgraded -c "CREATE EXTENSION turboinfer VERSION '0.1.0'" -c "SELECT 
 upgraded=$(q -d upgraded -c "$objects" 2>&1) || true
 fresh=$(q -d fresh -c "CREATE EXTENSION turboinfer" -c "$objects" 2>&1) || true
 n=$(grep -c '^function ' <<<"$fresh" || true)
-if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* ]]; then
+if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* && $fresh == *"function nl2sql_review(text)"* ]]; then
     ok "updated from 0.1.0 and freshly created: the same $n functions and other objects, definitions, comments and privileges"
 else
     bad "objects after ALTER EXTENSION UPDATE differ from a fresh CREATE EXTENSION ($n functions)" "$(diff <(echo "$upgraded") <(echo "$fresh") || true)"

@@ -59,3 +59,12 @@ LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid;
 GRANT SELECT ON turboinfer_stat TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION turboinfer_stat_reset() FROM PUBLIC;
+
+-- nl2sql_review(sql): nl2sql_check, plus the doubts about a statement that passes it
+-- (src/pg/validate.rs, src/nl2sql/doubt.rs).
+CREATE  FUNCTION "nl2sql_review"(
+	"sql" TEXT /* super :: encoding :: Text */
+) RETURNS TEXT /* Option < super :: encoding :: TextOut > */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'nl2sql_review_wrapper';

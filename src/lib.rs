@@ -1,5 +1,6 @@
 //! TurboInfer: a CPU language-model engine (pure Rust, no PostgreSQL types) plus, behind the
 //! `pg` feature, the thin PostgreSQL glue in `src/pg/`.
+#![recursion_limit = "256"] // serde_json::json! objects with many keys (nl2sql_explain)
 
 pub mod cli_args;
 pub mod clock;

@@ -235,20 +235,31 @@ fn memory_plan_is_known_before_the_call_and_matches_its_kv_cache() {
     assert_eq!(e.model().kv_cache_bytes(1024), out.memory.kv_cache_bytes);
 }
 
-#[test]
-fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
-    let Some(e) = common::engine("qwen2.5-coder-0.5b") else { return };
-    let rt = Runtime::new(2).unwrap();
-    let mut cache = PrefixCache::new();
-    let schema = common::users_orders(true);
-    let q = "Which users placed the most orders?";
-    let one = Options {
+/// The question the repair, doubt and candidate tests ask of the 0.5B model over users/orders.
+const WHICH_USERS: &str = "Which users placed the most orders?";
+
+/// The 0.5B engine, a 2-thread runtime, the users/orders schema and options for
+/// [`WHICH_USERS`] (64 tokens, 1024 positions, one candidate, `repair_rounds`); `None` without
+/// the model.
+fn which_users_setup(
+    repair_rounds: usize,
+) -> Option<(turboinfer::nl2sql::Engine, Runtime, SchemaInfo, Options)> {
+    let e = common::engine("qwen2.5-coder-0.5b")?;
+    let opts = Options {
         max_new_tokens: 64,
         context_tokens: 1024,
-        repair_rounds: 0,
+        repair_rounds,
         candidates: 1,
         ..Options::default()
     };
+    Some((e, Runtime::new(2).unwrap(), common::users_orders(true), opts))
+}
+
+#[test]
+fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
+    let Some((e, rt, schema, one)) = which_users_setup(0) else { return };
+    let mut cache = PrefixCache::new();
+    let q = WHICH_USERS;
     let four = Options { candidates: 4, ..one };
     let mut go = |_: Progress| true;
     let mut accept = |_: &str| Ok(());
@@ -310,4 +321,87 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         .run_with(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept, Some(&mut same))
         .unwrap();
     assert_eq!(o.sql, greedy.sql, "all agree: the first answer");
+}
+
+#[test]
+fn a_doubted_answer_gets_one_repair_and_is_kept_when_the_repair_does_no_better() {
+    let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
+    let mut cache = PrefixCache::new();
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut accept = |_: &str| Ok(());
+    let greedy = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!((greedy.error.as_deref(), greedy.attempts.len()), (None, 1));
+    let first = greedy.sql.clone();
+    let doubt = || turboinfer::nl2sql::Rejection {
+        message: "the query runs, but it looks wrong".into(),
+        advisory: true,
+        ..Default::default()
+    };
+    let hard = || turboinfer::nl2sql::Rejection::from("no");
+
+    // Every answer doubted: one repair round only, and the first answer is kept, valid.
+    let mut doubt_all = |_: &str| Err(doubt());
+    let o = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut doubt_all).unwrap();
+    assert_eq!((o.sql.as_str(), o.error.as_deref()), (first.as_str(), None));
+    assert_eq!(o.attempts.len(), 2, "one round for a doubt");
+    assert!(o.attempts.iter().all(|a| a.advisory && a.error.is_some()));
+    assert!(!o.attempts[1].raw.is_empty());
+
+    // The first answer doubted, every other answer rejected: the rounds run out, the doubted
+    // answer is the answer.
+    let mut doubt_then_reject = |s: &str| if s == first { Err(doubt()) } else { Err(hard()) };
+    let o = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut doubt_then_reject).unwrap();
+    assert_eq!((o.sql.as_str(), o.error.as_deref()), (first.as_str(), None));
+    assert!(o.attempts[0].advisory);
+    assert!(o.attempts[1..].iter().all(|a| a.advisory == (a.sql == first)), "{:?}", o.attempts);
+
+    // The first answer doubted, the others accepted: the repair's answer, unless it repeated
+    // the doubted statement.
+    let mut doubt_first = |s: &str| if s == first { Err(doubt()) } else { Ok(()) };
+    let o = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut doubt_first).unwrap();
+    assert_eq!(o.error, None);
+    assert_eq!(o.attempts.len(), 2);
+    assert_eq!(o.sql, o.attempts[1].sql);
+}
+
+#[test]
+fn a_column_on_the_wrong_table_is_requalified_without_a_model_round() {
+    let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
+    let mut cache = PrefixCache::new();
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut accept = |_: &str| Ok(());
+    let greedy = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut accept).unwrap();
+    // The answer joins users and orders under aliases; pretend `id` were not a column of users:
+    // orders is the one other table that has it, so the engine requalifies `<users>.id` itself.
+    let froms = turboinfer::nl2sql::repair::from_items(&greedy.sql);
+    let alias = |t: &str| froms.iter().find(|f| f.table.last().map(String::as_str) == Some(t));
+    let (u, o) = (alias("users").expect("users in FROM"), alias("orders").expect("orders in FROM"));
+    let wrong = format!("{}.id", u.alias);
+    assert!(greedy.sql.contains(&wrong), "{}", greedy.sql);
+    let first = greedy.sql.clone();
+    let mut missing_id = |s: &str| {
+        if s == first {
+            Err(turboinfer::nl2sql::Rejection {
+                message: format!("column {wrong} does not exist"),
+                sqlstate: Some("42703".into()),
+                ..Default::default()
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let r = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut missing_id).unwrap();
+    assert_eq!(r.error, None);
+    assert_eq!(r.attempts.len(), 2, "{:?}", r.attempts);
+    let fix = &r.attempts[1];
+    assert_eq!((fix.generated_tokens, fix.error.as_deref()), (0, None));
+    assert!(fix
+        .rewritten
+        .as_deref()
+        .is_some_and(|n| n.starts_with(&format!("{wrong} -> {}.id", o.alias))));
+    assert_eq!(r.sql, fix.sql);
+    assert_eq!(r.sql, first.replace(&wrong, &format!("{}.id", o.alias)));
+    assert_eq!(r.generated_tokens, greedy.generated_tokens, "no token decoded for the rewrite");
 }

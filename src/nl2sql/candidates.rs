@@ -110,6 +110,8 @@ pub struct Candidate {
     pub mean_logprob: f32,
     /// The validator's message when it was rejected.
     pub error: Option<String>,
+    /// Valid, but doubted (`doubt.rs`): chosen only when no undoubted candidate is valid.
+    pub doubted: bool,
     /// A digest of its rows when it was executed (`None`: not executed, or it failed).
     pub digest: Option<u64>,
 }
@@ -117,6 +119,8 @@ pub struct Candidate {
 /// The index of the chosen candidate (see the module comment), `None` when none is valid.
 pub fn choose(cands: &[Candidate]) -> Option<usize> {
     let valid: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].error.is_none()).collect();
+    let undoubted: Vec<usize> = valid.iter().copied().filter(|&i| !cands[i].doubted).collect();
+    let valid = if undoubted.is_empty() { valid } else { undoubted };
     let greedy = |i: usize| cands[i].branch.is_none();
     let better = |a: usize, b: usize| -> bool {
         // a before b: the greedy line first, then the more likely.
@@ -163,8 +167,23 @@ mod tests {
             branch,
             mean_logprob: lp,
             error: (!ok).then(|| "rejected".to_string()),
+            doubted: false,
             digest,
         }
+    }
+
+    #[test]
+    fn doubted_candidates_only_when_nothing_else_is_valid() {
+        let doubted = |mut c: Candidate| {
+            c.doubted = true;
+            c
+        };
+        // The greedy line doubted, a less likely branch not: the branch.
+        let cands = vec![doubted(cand(None, -0.1, true, None)), cand(Some(3), -0.5, true, None)];
+        assert_eq!(choose(&cands), Some(1));
+        // Every valid one doubted: the usual order among them; an invalid one never.
+        let cands = vec![doubted(cand(None, -0.1, true, None)), cand(Some(3), -0.05, false, None)];
+        assert_eq!(choose(&cands), Some(0));
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub const DEFAULT_CANDIDATES: usize = 4;
 /// forward pass, and a repair answer meets a handful (a banned word, an invented function name
 /// half written); the cap bounds a decode that keeps meeting them.
 const MAX_BACKTRACKS: usize = 32;
+/// Most statements the engine rewrites itself in one call (`repair::requalified`): each fixes
+/// one column reference, and a statement rarely has more wrong ones than this.
+const MAX_REWRITES: usize = 3;
 
 /// Runs a validated candidate read-only and returns a digest of its rows (equal results, equal
 /// digests), or `None` when it could not run (see [`Engine::run_with`]).
@@ -119,8 +122,13 @@ pub struct Attempt {
     /// The generated token ids.
     pub ids: Vec<u32>,
     pub stop: StopReason,
-    /// The validator's message when it rejected `sql`.
+    /// The validator's message when it rejected `sql`, or its doubt (see `advisory`).
     pub error: Option<String>,
+    /// `error` is a doubt (`doubt.rs`): `sql` is valid and runs, but looks wrong.
+    pub advisory: bool,
+    /// Not decoded: the previous attempt's statement rewritten by the engine (a column put on the
+    /// wrong table requalified, `repair::requalified`), and how.
+    pub rewritten: Option<String>,
     /// The SQLSTATE of the rejection, when the server raised it.
     pub sqlstate: Option<String>,
     /// The catalog facts given to the next repair round ("" when none).
@@ -744,6 +752,8 @@ impl Engine {
             let want_scores = opts.candidates > 1;
             let mut first_scores: Vec<TokenScore> = Vec::new();
             let mut last_scores: Vec<TokenScore>;
+            // The next attempt when the engine rewrote the last statement itself (no decode).
+            let mut rewrite: Option<(String, String, StopReason)> = None;
             let (sql, error) = loop {
                 let t2 = Instant::now();
                 let seed = if attempts.is_empty() { "" } else { prompt::REPAIR_SEED };
@@ -757,17 +767,31 @@ impl Engine {
                 };
                 let mut scores = Vec::new();
                 let recorder = want_scores.then_some(&mut scores);
-                let Decoded { ids, text: raw, stop, stats } = self.decode(
-                    rt,
-                    kv,
-                    logits,
-                    &context,
-                    drafter,
-                    limits,
-                    &shaping,
-                    recorder,
-                    on_progress,
-                )?;
+                let (Decoded { ids, text: raw, stop, stats }, rewritten) = match rewrite.take() {
+                    Some((sql, note, stop)) => {
+                        let none = Decoded {
+                            ids: Vec::new(),
+                            text: sql,
+                            stop,
+                            stats: SpecStats::default(),
+                        };
+                        (none, Some(note))
+                    }
+                    None => (
+                        self.decode(
+                            rt,
+                            kv,
+                            std::mem::take(&mut logits),
+                            &context,
+                            drafter,
+                            limits,
+                            &shaping,
+                            recorder,
+                            on_progress,
+                        )?,
+                        None,
+                    ),
+                };
                 if attempts.is_empty() {
                     first_scores.clone_from(&scores);
                 }
@@ -781,6 +805,7 @@ impl Engine {
                 let verdict = check(&sql, &stop, opts, validate);
                 timings.validate_ms += ms_since(t3);
                 let rejection = verdict.err();
+                let advisory = rejection.as_ref().is_some_and(|r| r.advisory);
                 let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
                 let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
                 let feedback = match &rejection {
@@ -792,15 +817,24 @@ impl Engine {
                     sql: sql.clone(),
                     generated_tokens: n,
                     ids,
-                    stop,
+                    stop: stop.clone(),
                     error: error.clone(),
-                    sqlstate: rejection.and_then(|r| r.sqlstate),
+                    advisory,
+                    rewritten,
+                    sqlstate: rejection.as_ref().and_then(|r| r.sqlstate.clone()),
                     feedback: feedback.clone(),
                     spec: stats,
                 });
                 // A repair that repeats an earlier rejected statement will not do better next round.
                 let repeated = attempts.iter().filter(|a| a.sql == sql).count() > 1;
-                let done = error.is_none() || attempts.len() > opts.repair_rounds || repeated;
+                // A doubt is worth one repair round per call, no more; it is granted even when
+                // the rejections before it used the rounds up (unless repairs are off). The
+                // engine's own rewrites are not model rounds: they do not count.
+                let doubted_again = advisory && attempts.iter().filter(|a| a.advisory).count() > 1;
+                let rewrites = attempts.iter().filter(|a| a.rewritten.is_some()).count();
+                let rounds =
+                    opts.repair_rounds + rewrites + usize::from(advisory && opts.repair_rounds > 0);
+                let done = error.is_none() || attempts.len() > rounds || repeated || doubted_again;
                 let repair_fits = error.is_some() && {
                     kv.truncate(n_question_end);
                     kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS)
@@ -809,10 +843,33 @@ impl Engine {
                 if done || !repair_fits {
                     break (sql, error);
                 }
+                // A column on the wrong table that exactly one other table has: requalified by
+                // the engine instead of a model round, when that fixes this error (the statement
+                // passes, or fails further on for another reason; a doubt means it did not fix).
+                let fixed = rejection
+                    .as_ref()
+                    .filter(|_| rewrites < MAX_REWRITES)
+                    .and_then(|r| repair::requalified(r, &sql, &shown));
+                if let Some((fixed, note)) = fixed {
+                    let t = Instant::now();
+                    let fixes = match check(&fixed, &stop, opts, validate) {
+                        Ok(()) => true,
+                        Err(r) => {
+                            !r.advisory
+                                && error.as_deref() != Some(&cap_chars(&r.message, MAX_ERROR_CHARS))
+                        }
+                    };
+                    timings.validate_ms += ms_since(t);
+                    if fixes {
+                        rewrite = Some((fixed, note, stop));
+                        continue;
+                    }
+                }
                 let message = error.unwrap_or_default();
                 // Repair round: the rejected answer, the server's message and the catalog facts as a
                 // new turn (each round starts again right after the question).
-                let repair_ids = prompt::repair(&sql, &message, &feedback).encode(&self.tok)?;
+                let repair_ids =
+                    prompt::repair(&sql, &message, &feedback, advisory).encode(&self.tok)?;
                 // Repair answers are always decoded in the constrainer's strict mode: identifiers
                 // inside the schema (the rejected draft's aliases standing for its tables from their
                 // first use), only known functions, and never the word a located error was about in
@@ -835,13 +892,20 @@ impl Engine {
                 timings.prefill_ms += ms_since(t4);
             };
 
+            // A doubted answer is valid: when the rounds after it did no better, it is the answer.
+            let (mut sql, mut error) = match attempts.iter().find(|a| a.advisory) {
+                Some(a) if error.is_some() => (a.sql.clone(), None),
+                _ => (sql, error),
+            };
+            let doubted = attempts.iter().any(|a| a.advisory && a.sql == sql);
             // Candidates: branches off the first answer, when they can change the result.
-            let (mut sql, mut error) = (sql, error);
             let mut cands: Vec<Candidate> = Vec::new();
             let mut chosen = None;
             // Not when the first answer ran out of tokens: its branches share its budget.
             let cut_off = attempts[0].stop == StopReason::Budget;
-            if opts.candidates > 1 && !cut_off && (execute.is_some() || error.is_some()) {
+            // Decoded when they can change the answer: it is rejected or doubted, or results vote.
+            if opts.candidates > 1 && !cut_off && (execute.is_some() || error.is_some() || doubted)
+            {
                 let t = Instant::now();
                 let digest = match (&error, execute.as_deref_mut()) {
                     (None, Some(run)) => run(&sql),
@@ -853,6 +917,7 @@ impl Engine {
                     branch: None,
                     mean_logprob: candidates::mean_logprob(&last_scores),
                     error: error.clone(),
+                    doubted,
                     digest,
                 });
                 let first = &attempts[0];
@@ -913,6 +978,9 @@ impl Engine {
                     let verdict = check(&branch_sql, &d.stop, opts, validate);
                     timings.validate_ms += ms_since(t3);
                     let t4 = Instant::now();
+                    // A doubted branch is valid, chosen only when no undoubted one is.
+                    let doubt = verdict.as_ref().err().is_some_and(|r| r.advisory);
+                    let verdict = if doubt { Ok(()) } else { verdict };
                     let digest = match (&verdict, execute.as_deref_mut()) {
                         (Ok(()), Some(run)) => run(&branch_sql),
                         _ => None,
@@ -923,6 +991,7 @@ impl Engine {
                         branch: Some(p),
                         mean_logprob: candidates::mean_logprob(&scores),
                         error: verdict.err().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS)),
+                        doubted: doubt,
                         digest,
                     });
                 }

@@ -9,6 +9,7 @@ pub mod calibration;
 pub mod candidates;
 pub mod constrain;
 pub mod decode;
+pub mod doubt;
 pub mod draft;
 mod engine;
 mod error;

@@ -127,15 +127,21 @@ pub fn question(q: &str) -> Segments {
 }
 
 /// The repair turn, appended after the question part: the rejected answer as the assistant's
-/// turn, the server's message and the catalog facts (`feedback`, may be empty) as a new user
-/// turn, and a fresh assistant turn that starts with [`REPAIR_SEED`].
-pub fn repair(previous_sql: &str, error: &str, feedback: &str) -> Segments {
+/// turn, the server's message (or, when `advisory`, the doubt about a statement that runs) and
+/// the catalog facts (`feedback`, may be empty) as a new user turn, and a fresh assistant turn
+/// that starts with [`REPAIR_SEED`].
+pub fn repair(previous_sql: &str, error: &str, feedback: &str, advisory: bool) -> Segments {
     let facts = if feedback.is_empty() { String::new() } else { format!("{feedback}\n") };
+    let verdict = if advisory {
+        format!("Check that query: {error}.")
+    } else {
+        format!("PostgreSQL rejected that query: ERROR: {error}")
+    };
     Segments(vec![
         Segment::Text(previous_sql.to_string()),
         Segment::Template("<|im_end|>\n<|im_start|>user\n"),
         Segment::Text(format!(
-            "PostgreSQL rejected that query: ERROR: {error}\n{facts}Write the corrected query: one SELECT statement that uses only the tables and columns of the schema."
+            "{verdict}\n{facts}Write the corrected query: one SELECT statement that uses only the tables and columns of the schema."
         )),
         Segment::Template("<|im_end|>\n<|im_start|>assistant\n"),
         Segment::Text(REPAIR_SEED.to_string()),
@@ -167,13 +173,14 @@ CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id
 
     #[test]
     fn repair_turn_mentions_the_error() {
-        let t = repair("SELEC 1", "syntax error at or near \"SELEC\"", "").text();
+        let t = repair("SELEC 1", "syntax error at or near \"SELEC\"", "", false).text();
         assert!(t.starts_with("SELEC 1<|im_end|>\n<|im_start|>user\nPostgreSQL rejected that query: ERROR: syntax error"));
         assert!(t.ends_with("<|im_start|>assistant\n```sql\n"));
         let t = repair(
             "SELECT x FROM t",
             "column \"x\" does not exist",
             "t has only these columns: y integer.",
+            false,
         )
         .text();
         assert!(

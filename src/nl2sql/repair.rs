@@ -35,6 +35,12 @@ pub struct Rejection {
     pub hint: Option<String>,
     /// Facts the validator looked up in the catalog (e.g. a function's real signatures).
     pub facts: Vec<String>,
+    /// True for a doubt (`doubt.rs`): the statement is valid and runs, but looks wrong. It is
+    /// worth one repair round, and is kept when the repair does no better.
+    pub advisory: bool,
+    /// The byte span in the statement of the word the rejection is about, when the validator
+    /// located it (doubts do); otherwise [`error_span`] reads it off the message.
+    pub span: Option<(u32, u32)>,
 }
 
 impl From<String> for Rejection {
@@ -118,6 +124,10 @@ pub fn feedback(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> String {
 /// the repeated alias, the grouped-by column, the token a syntax error names. A repair is then
 /// made to write something else there (`Constrainer::with_ban`).
 pub fn error_span(rej: &Rejection, sql: &str) -> Option<(usize, usize)> {
+    if let Some((start, end)) = rej.span {
+        let (start, end) = (start as usize, end as usize);
+        return sql.get(start..end).map(|_| (start, end));
+    }
     let msg = rej.message.as_str();
     let span = |start: Option<usize>, word: &str| start.map(|p| (p, p + word.len()));
     match rej.sqlstate.as_deref()? {
@@ -186,7 +196,7 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
 
 /// Byte offsets of the case-insensitive occurrences of `word` as a whole word (not inside a
 /// longer identifier).
-fn word_positions(hay: &str, word: &str) -> Vec<usize> {
+pub(super) fn word_positions(hay: &str, word: &str) -> Vec<usize> {
     let lower = hay.to_lowercase();
     let w = word.to_lowercase();
     if w.is_empty() || lower.len() != hay.len() {
@@ -512,6 +522,55 @@ pub fn alias_hints(sql: &str, shown: &SchemaInfo) -> Vec<(String, bool, usize)> 
         .collect()
 }
 
+/// The deterministic repair of a column put on the wrong table: the server says `q.c` does not
+/// exist, and exactly one other table among the statement's FROM items has a column `c` (a DBA
+/// reading the statement would requalify it): every `q.c` becomes `alias.c`. Returns the new
+/// statement and a note of the change; it still has to pass validation.
+pub fn requalified(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(String, String)> {
+    if rej.sqlstate.as_deref() != Some(state::UNDEFINED_COLUMN) {
+        return None;
+    }
+    let (Some(q), column) = undefined_column(&rej.message)? else { return None };
+    let froms = from_items(sql);
+    let own = table_for(&q, &froms, shown);
+    let mut owners = froms
+        .iter()
+        .filter(|f| !f.alias.eq_ignore_ascii_case(&q))
+        .filter_map(|f| resolve(f, shown).map(|t| (f, t)))
+        .filter(|(_, t)| own.is_none_or(|o| !std::ptr::eq(o, *t)))
+        .filter(|(_, t)| t.columns.iter().any(|c| c.name == column));
+    let (owner, table) = owners.next()?;
+    if owners.next().is_some() {
+        return None;
+    }
+    // Every `q.c` (plain words, outside quotes), rewritten from the end so offsets hold.
+    let mut out = sql.to_string();
+    let mut changed = 0;
+    for p in word_positions(sql, &column).into_iter().rev() {
+        let Some(before) = sql[..p].strip_suffix('.') else { continue };
+        let start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, ch)| ch.is_alphanumeric() || *ch == '_')
+            .last()
+            .map(|(i, _)| i);
+        let Some(start) = start else { continue };
+        if before[start..].eq_ignore_ascii_case(&q) {
+            out.replace_range(start..before.len(), &owner.alias);
+            changed += 1;
+        }
+    }
+    (changed > 0).then(|| {
+        let note = format!(
+            "{q}.{column} -> {}.{column} ({column} is a column of {}, {})",
+            owner.alias,
+            Renderer::new(shown).table_name(&table.schema, &table.name),
+            owner.alias
+        );
+        (out, note)
+    })
+}
+
 /// The table `qualifier` stands for in the statement: an alias, or a table's own name.
 fn table_for<'a>(qualifier: &str, froms: &[FromItem], shown: &'a SchemaInfo) -> Option<&'a Table> {
     let q = qualifier.to_lowercase();
@@ -833,6 +892,28 @@ mod tests {
         let names: Vec<(String, String)> =
             h.iter().map(|(a, _, i)| (a.clone(), s.tables[*i].name.clone())).collect();
         assert_eq!(names, [("c".into(), "customers".into()), ("o".into(), "orders".into())]);
+    }
+
+    #[test]
+    fn a_column_on_the_wrong_alias_is_requalified_when_one_other_table_has_it() {
+        let s = shop();
+        let rej = |m: &str| rej(state::UNDEFINED_COLUMN, m);
+        let sql = "SELECT AVG(c.total_price), C.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.total_price > 1";
+        let (fixed, note) =
+            requalified(&rej("column c.total_price does not exist"), sql, &s).expect("one owner");
+        assert_eq!(fixed, "SELECT AVG(o.total_price), o.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.total_price > 1");
+        assert_eq!(note, "c.total_price -> o.total_price (total_price is a column of orders, o)");
+        // No other table has it, two have it, or another error: nothing.
+        assert_eq!(requalified(&rej("column c.nothing does not exist"), sql, &s), None);
+        let two =
+            "SELECT c.total_price FROM customers c JOIN orders o ON true JOIN orders o2 ON true";
+        assert_eq!(requalified(&rej("column c.total_price does not exist"), two, &s), None);
+        assert_eq!(requalified(&rej("column \"total_price\" does not exist"), sql, &s), None);
+        let other = Rejection {
+            sqlstate: Some("42P01".into()),
+            ..rej("column c.total_price does not exist")
+        };
+        assert_eq!(requalified(&other, sql, &s), None);
     }
 
     #[test]

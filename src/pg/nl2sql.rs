@@ -100,7 +100,7 @@ fn generate(
             progress.on(p);
             true
         },
-        &mut |sql| validate::validate(sql),
+        &mut |sql| validate::validate_and_review(sql, schema),
         gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut crate::nl2sql::ExecuteFn),
     );
     progress.finish();
@@ -256,11 +256,11 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "repair_rounds": o.attempts.len().saturating_sub(1),
         "candidates": o.candidates.iter().enumerate().map(|(i, c)| json!({
             "sql": c.sql, "branch_at": c.branch, "mean_logprob": c.mean_logprob,
-            "error": c.error, "executed": c.digest.is_some(), "chosen": o.chosen == Some(i),
+            "error": c.error, "doubted": c.doubted, "executed": c.digest.is_some(), "chosen": o.chosen == Some(i),
         })).collect::<Vec<_>>(),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
-            "stop": t.stop.name(), "error": t.error, "sqlstate": t.sqlstate,
+            "stop": t.stop.name(), "error": t.error, "advisory": t.advisory, "rewritten": t.rewritten, "sqlstate": t.sqlstate,
             "feedback": if t.feedback.is_empty() { None } else { Some(&t.feedback) },
             "forward_passes": t.spec.forward_passes, "draft_tokens": t.spec.draft_tokens,
             "accepted_tokens": t.spec.accepted_tokens,
@@ -500,7 +500,7 @@ fn turboinfer_bench(
                 pgrx::check_for_interrupts!();
                 true
             },
-            &mut |sql| validate::validate(sql),
+            &mut |sql| validate::validate(sql).map(drop),
         )
         .unwrap_or_else(|e| report(e));
         let model = loaded.engine.model();

@@ -39,7 +39,7 @@ pub struct Rows {
 pub enum RunError {
     /// The statement is not one plain read-only query (the shape check of
     /// `validate::check_query`); nothing ran. `errors::report_run` raises it as SQLSTATE 25006.
-    Refused { sql: String, reason: Rejection },
+    Refused { sql: String, reason: Box<Rejection> },
     /// The statement raised an ERROR while running (e.g. 42501 permission denied, 22012 division
     /// by zero); everything it did was rolled back. The server's own report (SQLSTATE, message,
     /// detail, hint), re-raised unchanged by `errors::report_run`.
@@ -67,7 +67,8 @@ pub enum RunError {
 ///   an ERROR of the statement comes back as [`RunError::Failed`]; cancellation, timeouts and
 ///   resource errors are re-raised (cancellation stays cancellation).
 pub fn run_read_only(sql: &str, row_limit: usize) -> Result<Rows, RunError> {
-    let refused = |reason: Rejection| RunError::Refused { sql: sql.to_string(), reason };
+    let refused =
+        |reason: Rejection| RunError::Refused { sql: sql.to_string(), reason: Box::new(reason) };
     validate::check_query(sql).map_err(refused)?;
     let text = encoding::try_to_server(sql).map_err(|reason| refused(reason.into()))?;
     let c =

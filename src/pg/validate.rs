@@ -13,7 +13,9 @@
 //!    it touches persists. Analysis calls no function of the statement (it does not plan, so
 //!    no constant folding runs either).
 
-use crate::nl2sql::Rejection;
+use super::nodes::list_ptrs;
+use crate::nl2sql::doubt::{self, QueryFacts};
+use crate::nl2sql::{Rejection, SchemaInfo};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReportWithLevel};
 use pgrx::PgTryBuilder;
@@ -36,10 +38,18 @@ const SIDE_EFFECT_PREFIXES: &[&str] =
 const SIDE_EFFECT_FUNCTIONS: &[&str] =
     &["nextval", "setval", "currval", "lastval", "set_config", "setseed", "loread", "lowrite"];
 
-/// The full validation nl2sql() applies: [`check_query`], then [`analyze`].
-pub fn validate(sql: &str) -> Result<(), Rejection> {
+/// The full validation nl2sql() applies: [`check_query`], then [`analyze`]; what the accepted
+/// statement does with the catalog's columns.
+pub fn validate(sql: &str) -> Result<QueryFacts, Rejection> {
     check_query(sql)?;
     analyze(sql)
+}
+
+/// [`validate`], then the doubts about an accepted statement over the catalog `schema` the
+/// prompt was built from (`nl2sql::doubt`): an advisory rejection when it looks wrong.
+pub fn validate_and_review(sql: &str, schema: &SchemaInfo) -> Result<(), Rejection> {
+    let facts = validate(sql)?;
+    doubt::review(&facts, schema, sql).map_or(Ok(()), Err)
 }
 
 /// A rejection carrying the server's SQLSTATE, message and hint (see `encoding::caught_text`).
@@ -49,6 +59,8 @@ fn rejection(r: &ErrorReportWithLevel) -> Rejection {
         sqlstate: Some(sqlstate(r.sql_error_code() as i32)),
         hint: r.hint().map(super::encoding::caught_text),
         facts: Vec::new(),
+        advisory: false,
+        span: None,
     }
 }
 
@@ -100,21 +112,21 @@ fn server_sql(sql: &str) -> Result<Vec<u8>, Rejection> {
 
 /// What the analysis step found (an error to re-raise is kept until the subtransaction is gone).
 enum Analysis {
-    Accepted,
+    Accepted(QueryFacts),
     Rejected(Rejection),
     Propagate(CaughtError),
 }
 
 /// Parse analysis of `sql` (already checked by [`check_query`]) in a subtransaction that is
 /// always rolled back: the server's error for a statement that does not resolve, a privilege the
-/// caller lacks, or a function with side effects.
-pub fn analyze(sql: &str) -> Result<(), Rejection> {
+/// caller lacks, or a function with side effects; for an accepted statement, its facts.
+pub fn analyze(sql: &str) -> Result<QueryFacts, Rejection> {
     let Ok(c) = CString::new(server_sql(sql)?) else {
         return Err("the answer contains a NUL character".into());
     };
     // SAFETY (of the call inside): parse analysis on the backend thread, in the subtransaction.
     let outcome = match super::subxact::rolled_back(|| unsafe { analyze_in_subtransaction(&c) }) {
-        Ok(Ok(())) => Analysis::Accepted,
+        Ok(Ok(facts)) => Analysis::Accepted(facts),
         Ok(Err(r)) => Analysis::Rejected(r),
         Err(e) => match *e {
             CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
@@ -126,7 +138,7 @@ pub fn analyze(sql: &str) -> Result<(), Rejection> {
         },
     };
     match outcome {
-        Analysis::Accepted => Ok(()),
+        Analysis::Accepted(facts) => Ok(facts),
         Analysis::Rejected(mut r) => {
             if r.sqlstate.as_deref() == Some("42883") {
                 r.facts.extend(function_signatures(&r.message));
@@ -137,8 +149,9 @@ pub fn analyze(sql: &str) -> Result<(), Rejection> {
     }
 }
 
-/// Analyses the statement and checks privileges and functions (inside the subtransaction).
-unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
+/// Analyses the statement and checks privileges and functions (inside the subtransaction);
+/// reads the facts of an accepted statement.
+unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<QueryFacts, Rejection> {
     let list = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
     let stmts = list_ptrs(list);
     let [raw] = stmts.as_slice() else {
@@ -165,7 +178,7 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<(), Rejection> {
             });
         }
     }
-    Ok(())
+    Ok(super::facts::query_facts(query))
 }
 
 /// Why calling function `oid` is not read-only, if it is not.
@@ -251,15 +264,6 @@ fn function_signatures(message: &str) -> Vec<String> {
     } else {
         vec![format!("Existing {name} functions: {}.", found.join(", "))]
     }
-}
-
-/// The pointers of a `List` of nodes (empty for NIL).
-unsafe fn list_ptrs(l: *mut pg_sys::List) -> Vec<*mut c_void> {
-    if l.is_null() {
-        return Vec::new();
-    }
-    let n = usize::try_from((*l).length).unwrap_or(0);
-    (0..n).map(|i| (*(*l).elements.add(i)).ptr_value).collect()
 }
 
 /// Checks the parse tree list.
@@ -360,7 +364,25 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
 fn nl2sql_check(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
     let sql = sql.0;
     let r = validate(&sql).err()?;
-    let facts = crate::nl2sql::repair::feedback(&r, &sql, &super::catalog::read_schema(None));
+    Some(reason(r, &sql, &super::catalog::read_schema(None)))
+}
+
+/// `nl2sql_review(sql)`: [`nl2sql_check`], and for a statement that passes it, the doubts
+/// nl2sql() sends back to the model once (`nl2sql::doubt`: groups the result does not show,
+/// SUM/AVG over identifiers, keys of different tables compared), as "the query runs, but ..."
+/// with the facts a repair round would get. NULL when it passes and nothing looks doubtful.
+/// Never runs `sql`.
+#[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
+fn nl2sql_review(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
+    let sql = sql.0;
+    let schema = super::catalog::read_schema(None);
+    let r = validate_and_review(&sql, &schema).err()?;
+    Some(reason(r, &sql, &schema))
+}
+
+/// The message of `r` with the catalog facts a repair round would show, as the result text.
+fn reason(r: Rejection, sql: &str, schema: &SchemaInfo) -> super::encoding::TextOut {
+    let facts = crate::nl2sql::repair::feedback(&r, sql, schema);
     let reason = if facts.is_empty() { r.message } else { format!("{}\n{facts}", r.message) };
-    Some(super::encoding::TextOut(reason, "the reason"))
+    super::encoding::TextOut(reason, "the reason")
 }

@@ -1,0 +1,305 @@
+//! What an analysed statement does with the catalog's columns ([`QueryFacts`]), read off the
+//! tree parse analysis built: the grouping the top query hides, the columns SUM and AVG add up,
+//! the equalities between columns. The engine side (`nl2sql::doubt`) decides what is doubtful.
+//! Read inside the validation's rolled-back subtransaction; calls nothing of the statement.
+
+use super::nodes::list_ptrs;
+use crate::nl2sql::doubt::{ColumnRef, QueryFacts};
+use pgrx::pg_sys;
+use std::ffi::{c_void, CStr};
+
+/// Facts of the analysed statement `query` (the top query).
+///
+/// # Safety
+/// `query` is a valid analysed `Query`; called on the backend thread.
+pub(super) unsafe fn query_facts(query: *mut pg_sys::Query) -> QueryFacts {
+    let mut w = FactsWalk { rtables: vec![(*query).rtable], facts: QueryFacts::default() };
+    if let Some((groups, at)) = hidden_groups(query) {
+        w.facts.hidden_groups = Some(groups);
+        w.facts.group_at = at;
+    }
+    w.facts.repeated_outputs = repeated_outputs(query);
+    tables_of((*query).rtable, &mut w.facts.tables);
+    pg_sys::query_tree_walker(query, Some(facts_walk), &mut w as *mut FactsWalk as *mut c_void, 0);
+    w.facts
+}
+
+/// A parse location (byte offset in the statement, -1 when unknown).
+fn location(at: i32) -> Option<usize> {
+    usize::try_from(at).ok()
+}
+
+/// Adds the base tables of range table `rtable` to `out` (each once).
+unsafe fn tables_of(rtable: *mut pg_sys::List, out: &mut Vec<(String, String)>) {
+    for p in list_ptrs(rtable) {
+        let rte = p as *mut pg_sys::RangeTblEntry;
+        if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            continue;
+        }
+        let relid = (*rte).relid;
+        let (Some(table), Some(schema)) = (
+            text(pg_sys::get_rel_name(relid)),
+            text(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid))),
+        ) else {
+            continue;
+        };
+        if !out.iter().any(|(s, t)| s == &schema && t == &table) {
+            out.push((schema, table));
+        }
+    }
+}
+
+/// The walk's state: the range tables of the enclosing query levels (innermost last).
+struct FactsWalk {
+    rtables: Vec<*mut pg_sys::List>,
+    facts: QueryFacts,
+}
+
+impl FactsWalk {
+    /// The base-table column `v` stands for, when it is one (not a join, sub-query or CTE column,
+    /// not a whole-row or system column).
+    unsafe fn column(&self, v: *mut pg_sys::Var) -> Option<ColumnRef> {
+        let up = usize::try_from((*v).varlevelsup).ok()?;
+        let rtable = *self.rtables.get(self.rtables.len().checked_sub(1 + up)?)?;
+        column_of(rtable, v)
+    }
+}
+
+/// The base-table column of `v` in range table `rtable`.
+unsafe fn column_of(rtable: *mut pg_sys::List, v: *mut pg_sys::Var) -> Option<ColumnRef> {
+    if (*v).varattno <= 0 {
+        return None;
+    }
+    let index = usize::try_from((*v).varno).ok()?.checked_sub(1)?;
+    let rte = *list_ptrs(rtable).get(index)? as *mut pg_sys::RangeTblEntry;
+    if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+        return None;
+    }
+    let relid = (*rte).relid;
+    let table = text(pg_sys::get_rel_name(relid))?;
+    let schema = text(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid)))?;
+    let column = text(pg_sys::get_attname(relid, (*v).varattno, true))?;
+    Some(ColumnRef { schema, table, column })
+}
+
+/// A catalog name (NULL when the object is gone).
+unsafe fn text(p: *mut std::ffi::c_char) -> Option<String> {
+    (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+}
+
+/// `node` without the relabelling casts parse analysis adds (`varchar` → `text` and the like).
+unsafe fn strip(mut node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    while !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_RelabelType {
+        node = (*(node as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node;
+    }
+    node
+}
+
+/// The top query's grouping expressions when it aggregates, groups, and returns none of them
+/// (not even inside an expression of the result, outside its aggregates): a plain column's
+/// name, `None` for anything else; and where the first one is written.
+type HiddenGroups = (Vec<Option<ColumnRef>>, Option<usize>);
+unsafe fn hidden_groups(q: *mut pg_sys::Query) -> Option<HiddenGroups> {
+    if !(*q).hasAggs || !(*q).groupingSets.is_null() || !(*q).setOperations.is_null() {
+        return None;
+    }
+    let groups = list_ptrs((*q).groupClause);
+    if groups.is_empty() {
+        return None;
+    }
+    let tles: Vec<*mut pg_sys::TargetEntry> =
+        list_ptrs((*q).targetList).into_iter().map(|p| p as *mut pg_sys::TargetEntry).collect();
+    // The plain columns the result shows outside aggregates and window functions.
+    let mut shown: Vec<(i32, i16)> = Vec::new();
+    for &t in tles.iter().filter(|&&t| !(*t).resjunk) {
+        let mut vars = OutsideAggregates { vars: Vec::new() };
+        outside_aggregates((*t).expr as *mut pg_sys::Node, &mut vars as *mut _ as *mut c_void);
+        shown.extend(vars.vars);
+    }
+    let mut hidden = Vec::new();
+    let mut first_at = None;
+    for g in groups {
+        let g = g as *mut pg_sys::SortGroupClause;
+        let t = *tles.iter().find(|&&t| (*t).ressortgroupref == (*g).tleSortGroupRef)?;
+        if !(*t).resjunk {
+            return None; // a grouping expression is in the result
+        }
+        let mut vars = OutsideAggregates { vars: Vec::new() };
+        outside_aggregates((*t).expr as *mut pg_sys::Node, &mut vars as *mut _ as *mut c_void);
+        if vars.vars.iter().any(|v| shown.contains(v)) {
+            return None; // the result shows it through an expression (a formatted date, ...)
+        }
+        let e = (*t).expr as *mut pg_sys::Node;
+        first_at = first_at.or_else(|| location(pg_sys::exprLocation(e)));
+        let e = strip(e);
+        let col = if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_Var {
+            column_of((*q).rtable, e as *mut pg_sys::Var)
+        } else {
+            None
+        };
+        hidden.push(col);
+    }
+    Some((hidden, first_at))
+}
+
+/// The result names of the top query's columns whose expression an earlier column returns
+/// (`equal()`: the same tree, whatever the labels), with a plain column's name and location.
+unsafe fn repeated_outputs(q: *mut pg_sys::Query) -> Vec<(String, Option<(String, usize)>)> {
+    let shown: Vec<*mut pg_sys::TargetEntry> = list_ptrs((*q).targetList)
+        .into_iter()
+        .map(|p| p as *mut pg_sys::TargetEntry)
+        .filter(|&t| !(*t).resjunk)
+        .collect();
+    let mut out = Vec::new();
+    for (j, &t) in shown.iter().enumerate() {
+        let again = shown[..j]
+            .iter()
+            .any(|&e| pg_sys::equal((*e).expr as *const c_void, (*t).expr as *const c_void));
+        if again {
+            let label = text((*t).resname).unwrap_or_else(|| "?column?".to_string());
+            let e = strip((*t).expr as *mut pg_sys::Node);
+            let written = if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_Var {
+                let v = e as *mut pg_sys::Var;
+                column_of((*q).rtable, v).zip(location((*v).location)).map(|(c, at)| (c.column, at))
+            } else {
+                None
+            };
+            out.push((label, written));
+        }
+    }
+    out
+}
+
+/// The (varno, varattno) of the query level's own columns outside aggregates.
+struct OutsideAggregates {
+    vars: Vec<(i32, i16)>,
+}
+
+/// Expression walker for [`OutsideAggregates`]: stops at aggregates, window functions and
+/// sub-queries.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn outside_aggregates(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Var => {
+            let v = node as *mut pg_sys::Var;
+            if (*v).varlevelsup == 0 {
+                (*(ctx as *mut OutsideAggregates)).vars.push(((*v).varno, (*v).varattno));
+            }
+            false
+        }
+        pg_sys::NodeTag::T_Aggref
+        | pg_sys::NodeTag::T_WindowFunc
+        | pg_sys::NodeTag::T_SubLink
+        | pg_sys::NodeTag::T_Query => false,
+        _ => pg_sys::expression_tree_walker(node, Some(outside_aggregates), ctx),
+    }
+}
+
+/// Walks every query level and expression: SUM/AVG arguments and column equalities.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let w = &mut *(ctx as *mut FactsWalk);
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Query => {
+            let q = node as *mut pg_sys::Query;
+            tables_of((*q).rtable, &mut w.facts.tables);
+            w.rtables.push((*q).rtable);
+            let stop = pg_sys::query_tree_walker(q, Some(facts_walk), ctx, 0);
+            w.rtables.pop();
+            return stop;
+        }
+        pg_sys::NodeTag::T_Aggref => {
+            let a = node as *mut pg_sys::Aggref;
+            if let Some(name) = text(pg_sys::get_func_name((*a).aggfnoid)) {
+                if name == "sum" || name == "avg" {
+                    for arg in list_ptrs((*a).args) {
+                        let tle = arg as *mut pg_sys::TargetEntry;
+                        let mut vars = Vec::new();
+                        measured_vars((*tle).expr as *mut pg_sys::Node, &mut vars);
+                        for v in vars {
+                            if let Some(c) = w.column(v) {
+                                w.facts.measured.push((name.clone(), c, location((*v).location)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        pg_sys::NodeTag::T_OpExpr => {
+            let op = node as *mut pg_sys::OpExpr;
+            let args = list_ptrs((*op).args);
+            if args.len() == 2 && text(pg_sys::get_opname((*op).opno)).as_deref() == Some("=") {
+                let (a, b) = (strip(args[0] as _), strip(args[1] as _));
+                let var = |n: *mut pg_sys::Node| {
+                    (!n.is_null() && (*n).type_ == pg_sys::NodeTag::T_Var)
+                        .then_some(n as *mut pg_sys::Var)
+                };
+                if let (Some(va), Some(vb)) = (var(a), var(b)) {
+                    let same_entry =
+                        (*va).varno == (*vb).varno && (*va).varlevelsup == (*vb).varlevelsup;
+                    if !same_entry {
+                        if let (Some(ca), Some(cb)) = (w.column(va), w.column(vb)) {
+                            w.facts.equalities.push((ca, cb));
+                        }
+                    } else if (*va).varattno == (*vb).varattno {
+                        if let Some(c) = w.column(va) {
+                            w.facts.self_compared.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    pg_sys::expression_tree_walker(node, Some(facts_walk), ctx)
+}
+
+/// The columns whose values an aggregate's argument adds up: the argument itself, through
+/// arithmetic, casts, CASE results and COALESCE (a column in a CASE condition or a function's
+/// argument only selects or transforms, it is not added up).
+unsafe fn measured_vars(node: *mut pg_sys::Node, out: &mut Vec<*mut pg_sys::Var>) {
+    let node = strip(node);
+    if node.is_null() {
+        return;
+    }
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Var => out.push(node as *mut pg_sys::Var),
+        pg_sys::NodeTag::T_CoerceViaIO => {
+            measured_vars((*(node as *mut pg_sys::CoerceViaIO)).arg as _, out)
+        }
+        pg_sys::NodeTag::T_FuncExpr => {
+            let f = node as *mut pg_sys::FuncExpr;
+            let cast = (*f).funcformat == pg_sys::CoercionForm::COERCE_EXPLICIT_CAST
+                || (*f).funcformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST;
+            if cast {
+                for a in list_ptrs((*f).args) {
+                    measured_vars(a as _, out);
+                }
+            }
+        }
+        pg_sys::NodeTag::T_OpExpr => {
+            for a in list_ptrs((*(node as *mut pg_sys::OpExpr)).args) {
+                measured_vars(a as _, out);
+            }
+        }
+        pg_sys::NodeTag::T_CaseExpr => {
+            let c = node as *mut pg_sys::CaseExpr;
+            for w in list_ptrs((*c).args) {
+                measured_vars((*(w as *mut pg_sys::CaseWhen)).result as _, out);
+            }
+            measured_vars((*c).defresult as _, out);
+        }
+        pg_sys::NodeTag::T_CoalesceExpr => {
+            for a in list_ptrs((*(node as *mut pg_sys::CoalesceExpr)).args) {
+                measured_vars(a as _, out);
+            }
+        }
+        _ => {}
+    }
+}
