@@ -548,6 +548,9 @@ pub fn requalified(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(St
     let mut changed = 0;
     for p in word_positions(sql, &column).into_iter().rev() {
         let Some(before) = sql[..p].strip_suffix('.') else { continue };
+        if before.matches('\'').count() % 2 == 1 {
+            continue; // inside a string literal
+        }
         let start = before
             .char_indices()
             .rev()
@@ -898,10 +901,10 @@ mod tests {
     fn a_column_on_the_wrong_alias_is_requalified_when_one_other_table_has_it() {
         let s = shop();
         let rej = |m: &str| rej(state::UNDEFINED_COLUMN, m);
-        let sql = "SELECT AVG(c.total_price), C.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.total_price > 1";
+        let sql = "SELECT AVG(c.total_price), C.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.total_price > 1 AND o.status <> 'c.total_price'";
         let (fixed, note) =
             requalified(&rej("column c.total_price does not exist"), sql, &s).expect("one owner");
-        assert_eq!(fixed, "SELECT AVG(o.total_price), o.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.total_price > 1");
+        assert_eq!(fixed, "SELECT AVG(o.total_price), o.total_price FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.total_price > 1 AND o.status <> 'c.total_price'");
         assert_eq!(note, "c.total_price -> o.total_price (total_price is a column of orders, o)");
         // No other table has it, two have it, or another error: nothing.
         assert_eq!(requalified(&rej("column c.nothing does not exist"), sql, &s), None);
