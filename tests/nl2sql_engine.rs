@@ -405,3 +405,57 @@ fn a_column_on_the_wrong_table_is_requalified_without_a_model_round() {
     assert_eq!(r.sql, first.replace(&wrong, &format!("{}.id", o.alias)));
     assert_eq!(r.generated_tokens, greedy.generated_tokens, "no token decoded for the rewrite");
 }
+
+#[test]
+fn a_doubt_s_own_fix_is_used_without_a_model_round_only_when_it_clears_every_doubt() {
+    let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
+    let mut cache = PrefixCache::new();
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut accept = |_: &str| Ok(());
+    let greedy = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut accept).unwrap();
+    let first = greedy.sql.clone();
+    // The validator doubts the first answer and knows its fix (as for an integer ratio).
+    let fixed = format!("{first} LIMIT 10");
+    let doubt = |fixed: &str| turboinfer::nl2sql::Rejection {
+        message: "the query runs, but a / … divides integers".into(),
+        advisory: true,
+        fix: Some(Box::new((fixed.to_string(), "1.0 * written before a / …".into()))),
+        ..Default::default()
+    };
+    let mut fix_passes = |s: &str| if s == first { Err(doubt(&fixed)) } else { Ok(()) };
+    let r = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut fix_passes).unwrap();
+    assert_eq!(r.error, None);
+    assert_eq!(r.attempts.len(), 2, "{:?}", r.attempts);
+    let fix = &r.attempts[1];
+    assert_eq!((fix.generated_tokens, fix.error.as_deref()), (0, None));
+    assert_eq!(fix.rewritten.as_deref(), Some("1.0 * written before a / …"));
+    assert_eq!(r.sql, fixed);
+    assert_eq!(r.generated_tokens, greedy.generated_tokens, "no token decoded for the fix");
+
+    // A fix still doubted (for another reason) is not used: the model gets its round instead,
+    // and the first answer stays when that round does no better.
+    let mut fix_doubted = |s: &str| {
+        if s == first {
+            Err(doubt(&fixed))
+        } else {
+            Err(turboinfer::nl2sql::Rejection {
+                message: "the query runs, but it returns the same expression more than once".into(),
+                advisory: true,
+                ..Default::default()
+            })
+        }
+    };
+    let r = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut fix_doubted).unwrap();
+    assert!(r.attempts.iter().all(|a| a.rewritten.is_none()), "{:?}", r.attempts);
+    assert_eq!(r.attempts.len(), 2, "one model round for the doubt: {:?}", r.attempts);
+    assert!(r.attempts[1].generated_tokens > 0);
+    assert_eq!((r.sql.as_str(), r.error.as_deref()), (first.as_str(), None));
+
+    // With repairs off, nothing is rewritten either.
+    let off = Options { repair_rounds: 0, ..opts };
+    let mut fix_passes = |s: &str| if s == first { Err(doubt(&fixed)) } else { Ok(()) };
+    let r = e.run(&rt, &mut cache, &schema, q, &off, &mut go, &mut fix_passes).unwrap();
+    assert_eq!(r.attempts.len(), 1);
+    assert_eq!((r.sql.as_str(), r.error.as_deref()), (first.as_str(), None));
+}

@@ -5,7 +5,7 @@
 //! *advisory* [`Rejection`]: the engine then asks the model once for a better statement and
 //! keeps the doubted one when the repair does no better. A doubt never makes an answer fail.
 //!
-//! Three shapes, each about SQL, none about a particular schema:
+//! The shapes, each about SQL, none about a particular schema:
 //! - **Groups nobody can tell apart**: the top query aggregates with a GROUP BY, but none of its
 //!   grouping expressions is in the result (one row per group, unlabeled). Asked for one figure,
 //!   a small model often adds a GROUP BY on a key: the answer then has one row per key.
@@ -17,6 +17,10 @@
 //! - **Keys of different tables compared**: `a.x = b.y` where the catalog says `x` identifies
 //!   rows of one table and `y` rows of another (a single-column primary key identifies its own
 //!   table's rows; a single-column foreign key those of the table it references).
+//! - **A ratio of integers**: `a / b` with integer operands and a divisor that is not a constant
+//!   truncates (`3 / 4` is 0), which a rate or share never means. This doubt comes with its fix
+//!   ([`Rejection::fix`]): `1.0 *` written before the dividend, so the division is exact; the
+//!   engine uses it when the fixed statement passes without doubt (no model round).
 
 use super::render::Renderer;
 use super::repair::Rejection;
@@ -57,7 +61,24 @@ pub struct QueryFacts {
     pub repeated_outputs: Vec<(String, Option<(String, usize)>)>,
     /// The base tables the statement reads (schema, table), at any level, each once.
     pub tables: Vec<(String, String)>,
+    /// Divisions of two integers by a divisor that is not a constant, at any level.
+    pub integer_divisions: Vec<Division>,
 }
+
+/// Where an integer division is written: its dividend's first token and its `/` operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Division {
+    pub dividend_at: Option<usize>,
+    pub operator_at: Option<usize>,
+}
+
+/// What is written before a dividend to make its division exact: `1.0 * a / b` is numeric
+/// (`*` and `/` bind equally and from the left, so it reads `(1.0 * a) / b` whatever `a` is: the
+/// dividend's first token starts an operand at least as tight as `*`, or a parenthesised one).
+const EXACT: &str = "1.0 * ";
+
+/// Longest excerpt of a dividend quoted in a doubt.
+const MAX_EXCERPT_CHARS: usize = 60;
 
 /// Farthest a column's name may start after the position of its reference (`alias.` and quotes
 /// before it; names are at most 63 bytes, NAMEDATALEN − 1).
@@ -203,6 +224,20 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
         });
     }
 
+    let mut fix = None;
+    if !facts.integer_divisions.is_empty() {
+        let shown: Vec<String> = facts.integer_divisions.iter().map(|d| excerpt(sql, d)).collect();
+        doubts.push(format!(
+            "{} divides integers: the fraction is cut to a whole number (3 / 4 = 0)",
+            shown.join(", ")
+        ));
+        facts_out.push(
+            "For a rate, share or average, make the division exact: 1.0 * a / b.".to_string(),
+        );
+        fix = exact_divisions(&facts.integer_divisions, sql)
+            .map(|fixed| Box::new((fixed, format!("{EXACT}written before {}", shown.join(", ")))));
+    }
+
     if doubts.is_empty() {
         return None;
     }
@@ -214,7 +249,42 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
         facts: facts_out,
         advisory: true,
         span: span.and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
+        fix,
     })
+}
+
+/// The division `d` as written, from its dividend to its operator (`count(x) / …`), or "a
+/// division" when parse analysis did not locate it.
+fn excerpt(sql: &str, d: &Division) -> String {
+    let (Some(a), Some(o)) = (d.dividend_at, d.operator_at) else {
+        return "a division".to_string();
+    };
+    let Some(text) = sql.get(a..=o) else { return "a division".to_string() };
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() > MAX_EXCERPT_CHARS {
+        let head: String = text.chars().take(MAX_EXCERPT_CHARS).collect();
+        format!("{head}… / …")
+    } else {
+        format!("{text} …")
+    }
+}
+
+/// `sql` with [`EXACT`] written before every located dividend, or `None` when one is not located.
+/// Positions are the server's byte offsets: they equal this string's only over ASCII text (every
+/// server encoding is ASCII below 128), so a dividend after other characters is not fixed.
+fn exact_divisions(divisions: &[Division], sql: &str) -> Option<String> {
+    let mut at: Vec<usize> = divisions
+        .iter()
+        .map(|d| d.dividend_at.filter(|&a| a < sql.len() && sql[..a].is_ascii()))
+        .collect::<Option<_>>()?;
+    // `a / b / c`: both divisions start at `a`; one `1.0 *` makes both exact.
+    at.sort_unstable();
+    at.dedup();
+    let mut out = sql.to_string();
+    for a in at.into_iter().rev() {
+        out.insert_str(a, EXACT);
+    }
+    Some(out)
 }
 
 /// Appends `item` unless `list` has it; true when appended.
@@ -447,5 +517,61 @@ mod tests {
             r.message,
             "the query runs, but sales.customer_id = sales.customer_id compares a column with itself (true on every row)"
         );
+    }
+
+    /// The facts of the divisions written `a / b` in `sql` at the given dividends.
+    fn divisions(sql: &str, dividends: &[&str]) -> QueryFacts {
+        let integer_divisions = dividends
+            .iter()
+            .map(|d| {
+                let a = sql.find(d).expect("dividend in sql");
+                Division { dividend_at: Some(a), operator_at: sql[a..].find('/').map(|o| a + o) }
+            })
+            .collect();
+        QueryFacts { integer_divisions, ..QueryFacts::default() }
+    }
+
+    #[test]
+    fn integer_ratios_are_doubted_and_made_exact() {
+        let sql = "SELECT c.state, count(DISTINCT s.customer_id) / count(*) AS share FROM sales s JOIN customers c ON c.id = s.customer_id GROUP BY c.state";
+        let r = review(&divisions(sql, &["count(DISTINCT"]), &shop(), sql).expect("doubted");
+        assert!(r.advisory);
+        assert_eq!(
+            r.message,
+            "the query runs, but count(DISTINCT s.customer_id) / … divides integers: the fraction is cut to a whole number (3 / 4 = 0)"
+        );
+        assert_eq!(
+            r.facts,
+            vec!["For a rate, share or average, make the division exact: 1.0 * a / b."]
+        );
+        let (fixed, note) = *r.fix.expect("fixed");
+        assert_eq!(fixed, sql.replace("count(DISTINCT", "1.0 * count(DISTINCT"));
+        assert_eq!(note, "1.0 * written before count(DISTINCT s.customer_id) / …");
+        // Parenthesised dividends and chained divisions: one `1.0 *` each place, values unchanged.
+        let sql = "SELECT (a - b) / n, x / y / z FROM t";
+        let (fixed, _) =
+            *review(&divisions(sql, &["a - b", "x / y", "x"]), &shop(), sql).unwrap().fix.unwrap();
+        assert_eq!(fixed, "SELECT (1.0 * a - b) / n, 1.0 * x / y / z FROM t");
+    }
+
+    #[test]
+    fn integer_ratios_are_not_fixed_where_positions_are_unsure() {
+        // Not located: doubted, no fix.
+        let facts = QueryFacts {
+            integer_divisions: vec![Division { dividend_at: None, operator_at: None }],
+            ..QueryFacts::default()
+        };
+        let r = review(&facts, &shop(), "SELECT a / b FROM t").unwrap();
+        assert!(r.message.contains("a division divides integers"), "{}", r.message);
+        assert_eq!(r.fix, None);
+        // After a non-ASCII character the server's byte offsets may not be this string's.
+        let sql = "SELECT 'é', a / b FROM t";
+        let r = review(&divisions(sql, &["a /"]), &shop(), sql).unwrap();
+        assert_eq!(r.fix, None);
+        // A long dividend is quoted in part.
+        let sql = format!("SELECT ({}) / b FROM t", "a + ".repeat(30) + "a");
+        let r = review(&divisions(&sql, &["a + a"]), &shop(), &sql).unwrap();
+        let quoted = format!("but {}… / … divides integers", "a + ".repeat(15));
+        assert!(r.message.contains(&quoted), "{}", r.message);
     }
 }

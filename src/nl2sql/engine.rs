@@ -62,8 +62,9 @@ pub const DEFAULT_CANDIDATES: usize = 4;
 /// forward pass, and a repair answer meets a handful (a banned word, an invented function name
 /// half written); the cap bounds a decode that keeps meeting them.
 const MAX_BACKTRACKS: usize = 32;
-/// Most statements the engine rewrites itself in one call (`repair::requalified`): each fixes
-/// one column reference, and a statement rarely has more wrong ones than this.
+/// Most statements the engine rewrites itself in one call (`repair::requalified`,
+/// `repair::joined`, a doubt's `fix`): each fixes one column reference, one missing table or the
+/// divisions, and a statement rarely has more wrong ones than this.
 const MAX_REWRITES: usize = 3;
 
 /// Runs a validated candidate read-only and returns a digest of its rows (equal results, equal
@@ -127,7 +128,8 @@ pub struct Attempt {
     /// `error` is a doubt (`doubt.rs`): `sql` is valid and runs, but looks wrong.
     pub advisory: bool,
     /// Not decoded: the previous attempt's statement rewritten by the engine (a column put on the
-    /// wrong table requalified, `repair::requalified`), and how.
+    /// wrong table requalified, `repair::requalified`; a table used but not read joined,
+    /// `repair::joined`; integer divisions made exact, a doubt's `fix`), and how.
     pub rewritten: Option<String>,
     /// The SQLSTATE of the rejection, when the server raised it.
     pub sqlstate: Option<String>,
@@ -843,19 +845,27 @@ impl Engine {
                 if done || !repair_fits {
                     break (sql, error);
                 }
-                // A column on the wrong table that exactly one other table has: requalified by
-                // the engine instead of a model round, when that fixes this error (the statement
-                // passes, or fails further on for another reason; a doubt means it did not fix).
-                let fixed = rejection
-                    .as_ref()
-                    .filter(|_| rewrites < MAX_REWRITES)
-                    .and_then(|r| repair::requalified(r, &sql, &shown));
-                if let Some((fixed, note)) = fixed {
+                // The engine's own rewrites instead of a model round: the fix a doubt carries
+                // (an integer ratio made exact), used when the fixed statement passes without
+                // doubt; a column on the wrong table that exactly one other table has,
+                // requalified, or a table used but not read, joined on its declared key, when
+                // that fixes this error (the statement passes, or fails further on for another
+                // reason; a doubt means it did not fix).
+                let fixed = rejection.as_ref().filter(|_| rewrites < MAX_REWRITES).and_then(|r| {
+                    match &r.fix {
+                        Some(fix) => Some(((**fix).clone(), true)),
+                        None => repair::requalified(r, &sql, &shown)
+                            .or_else(|| repair::joined(r, &sql, &shown))
+                            .map(|f| (f, false)),
+                    }
+                });
+                if let Some(((fixed, note), exact)) = fixed {
                     let t = Instant::now();
                     let fixes = match check(&fixed, &stop, opts, validate) {
                         Ok(()) => true,
                         Err(r) => {
-                            !r.advisory
+                            !exact
+                                && !r.advisory
                                 && error.as_deref() != Some(&cap_chars(&r.message, MAX_ERROR_CHARS))
                         }
                     };

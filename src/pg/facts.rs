@@ -4,7 +4,7 @@
 //! Read inside the validation's rolled-back subtransaction; calls nothing of the statement.
 
 use super::nodes::list_ptrs;
-use crate::nl2sql::doubt::{ColumnRef, QueryFacts};
+use crate::nl2sql::doubt::{ColumnRef, Division, QueryFacts};
 use pgrx::pg_sys;
 use std::ffi::{c_void, CStr};
 
@@ -80,6 +80,12 @@ unsafe fn column_of(rtable: *mut pg_sys::List, v: *mut pg_sys::Var) -> Option<Co
     let schema = text(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid)))?;
     let column = text(pg_sys::get_attname(relid, (*v).varattno, true))?;
     Some(ColumnRef { schema, table, column })
+}
+
+/// True when expression `node` is of an integer type (smallint, integer, bigint).
+unsafe fn is_integer(node: *mut pg_sys::Node) -> bool {
+    let t = pg_sys::exprType(node);
+    t == pg_sys::INT2OID || t == pg_sys::INT4OID || t == pg_sys::INT8OID
 }
 
 /// A catalog name (NULL when the object is gone).
@@ -198,7 +204,8 @@ unsafe extern "C-unwind" fn outside_aggregates(node: *mut pg_sys::Node, ctx: *mu
     }
 }
 
-/// Walks every query level and expression: SUM/AVG arguments and column equalities.
+/// Walks every query level and expression: SUM/AVG arguments, column equalities, integer
+/// divisions by something other than a constant.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
@@ -234,7 +241,18 @@ unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void
         pg_sys::NodeTag::T_OpExpr => {
             let op = node as *mut pg_sys::OpExpr;
             let args = list_ptrs((*op).args);
-            if args.len() == 2 && text(pg_sys::get_opname((*op).opno)).as_deref() == Some("=") {
+            let name = text(pg_sys::get_opname((*op).opno));
+            if args.len() == 2 && name.as_deref() == Some("/") {
+                let (a, b) = (args[0] as *mut pg_sys::Node, args[1] as *mut pg_sys::Node);
+                let constant = !strip(b).is_null() && (*strip(b)).type_ == pg_sys::NodeTag::T_Const;
+                if is_integer(a) && is_integer(b) && !constant {
+                    w.facts.integer_divisions.push(Division {
+                        dividend_at: location(pg_sys::exprLocation(a)),
+                        operator_at: location((*op).location),
+                    });
+                }
+            }
+            if args.len() == 2 && name.as_deref() == Some("=") {
                 let (a, b) = (strip(args[0] as _), strip(args[1] as _));
                 let var = |n: *mut pg_sys::Node| {
                     (!n.is_null() && (*n).type_ == pg_sys::NodeTag::T_Var)

@@ -61,6 +61,7 @@ fn rejection(r: &ErrorReportWithLevel) -> Rejection {
         facts: Vec::new(),
         advisory: false,
         span: None,
+        fix: None,
     }
 }
 

@@ -1,8 +1,8 @@
 -- Doubts: statements PostgreSQL accepts whose result can hardly be what was asked.
 --  * nl2sql_review() is nl2sql_check() plus the doubts nl2sql() sends back to the model once:
 --    GROUP BY columns the result does not show, SUM/AVG over identifiers (primary or foreign
---    keys), a result column repeated, and keys of different tables compared; each with the
---    facts a repair round gets;
+--    keys), a result column repeated, keys of different tables compared, a ratio of integers;
+--    each with the facts a repair round gets;
 --  * the ordinary forms of the same queries raise no doubt;
 --  * it never runs the statement, and sees only what analysis sees (the caller's privileges).
 CREATE EXTENSION turboinfer;
@@ -39,6 +39,12 @@ SELECT nl2sql_review('SELECT count(*) FROM sales s JOIN customers c ON s.custome
 -- A result column repeated (whatever its labels); the same column from two tables is not.
 SELECT nl2sql_review('SELECT s.id, s.price, s.id AS sale FROM sales s') AS repeated;
 SELECT nl2sql_review('SELECT s.id, c.id FROM sales s JOIN customers c ON c.id = s.customer_id') AS two_ids;
+
+-- A ratio of integers is cut to a whole number (in a sub-query too); nl2sql() writes 1.0 * before
+-- the dividend itself when that leaves no doubt. A constant divisor, a numeric side: no doubt.
+SELECT nl2sql_review('SELECT c.state, count(*) FILTER (WHERE s.price > 10) / count(*) AS share FROM sales s JOIN customers c ON c.id = s.customer_id GROUP BY c.state') AS integer_ratio;
+SELECT nl2sql_review('SELECT * FROM (SELECT (SELECT count(*) FROM sales) / (SELECT count(*) FROM customers) AS per_customer) t') AS nested_ratio;
+SELECT nl2sql_review('SELECT count(*) / 2, sum(price) / count(*), 1.0 * count(*) / count(DISTINCT customer_id), count(*)::numeric / nullif(count(product_id), 0) FROM sales') AS exact_ratios;
 
 -- Several doubts in one message; a rejected statement gets the rejection, as nl2sql_check.
 SELECT nl2sql_review('SELECT sum(s.id) FROM sales s JOIN customers c ON c.id = s.product_id GROUP BY c.state') AS several;
