@@ -306,14 +306,28 @@ fn weighted_sum_kernels_are_bitwise_reference() {
                     let mut p: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
                     let z: f32 = p.iter().sum();
                     p.iter_mut().for_each(|x| *x /= z.max(1e-6));
-                    let (mut want, mut got) = (vec![f32::NAN; hd], vec![f32::NAN; hd]);
+                    let (mut want, mut got) = (vec![0.0f32; hd], vec![0.0f32; hd]);
                     (reference.weighted_sum(ty).unwrap())(hd, &p, &v, &mut want);
                     (k.weighted_sum(ty).unwrap())(hd, &p, &v, &mut got);
-                    for (d, (a, b)) in got.iter().zip(&want).enumerate() {
+                    // Accumulated over blocks of rows (each call continuing from the last):
+                    // bitwise the one-call sum, as attention's grouped heads rely on.
+                    let mut blocks = vec![0.0f32; hd];
+                    let row_bytes = v.len() / n.max(1);
+                    for (j0, pb) in (0..n).step_by(5).zip(p.chunks(5)) {
+                        let vb = &v[j0 * row_bytes..(j0 + pb.len()) * row_bytes];
+                        (k.weighted_sum(ty).unwrap())(hd, pb, vb, &mut blocks);
+                    }
+                    for (d, ((a, b), c)) in got.iter().zip(&want).zip(&blocks).enumerate() {
                         assert_eq!(
                             a.to_bits(),
                             b.to_bits(),
                             "tier {} {ty} hd {hd} rows {n} lane {d}: {a} vs {b}",
+                            k.tier()
+                        );
+                        assert_eq!(
+                            c.to_bits(),
+                            b.to_bits(),
+                            "tier {} {ty} hd {hd} rows {n} lane {d} in blocks of 5: {c} vs {b}",
                             k.tier()
                         );
                     }

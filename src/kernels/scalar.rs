@@ -66,8 +66,8 @@ fn score_f16(n: usize, k: &[u8], q: &[u8]) -> f32 {
         .sum()
 }
 
-/// Reference weighted sum (`WeightedSumFn`) of rows of `S`-byte elements decoded by `conv`: zero,
-/// then `out[d] += p[j] * v[j][d]` row by row.
+/// Reference weighted sum (`WeightedSumFn`) of rows of `S`-byte elements decoded by `conv`:
+/// `out[d] += p[j] * v[j][d]` row by row, from `out`'s values.
 fn wsum<const S: usize>(
     hd: usize,
     p: &[f32],
@@ -77,7 +77,6 @@ fn wsum<const S: usize>(
 ) {
     assert_eq!(out.len(), hd, "weighted sum output length");
     assert!(v.len() >= p.len() * hd * S, "weighted sum rows too short");
-    out.fill(0.0);
     for (&pj, row) in p.iter().zip(v.chunks_exact(hd * S)) {
         for (o, x) in out.iter_mut().zip(row.chunks_exact(S)) {
             *o += pj * conv(x);

@@ -17,9 +17,11 @@ pub const MAX_BATCH: usize = 8;
 /// in the same order whatever the batch): batched and one-token decoding give identical logits.
 pub type VecDotBatchFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
-/// Attention's weighted V sum: `out[d] = Σ_j p[j] · v[j][d]` over `p.len()` rows of `hd = out.len()`
-/// elements in `v` (F32 or F16 bytes). Every tier computes each lane with the reference's operations
-/// in the reference's order (multiply, then add, row by row), so all tiers agree bit for bit.
+/// Attention's weighted V sum, accumulated: `out[d] += Σ_j p[j] · v[j][d]` over `p.len()` rows of
+/// `hd = out.len()` elements in `v` (F32 or F16 bytes), starting from `out`'s values (zero it for a
+/// plain sum). Every tier computes each lane with the reference's operations in the reference's
+/// order (multiply, then add, row by row), so all tiers agree bit for bit, and a sum taken over
+/// consecutive blocks of rows (each call continuing from the last) is bitwise the one-call sum.
 pub type WeightedSumFn = fn(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]);
 
 /// `y += a * x` over `y.len()` elements (`x.len() >= y.len()`).

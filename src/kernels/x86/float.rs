@@ -115,8 +115,9 @@ pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(
     }
 }
 
-/// `out[d] = Σ_j p[j] · v[j][d]` over `n` rows of `hd` elements at `v` (an attention weighted V sum),
-/// 8-lane vectors, `A` of them per pass over the rows so the accumulators stay in registers.
+/// `out[d] += Σ_j p[j] · v[j][d]` over `n` rows of `hd` elements at `v` (an attention weighted V
+/// sum, from `out`'s values), 8-lane vectors, `A` of them per pass over the rows so the
+/// accumulators stay in registers.
 /// Multiply then add, never fused: each lane performs exactly the scalar reference's operations in
 /// the same order, so the result is bitwise the reference's on every tier.
 ///
@@ -140,6 +141,9 @@ pub(crate) unsafe fn wsum256<W: FloatW>(
         d0: usize,
     ) {
         let mut acc = [_mm256_setzero_ps(); A];
+        for (i, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm256_loadu_ps(out.add(d0 + 8 * i));
+        }
         for j in 0..n {
             let pj = _mm256_set1_ps(*p.add(j));
             let row = v.add((j * hd + d0) * W::SIZE);
@@ -186,6 +190,9 @@ pub(crate) unsafe fn wsum512<W: FloatW>(
         d0: usize,
     ) {
         let mut acc = [_mm512_setzero_ps(); A];
+        for (i, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm512_loadu_ps(out.add(d0 + 16 * i));
+        }
         for j in 0..n {
             let pj = _mm512_set1_ps(*p.add(j));
             let row = v.add((j * hd + d0) * W::SIZE);
@@ -223,7 +230,7 @@ unsafe fn wsum_tail<W: FloatW>(
     d0: usize,
 ) {
     for d in d0..hd {
-        let mut s = 0.0f32;
+        let mut s = *out.add(d);
         for j in 0..n {
             s += *p.add(j) * W::one(v.add((j * hd + d) * W::SIZE));
         }

@@ -115,7 +115,7 @@ fn check_wsum(hd: usize, n: usize, size: usize, v_len: usize, out_len: usize) {
 /// Defines the safe weighted-sum entry `$name` over `$w` rows with kernel `float::$k`, compiled with `$feat`.
 macro_rules! wsum_entry {
     ($name:ident, $feat:literal, $k:ident, $w:ty) => {
-        /// `out = Σ_j p[j] · v[j]` over `p.len()` rows of `out.len()` elements (see `WeightedSumFn`).
+        /// `out += Σ_j p[j] · v[j]` over `p.len()` rows of `out.len()` elements (see `WeightedSumFn`).
         pub(crate) fn $name(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
             /// The kernel compiled for this tier.
             #[target_feature(enable = $feat)]
