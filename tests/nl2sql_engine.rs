@@ -324,6 +324,43 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
 }
 
 #[test]
+fn kept_rows_give_the_same_repairs_and_branches_with_fewer_prompt_tokens() {
+    // Every statement rejected: two repair rounds, then three branches off the first answer.
+    // Each turn starts again after the question; keeping the rows the cache still holds must
+    // change nothing but the prompt tokens run (the forward pass is batch-invariant).
+    let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut run = |keep_rows: bool| {
+        let opts = Options { candidates: 4, keep_rows, ..opts };
+        let mut reject = |_: &str| Err(turboinfer::nl2sql::Rejection::from("nope"));
+        let mut cache = PrefixCache::new();
+        e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut reject).unwrap()
+    };
+    let (fresh, kept) = (run(false), run(true));
+    assert!(fresh.attempts.len() >= 2 && fresh.candidates.len() >= 2, "{fresh:?}");
+    assert_eq!(kept.attempts, fresh.attempts);
+    assert_eq!(kept.candidates, fresh.candidates);
+    assert_eq!((&kept.sql, &kept.error, kept.chosen), (&fresh.sql, &fresh.error, fresh.chosen));
+    assert_eq!(
+        (kept.generated_tokens, kept.forward_passes, kept.accepted_tokens),
+        (fresh.generated_tokens, fresh.forward_passes, fresh.accepted_tokens)
+    );
+    // The first repair turn starts with the statement just decoded: its rows are kept.
+    eprintln!(
+        "prompt tokens run after the question: {} kept rows, {} recomputed",
+        kept.prefill_tokens - kept.prompt_tokens,
+        fresh.prefill_tokens - fresh.prompt_tokens
+    );
+    assert!(
+        kept.prefill_tokens + 8 <= fresh.prefill_tokens,
+        "{} vs {}",
+        kept.prefill_tokens,
+        fresh.prefill_tokens
+    );
+}
+
+#[test]
 fn a_doubted_answer_gets_one_repair_and_is_kept_when_the_repair_does_no_better() {
     let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
     let mut cache = PrefixCache::new();

@@ -8,7 +8,11 @@
 //! The shapes, each about SQL, none about a particular schema:
 //! - **Groups nobody can tell apart**: the top query aggregates with a GROUP BY, but none of its
 //!   grouping expressions is in the result (one row per group, unlabeled). Asked for one figure,
-//!   a small model often adds a GROUP BY on a key: the answer then has one row per key.
+//!   a small model often adds a GROUP BY on a key: the answer then has one row per key. When
+//!   every hidden grouping expression is a key column and the top query has no HAVING, LIMIT,
+//!   OFFSET, DISTINCT or window function, the doubt comes with its fix: the GROUP BY removed
+//!   (the aggregates once over the same rows), used when the fixed statement passes without
+//!   doubt (no model round). Otherwise the model chooses between removing it and returning it.
 //! - **Arithmetic on identifiers**: SUM or AVG over a primary-key or foreign-key column (also
 //!   inside arithmetic, casts, CASE results). Identifiers are labels, not quantities.
 //! - **A result column repeated**: the top query returns the same expression twice (a small
@@ -20,7 +24,8 @@
 //! - **A ratio of integers**: `a / b` with integer operands and a divisor that is not a constant
 //!   truncates (`3 / 4` is 0), which a rate or share never means. This doubt comes with its fix
 //!   ([`Rejection::fix`]): `1.0 *` written before the dividend, so the division is exact; the
-//!   engine uses it when the fixed statement passes without doubt (no model round).
+//!   engine uses it when the fixed statement passes without doubt (no model round). Both fixes
+//!   of one statement are made together.
 
 use super::render::Renderer;
 use super::repair::Rejection;
@@ -49,6 +54,9 @@ pub struct QueryFacts {
     pub hidden_groups: Option<Vec<Option<ColumnRef>>>,
     /// Where the first hidden grouping expression is written.
     pub group_at: Option<usize>,
+    /// With `hidden_groups`: the top query has no HAVING, LIMIT, OFFSET, DISTINCT or window
+    /// function, so without its GROUP BY it computes its aggregates once over the same rows.
+    pub ungroupable: bool,
     /// Columns whose values SUM or AVG adds up (the aggregate's name, the column, where the
     /// column is written), at any level.
     pub measured: Vec<(String, ColumnRef, Option<usize>)>,
@@ -105,6 +113,9 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
     let mut facts_out: Vec<String> = Vec::new();
     // The word a repair must not write again at the same place: the first doubt's, when located.
     let mut span: Option<(usize, usize)> = None;
+    // The engine's own fix, as edits of `sql`: `(start, end, text)` replaces `start..end`.
+    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut fixed_what: Vec<String> = Vec::new();
 
     if let Some(groups) = &facts.hidden_groups {
         let listed: Vec<String> = groups.iter().flatten().map(&name).collect();
@@ -122,11 +133,21 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
                 .to_string(),
         );
         // The GROUP keyword: written again at the same place only after a changed select list.
-        span = span.or_else(|| {
-            let at = facts.group_at?;
+        let group_kw = facts.group_at.and_then(|at| {
             let p = super::repair::word_positions(sql, "group").into_iter().rfind(|&p| p < at)?;
             Some((p, p + "group".len()))
         });
+        span = span.or(group_kw);
+        // Groups that are the rows of a table (a key), unlabeled: one figure per row of it is
+        // what nobody asks for; the figure over all rows is the fix (no model round).
+        let keyed =
+            groups.iter().all(|g| g.as_ref().is_some_and(|c| identified(schema, c).is_some()));
+        if let (true, true, Some((p, _))) = (facts.ungroupable, keyed, group_kw) {
+            if let Some(end) = group_clause_end(sql, p) {
+                edits.push((p, end, ""));
+                fixed_what.push(format!("GROUP BY {} removed", listed.join(", ")));
+            }
+        }
     }
 
     if !facts.repeated_outputs.is_empty() {
@@ -234,8 +255,19 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
         facts_out.push(
             "For a rate, share or average, make the division exact: 1.0 * a / b.".to_string(),
         );
-        fix = exact_divisions(&facts.integer_divisions, sql)
-            .map(|fixed| Box::new((fixed, format!("{EXACT}written before {}", shown.join(", ")))));
+        match exact_divisions(&facts.integer_divisions, sql) {
+            Some(at) => {
+                edits.extend(at.into_iter().map(|a| (a, a, EXACT)));
+                fixed_what.push(format!("{EXACT}written before {}", shown.join(", ")));
+            }
+            // One part of the fix missing: no fix (the model round sees every doubt).
+            None => edits.clear(),
+        }
+    }
+    if !edits.is_empty() && !fixed_what.is_empty() {
+        // A clause removed at the end leaves the blanks before it.
+        fix = apply_edits(sql, edits)
+            .map(|fixed| Box::new((fixed.trim_end().to_string(), fixed_what.join("; "))));
     }
 
     if doubts.is_empty() {
@@ -269,10 +301,11 @@ fn excerpt(sql: &str, d: &Division) -> String {
     }
 }
 
-/// `sql` with [`EXACT`] written before every located dividend, or `None` when one is not located.
-/// Positions are the server's byte offsets: they equal this string's only over ASCII text (every
-/// server encoding is ASCII below 128), so a dividend after other characters is not fixed.
-fn exact_divisions(divisions: &[Division], sql: &str) -> Option<String> {
+/// Where [`EXACT`] goes to make every division exact: before each located dividend, or `None`
+/// when one is not located. Positions are the server's byte offsets: they equal this string's
+/// only over ASCII text (every server encoding is ASCII below 128), so a dividend after other
+/// characters is not fixed.
+fn exact_divisions(divisions: &[Division], sql: &str) -> Option<Vec<usize>> {
     let mut at: Vec<usize> = divisions
         .iter()
         .map(|d| d.dividend_at.filter(|&a| a < sql.len() && sql[..a].is_ascii()))
@@ -280,9 +313,89 @@ fn exact_divisions(divisions: &[Division], sql: &str) -> Option<String> {
     // `a / b / c`: both divisions start at `a`; one `1.0 *` makes both exact.
     at.sort_unstable();
     at.dedup();
+    Some(at)
+}
+
+/// Clause keywords that end a GROUP BY list at its own parenthesis depth.
+const AFTER_GROUP_BY: &[&str] = &[
+    "having",
+    "order",
+    "limit",
+    "offset",
+    "window",
+    "fetch",
+    "union",
+    "intersect",
+    "except",
+    "for",
+];
+
+/// The end of the GROUP BY clause whose GROUP keyword is at byte `group` of `sql` (ASCII before
+/// it, `GROUP BY` as written there): the next clause keyword at the same depth, a `)` closing
+/// that depth, a `;`, or the end of the statement (trailing blanks included). Strings, quoted
+/// names and comments are skipped.
+fn group_clause_end(sql: &str, group: usize) -> Option<usize> {
+    if !sql.get(..group)?.is_ascii() {
+        return None;
+    }
+    let after = &sql[group + "group".len()..];
+    let by = after.trim_start();
+    if !by.get(..2)?.eq_ignore_ascii_case("by") || after.len() == by.len() {
+        return None;
+    }
+    let b = sql.as_bytes();
+    let start = sql.len() - by.len() + 2;
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+    let (mut i, mut depth) = (start, 0usize);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 1);
+            }
+            b'(' => depth += 1,
+            b')' if depth == 0 => return Some(i),
+            b')' => depth -= 1,
+            b';' if depth == 0 => return Some(i),
+            c if depth == 0 && c.is_ascii_alphabetic() && !ident(b[i - 1]) => {
+                let len = b[i..].iter().take_while(|&&c| ident(c)).count();
+                let word = sql[i..i + len].to_ascii_lowercase();
+                if AFTER_GROUP_BY.contains(&word.as_str()) {
+                    return Some(i);
+                }
+                i += len;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Some(b.len())
+}
+
+/// `sql` with `edits` made (`(start, end, text)`: `start..end` replaced by `text`), or `None`
+/// when two overlap or one is not on character boundaries.
+fn apply_edits(sql: &str, mut edits: Vec<(usize, usize, &str)>) -> Option<String> {
+    edits.sort_unstable_by_key(|e| (e.0, e.1));
+    if edits.windows(2).any(|w| w[0].1 > w[1].0) {
+        return None;
+    }
     let mut out = sql.to_string();
-    for a in at.into_iter().rev() {
-        out.insert_str(a, EXACT);
+    for (start, end, text) in edits.into_iter().rev() {
+        if !(out.is_char_boundary(start) && out.is_char_boundary(end) && start <= end) {
+            return None;
+        }
+        out.replace_range(start..end, text);
     }
     Some(out)
 }
@@ -411,14 +524,20 @@ mod tests {
         assert_eq!(review(&facts, &shop(), sql), None);
     }
 
+    /// `sql` grouped by `s.customer_id` (a foreign key), which its result does not show.
+    fn grouped_by_customer(sql: &str, ungroupable: bool) -> QueryFacts {
+        QueryFacts {
+            hidden_groups: Some(vec![Some(c("sales", "customer_id"))]),
+            group_at: sql.find("s.customer_id"),
+            ungroupable,
+            ..QueryFacts::default()
+        }
+    }
+
     #[test]
     fn hidden_groups_are_doubted_with_advice_and_the_group_keyword_located() {
         let sql = "SELECT count(*) FROM sales s\nGROUP BY s.customer_id";
-        let facts = QueryFacts {
-            hidden_groups: Some(vec![Some(c("sales", "customer_id"))]),
-            group_at: sql.find("s.customer_id"),
-            ..QueryFacts::default()
-        };
+        let facts = grouped_by_customer(sql, false);
         let r = review(&facts, &shop(), sql).expect("doubted");
         assert!(r.advisory);
         assert!(
@@ -433,6 +552,55 @@ mod tests {
         let r = review(&facts, &shop(), sql).unwrap();
         assert!(r.message.contains("its GROUP BY expressions"));
         assert_eq!(r.span, None, "not located");
+    }
+
+    #[test]
+    fn a_group_by_on_an_unreturned_key_is_removed_by_the_fix() {
+        let sql = "SELECT count(*), sum(s.price) FROM sales s WHERE s.qty > 1\nGROUP BY s.customer_id\nORDER BY 1";
+        let keyed = grouped_by_customer(sql, true);
+        let r = review(&keyed, &shop(), sql).expect("doubted");
+        let (fixed, note) = *r.fix.expect("fixed");
+        assert_eq!(fixed, "SELECT count(*), sum(s.price) FROM sales s WHERE s.qty > 1\nORDER BY 1");
+        assert_eq!(note, "GROUP BY sales.customer_id removed");
+        // With integer divisions too: both edits.
+        let sql2 = "SELECT count(*) / count(s.qty) FROM sales s GROUP BY s.id";
+        let facts = QueryFacts {
+            hidden_groups: Some(vec![Some(c("sales", "id"))]),
+            group_at: sql2.find("s.id"),
+            ungroupable: true,
+            integer_divisions: vec![Division { dividend_at: Some(7), operator_at: Some(16) }],
+            ..QueryFacts::default()
+        };
+        let (fixed, _) = *review(&facts, &shop(), sql2).unwrap().fix.unwrap();
+        assert_eq!(fixed, "SELECT 1.0 * count(*) / count(s.qty) FROM sales s");
+        // Not a key, or HAVING / LIMIT / DISTINCT / windows at the top: the model decides.
+        let plain =
+            QueryFacts { hidden_groups: Some(vec![Some(c("sales", "qty"))]), ..keyed.clone() };
+        assert_eq!(review(&plain, &shop(), sql).unwrap().fix, None);
+        let limited = QueryFacts { ungroupable: false, ..keyed };
+        assert_eq!(review(&limited, &shop(), sql).unwrap().fix, None);
+    }
+
+    #[test]
+    fn group_by_clauses_end_at_the_next_clause_of_their_level() {
+        fn end(sql: &str) -> Option<&str> {
+            let g = sql.to_ascii_lowercase().find("group").unwrap();
+            group_clause_end(sql, g).map(|e| &sql[g..e])
+        }
+        assert_eq!(end("SELECT 1 FROM t GROUP BY a, b"), Some("GROUP BY a, b"));
+        assert_eq!(end("SELECT 1 FROM t group by a HAVING x"), Some("group by a "));
+        assert_eq!(
+            end("SELECT 1 FROM t GROUP BY f(a, (b)), 'order' ORDER BY 1"),
+            Some("GROUP BY f(a, (b)), 'order' ")
+        );
+        assert_eq!(
+            end("SELECT 1 FROM t GROUP BY \"limit\" -- order\n LIMIT 1"),
+            Some("GROUP BY \"limit\" -- order\n ")
+        );
+        assert_eq!(end("(SELECT 1 FROM t GROUP BY a) UNION SELECT 2"), Some("GROUP BY a"));
+        assert_eq!(end("SELECT 1 FROM t GROUP BY a;"), Some("GROUP BY a"));
+        assert_eq!(end("SELECT 1 FROM t GROUP BY a_order LIMIT 2"), Some("GROUP BY a_order "));
+        assert_eq!(end("SELECT 1 FROM t GROUPBY a"), None);
     }
 
     #[test]

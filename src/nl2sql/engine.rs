@@ -7,6 +7,7 @@ use super::constrain::Constrainer;
 use super::decode::{self, Choice, DecodeLimits, Decoded, SpecStats, StopReason};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
+use super::held::Held;
 use super::ident::sanitize_question;
 use super::memory_plan::MemoryPlan;
 use super::progress::Progress;
@@ -93,6 +94,10 @@ pub struct Options {
     /// branches off the first answer, decoded when the caller executes candidates or when the
     /// greedy line ends rejected.
     pub candidates: usize,
+    /// Keep the cache rows a repair turn or a branch shares with what the cache holds after
+    /// the question (`held.rs`): exact (the same answers), fewer prompt tokens; off only to
+    /// compare.
+    pub keep_rows: bool,
 }
 
 impl Default for Options {
@@ -108,6 +113,7 @@ impl Default for Options {
             schema_constraints: false,
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
             candidates: DEFAULT_CANDIDATES,
+            keep_rows: true,
         }
     }
 }
@@ -743,6 +749,8 @@ impl Engine {
             };
             let mut context: Vec<u32> =
                 plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+            // What the cache holds after the question, for the turns that start the same way.
+            let mut held = Held::new(n_question_end, opts.keep_rows && self.batch_invariant());
 
             let mut attempts = Vec::with_capacity(1 + opts.repair_rounds);
             // Rejected statements and the byte span of their located error, for the repair bans.
@@ -794,6 +802,8 @@ impl Engine {
                         None,
                     ),
                 };
+                // The decode fed every token it kept but its last (`speculate::decode`).
+                held.fed(&ids[..ids.len().saturating_sub(1)], kv.len());
                 if attempts.is_empty() {
                     first_scores.clone_from(&scores);
                 }
@@ -837,11 +847,12 @@ impl Engine {
                 let rounds =
                     opts.repair_rounds + rewrites + usize::from(advisory && opts.repair_rounds > 0);
                 let done = error.is_none() || attempts.len() > rounds || repeated || doubted_again;
-                let repair_fits = error.is_some() && {
-                    kv.truncate(n_question_end);
-                    kv.check_room(opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS)
-                        .is_ok()
-                };
+                // Each round starts again right after the question.
+                let repair_fits = error.is_some()
+                    && n_question_end
+                        + opts.max_new_tokens.min(capacity / 4)
+                        + REPAIR_RESERVE_TOKENS
+                        <= kv.capacity();
                 if done || !repair_fits {
                     break (sql, error);
                 }
@@ -893,12 +904,17 @@ impl Engine {
                     c = c.with_ban(rejected, *start, *end);
                 }
                 shaping.constrainer = Some(c);
-                kv.check_room(repair_ids.len() + 1)?;
+                // The turn starts with the rejected statement: the rows of its tokens the cache
+                // still holds (just decoded) are kept (`held.rs`).
+                let (kept, rest) = held.resume(&repair_ids);
+                kv.truncate(kept);
+                kv.check_room(rest.len() + 1)?;
                 let t4 = Instant::now();
                 context.truncate(n_question_end);
                 context.extend_from_slice(&repair_ids);
-                logits = self.prefill(rt, kv, &repair_ids, on_progress)?;
-                prefill_tokens += repair_ids.len();
+                logits = self.prefill(rt, kv, rest, on_progress)?;
+                held.fed(rest, kv.len());
+                prefill_tokens += rest.len();
                 timings.prefill_ms += ms_since(t4);
             };
 
@@ -945,13 +961,17 @@ impl Engine {
                     let mut prefix = first.ids[..p].to_vec();
                     prefix.push(alt.alt);
                     let max_new = opts.max_new_tokens.saturating_sub(prefix.len());
-                    kv.truncate(n_question_end);
-                    if max_new == 0 || kv.check_room(prefix.len() + 1).is_err() {
+                    if max_new == 0 || n_question_end + prefix.len() + 1 > kv.capacity() {
                         continue;
                     }
+                    // The first answer's tokens up to the branch point: kept where the cache
+                    // still holds them (the last repair turn starts with them, or the last branch).
+                    let (kept, rest) = held.resume(&prefix);
+                    kv.truncate(kept);
                     let t1 = Instant::now();
-                    let logits = self.prefill(rt, kv, &prefix, on_progress)?;
-                    prefill_tokens += prefix.len();
+                    let logits = self.prefill(rt, kv, rest, on_progress)?;
+                    held.fed(rest, kv.len());
+                    prefill_tokens += rest.len();
                     timings.prefill_ms += ms_since(t1);
                     context.truncate(n_question_end);
                     context.extend_from_slice(&prefix);
@@ -978,6 +998,7 @@ impl Engine {
                         on_progress,
                     )?;
                     timings.decode_ms += ms_since(t2);
+                    held.fed(&d.ids[..d.ids.len().saturating_sub(1)], kv.len());
                     generated_tokens += d.ids.len();
                     spec.add(d.stats);
                     let branch_sql = extract_sql(&d.text).sql;

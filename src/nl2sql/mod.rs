@@ -13,6 +13,7 @@ pub mod doubt;
 pub mod draft;
 mod engine;
 mod error;
+mod held;
 pub mod ident;
 mod memory_plan;
 pub mod model_path;

@@ -127,7 +127,8 @@ pub fn question(q: &str) -> Segments {
 }
 
 /// The repair turn, appended after the question part: the rejected answer as the assistant's
-/// turn, the server's message (or, when `advisory`, the doubt about a statement that runs) and
+/// turn (in a SQL fence, as the models write their answers: the cache rows of the answer just
+/// decoded then serve this turn too, `held.rs`), the server's message (or, when `advisory`, the doubt about a statement that runs) and
 /// the catalog facts (`feedback`, may be empty) as a new user turn, and a fresh assistant turn
 /// that starts with [`REPAIR_SEED`].
 pub fn repair(previous_sql: &str, error: &str, feedback: &str, advisory: bool) -> Segments {
@@ -138,7 +139,7 @@ pub fn repair(previous_sql: &str, error: &str, feedback: &str, advisory: bool) -
         format!("PostgreSQL rejected that query: ERROR: {error}")
     };
     Segments(vec![
-        Segment::Text(previous_sql.to_string()),
+        Segment::Text(format!("{REPAIR_SEED}{previous_sql}\n```")),
         Segment::Template("<|im_end|>\n<|im_start|>user\n"),
         Segment::Text(format!(
             "{verdict}\n{facts}Write the corrected query: one SELECT statement that uses only the tables and columns of the schema."
@@ -174,7 +175,7 @@ CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id
     #[test]
     fn repair_turn_mentions_the_error() {
         let t = repair("SELEC 1", "syntax error at or near \"SELEC\"", "", false).text();
-        assert!(t.starts_with("SELEC 1<|im_end|>\n<|im_start|>user\nPostgreSQL rejected that query: ERROR: syntax error"));
+        assert!(t.starts_with("```sql\nSELEC 1\n```<|im_end|>\n<|im_start|>user\nPostgreSQL rejected that query: ERROR: syntax error"));
         assert!(t.ends_with("<|im_start|>assistant\n```sql\n"));
         let t = repair(
             "SELECT x FROM t",

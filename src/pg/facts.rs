@@ -17,6 +17,12 @@ pub(super) unsafe fn query_facts(query: *mut pg_sys::Query) -> QueryFacts {
     if let Some((groups, at)) = hidden_groups(query) {
         w.facts.hidden_groups = Some(groups);
         w.facts.group_at = at;
+        let q = &*query;
+        w.facts.ungroupable = q.havingQual.is_null()
+            && q.limitCount.is_null()
+            && q.limitOffset.is_null()
+            && q.distinctClause.is_null()
+            && !q.hasWindowFuncs;
     }
     w.facts.repeated_outputs = repeated_outputs(query);
     tables_of((*query).rtable, &mut w.facts.tables);

@@ -51,6 +51,7 @@ fn options() -> Options {
             .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
         candidates: usize::try_from(gucs::CANDIDATES.get())
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
+        ..Options::default()
     }
 }
 

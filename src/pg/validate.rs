@@ -371,14 +371,27 @@ fn nl2sql_check(sql: super::encoding::Text) -> Option<super::encoding::TextOut> 
 /// `nl2sql_review(sql)`: [`nl2sql_check`], and for a statement that passes it, the doubts
 /// nl2sql() sends back to the model once (`nl2sql::doubt`: groups the result does not show,
 /// SUM/AVG over identifiers, keys of different tables compared), as "the query runs, but ..."
-/// with the facts a repair round would get. NULL when it passes and nothing looks doubtful.
-/// Never runs `sql`.
+/// with the facts a repair round would get, and the engine's own fix when a doubt has one that
+/// passes without doubt ("nl2sql() rewrites it: ...", used instead of a model round). NULL when
+/// it passes and nothing looks doubtful. Never runs `sql`.
 #[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
 fn nl2sql_review(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
     let sql = sql.0;
     let schema = super::catalog::read_schema(None);
     let r = validate_and_review(&sql, &schema).err()?;
-    Some(reason(r, &sql, &schema))
+    let rewrite = r
+        .fix
+        .as_deref()
+        .filter(|(fixed, _)| validate_and_review(fixed, &schema).is_ok())
+        .map(|(fixed, how)| format!("nl2sql() rewrites it ({how}):\n{fixed}"));
+    let super::encoding::TextOut(text, what) = reason(r, &sql, &schema);
+    Some(super::encoding::TextOut(
+        match rewrite {
+            Some(w) => format!("{text}\n{w}"),
+            None => text,
+        },
+        what,
+    ))
 }
 
 /// The message of `r` with the catalog facts a repair round would show, as the result text.

@@ -3,6 +3,8 @@
 --    GROUP BY columns the result does not show, SUM/AVG over identifiers (primary or foreign
 --    keys), a result column repeated, keys of different tables compared, a ratio of integers;
 --    each with the facts a repair round gets;
+--  * the engine's own fix when a doubt has one (no model round): a GROUP BY on a hidden key removed,
+--    1.0 * written before an integer dividend;
 --  * the ordinary forms of the same queries raise no doubt;
 --  * it never runs the statement, and sees only what analysis sees (the caller's privileges).
 CREATE EXTENSION turboinfer;
@@ -14,7 +16,13 @@ CREATE TABLE shop.sales (id integer PRIMARY KEY, customer_id integer REFERENCES 
 SET search_path = shop, public;
 
 -- A figure asked for once, grouped by a key the result does not show: one unlabeled row per key.
+-- nl2sql() removes such a GROUP BY itself (the figure over all rows) when nothing at the top
+-- depends on the groups (HAVING, LIMIT, OFFSET, DISTINCT, a window); otherwise the model decides.
 SELECT nl2sql_review('SELECT count(*), sum(s.price) FROM sales s WHERE s.sold_on >= CURRENT_DATE - 30 GROUP BY s.customer_id') AS hidden_group;
+SELECT nl2sql_review('SELECT count(*) / count(s.product_id), max(s.price) FROM sales s GROUP BY s.id ORDER BY 2 DESC') AS hidden_key_and_ratio;
+SELECT nl2sql_review('SELECT max(s.price) FROM sales s GROUP BY s.customer_id ORDER BY 1 DESC LIMIT 1') AS hidden_group_top_one;
+SELECT nl2sql_review('SELECT count(*) FROM sales s GROUP BY s.customer_id HAVING count(*) > 2') AS hidden_group_having;
+SELECT nl2sql_review('SELECT sum(price) FROM sales GROUP BY sold_on') AS hidden_non_key;
 SELECT nl2sql_review('SELECT avg(price) FROM sales GROUP BY date_part(''year'', sold_on)') AS hidden_expression;
 -- Shown, directly or through an expression of the result: no doubt.
 SELECT nl2sql_review('SELECT s.customer_id, count(*) FROM sales s GROUP BY s.customer_id') AS group_shown;
