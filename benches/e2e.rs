@@ -4,7 +4,12 @@
 //! tokens instead (llama-bench's `-d`): nl2sql decodes after a schema prompt of ~750 tokens, where
 //! attention over the cache is a large part of each step.
 //!
+//! `--verify 1,2,4` measures instead what speculative decoding pays per verification pass: one
+//! forward pass over b tokens with logits for every row, after the D cached tokens, for each listed
+//! b in turn (interleaved, so drift hits every size alike); median ms and the ratio to b = 1.
+//!
 //! cargo bench --bench e2e -- [--reps R] [--pp N] [--tg N] [--depth D] [-t THREADS] MODEL.gguf...
+//! cargo bench --bench e2e -- --verify 1,2,3,4 [--reps R] [--depth D] [-t THREADS] MODEL.gguf...
 
 use std::time::Instant;
 use turboinfer::model::{Logits, Model};
@@ -21,12 +26,22 @@ struct Args {
     tg: usize,
     depth: usize,
     threads: usize,
+    /// Batch sizes of `--verify` (empty: the pp/tg run).
+    verify: Vec<usize>,
     models: Vec<String>,
 }
 
 /// Reads the command line (cargo bench passes `--bench`, which is ignored).
 fn parse_args() -> Args {
-    let mut a = Args { reps: 3, pp: 64, tg: 64, depth: 0, threads: 2, models: Vec::new() };
+    let mut a = Args {
+        reps: 3,
+        pp: 64,
+        tg: 64,
+        depth: 0,
+        threads: 2,
+        verify: Vec::new(),
+        models: Vec::new(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         let mut num = |name: &str| -> usize {
@@ -41,6 +56,11 @@ fn parse_args() -> Args {
             "--tg" => a.tg = num("--tg"),
             "--depth" => a.depth = num("--depth"),
             "-t" | "--threads" => a.threads = num("-t"),
+            "--verify" => {
+                let list = it.next().unwrap_or_default();
+                a.verify = list.split(',').map(|b| b.parse().expect("--verify 1,2,4")).collect();
+                assert!(a.verify.iter().all(|&b| b > 0), "--verify: batch sizes are positive");
+            }
             _ => a.models.push(s),
         }
     }
@@ -71,6 +91,9 @@ fn refill(model: &Model, rt: &Runtime, cache: &mut turboinfer::model::KvCache, c
 fn main() {
     let a = parse_args();
     let rt = Runtime::new(a.threads).expect("thread pool");
+    if !a.verify.is_empty() {
+        return verify(&a, &rt);
+    }
     println!("| model | test | tok/s (median of {}) | runs |", a.reps);
     // 512 MiB: far larger than the last-level cache, small next to the models.
     let probe = bandwidth_probe::buffer(512 << 20);
@@ -132,5 +155,43 @@ fn main() {
             median(bw.clone()),
             a.threads
         );
+    }
+}
+
+/// `--verify`: the cost of a verification pass over b tokens (`Logits::All`) after `depth`
+/// cached tokens, each size once per round, the cache truncated back to the depth after each.
+fn verify(a: &Args, rt: &Runtime) {
+    println!("| model | tokens fed | ms per pass (median of {}) | vs 1 token | runs |", a.reps);
+    println!("|---|---|---|---|---|");
+    for path in &a.models {
+        let model = Model::load(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let vocab = model.config().vocab_size;
+        let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().to_string();
+        let widest = *a.verify.iter().max().unwrap();
+        let batch = tokens(widest, vocab); // [widest]; each pass feeds its first b
+        let mut cache = model.new_cache(a.depth + widest + 1);
+        refill(&model, rt, &mut cache, &tokens(a.depth, vocab));
+        // One untimed pass pages the weights in.
+        model.forward(rt, &mut cache, &batch[..1], Logits::Last).expect("warm-up");
+        cache.truncate(a.depth);
+        let mut ms: Vec<Vec<f64>> = vec![Vec::new(); a.verify.len()];
+        for _ in 0..a.reps {
+            for (j, &b) in a.verify.iter().enumerate() {
+                // One token needs only its own row, as decoding without drafts asks for.
+                let which = if b == 1 { Logits::Last } else { Logits::All };
+                let t = Instant::now();
+                model.forward(rt, &mut cache, &batch[..b], which).expect("verification pass");
+                ms[j].push(t.elapsed().as_secs_f64() * 1e3);
+                cache.truncate(a.depth);
+            }
+        }
+        let one = a.verify.iter().position(|&b| b == 1).map(|j| median(ms[j].clone()));
+        let at = if a.depth > 0 { format!(" @ d{}", a.depth) } else { String::new() };
+        for (j, &b) in a.verify.iter().enumerate() {
+            let m = median(ms[j].clone());
+            let ratio = one.map_or("-".to_string(), |o| format!("{:.2}x", m / o));
+            let runs = ms[j].iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(" ");
+            println!("| {name} | {b}{at} | {m:.1} | {ratio} | {runs} |");
+        }
     }
 }

@@ -6,7 +6,10 @@
 /// Most tokens drafted per verification pass. Measured on the 1.5B model (2 threads, quiet
 /// machine, `cargo bench --bench e2e -- --pp N`): a pass over 1+3 tokens costs ~1.6 one-token
 /// passes, over 1+7 ~3.3, over 1+12 ~3.4 (the batched kernels turn compute-bound); with ~40-50%
-/// of drafted tokens accepted, only short drafts pay for themselves.
+/// of drafted tokens accepted, only short drafts pay for themselves. On the AVX2 tier at depth
+/// 1350 (`cargo bench --bench e2e -- --verify 1,2,3,4,5,7 --depth 1350`): 1.24x, 1.67x, 1.76x,
+/// 2.16x, 2.82x; replaying recorded answers, no length rule over the same drafts beat these
+/// lengths by more than ~3-5 % (docs/nl2sql-accuracy.md).
 pub const MAX_DRAFT: usize = 6;
 
 /// Draft length after a keyword that must be followed by a name or condition.
