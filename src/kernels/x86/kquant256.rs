@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16_at, f32_at, hsum256_i32, load256, u32_at, Dot256};
+use super::isa::{f16_at, f32_at, hsum256_i32, hsum8x256_i32, load256, u32_at, Dot256};
 use crate::quant::{block_bytes, q8k_layout};
 
 /// Bytes of a Q8_K activation super-block.
@@ -39,7 +39,7 @@ pub(crate) unsafe fn q4k_scales_mins(p: *const u8) -> (u64, u64) {
     (sc_lo as u64 | (sc_hi as u64) << 32, mn_lo as u64 | (mn_hi as u64) << 32)
 }
 
-/// Q4_K × Q8_K for `B` activation vectors at `a + k*stride`, `nb` super-blocks.
+/// Q4_K × Q8_K for `B` (at most 8) activation vectors at `a + k*stride`, `nb` super-blocks.
 ///
 /// Safety: `w` holds `nb` Q4_K blocks, every vector `nb` Q8_K blocks, `out` B floats; CPU has
 /// AVX2/FMA/F16C and the features of `D`.
@@ -52,7 +52,8 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     let m4 = _mm256_set1_epi8(0x0F);
-    let mut acc = [0.0f32; B];
+    // One vector: a scalar accumulator; a batch: lane k of `acc` for vector k.
+    let (mut acc1, mut acc) = (0.0f32, _mm256_setzero_ps());
     for i in 0..nb {
         let x = w.add(i * Q4K_BYTES);
         let (d, dmin) = (f16_at(x), f16_at(x.add(2)));
@@ -76,17 +77,74 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(
                 *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(hi, load256(y.add(32))), s1);
             }
         }
-        for k in 0..B {
+        // [8] i32 per vector: Σ_j m[j] · (bsums[2j] + bsums[2j+1]) once its lanes are summed.
+        let mterm = |k: usize| {
             let y = a.add(k * stride + i * Q8K_BYTES);
-            let dy = f32_at(y);
-            let msum = hsum256_i32(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins));
-            // The block-exact order of `packed::q4_k_exact_dot` (shared with the packed kernels).
-            acc[k] = (hsum256_i32(isum[k]) as f32).mul_add(d * dy, acc[k]);
-            acc[k] = (msum as f32).mul_add(-(dmin * dy), acc[k]);
+            _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins)
+        };
+        // The block-exact order of `packed::q4_k_exact_dot` (shared with the packed kernels): per
+        // vector `acc = fma(isum, d·d_a, acc)`, then `acc = fma(msum, -(dmin·d_a), acc)`. For a
+        // batch the vectors are the lanes of one float accumulator, every lane doing exactly those
+        // two fused operations, and the sums are reduced together (`hsum8x256_i32`).
+        if B == 1 {
+            // [I, M, I, M] from one pair of horizontal adds.
+            let h = _mm256_hadd_epi32(isum[0], mterm(0));
+            let h = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+            let h = _mm_hadd_epi32(h, h);
+            let (isum0, msum0) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
+            let dy = f32_at(a.add(i * Q8K_BYTES));
+            acc1 = (isum0 as f32).mul_add(d * dy, acc1);
+            acc1 = (msum0 as f32).mul_add(-(dmin * dy), acc1);
+        } else {
+            let dy = act_scales::<B>(a, stride, i);
+            let (fi, fm) = if B <= 4 {
+                // Lanes 0..4 the isums, 4..8 the msums, of up to four vectors at once.
+                let mut v = [_mm256_setzero_si256(); 8];
+                for k in 0..B {
+                    v[k] = isum[k];
+                    v[4 + k] = mterm(k);
+                }
+                let f = _mm256_cvtepi32_ps(hsum8x256_i32(v));
+                (f, _mm256_permute2f128_ps::<0x01>(f, f))
+            } else {
+                let (mut vi, mut vm) = ([_mm256_setzero_si256(); 8], [_mm256_setzero_si256(); 8]);
+                for k in 0..B {
+                    vi[k] = isum[k];
+                    vm[k] = mterm(k);
+                }
+                (_mm256_cvtepi32_ps(hsum8x256_i32(vi)), _mm256_cvtepi32_ps(hsum8x256_i32(vm)))
+            };
+            // Lanes at and beyond B: 0 · finite, never read.
+            let ddy = _mm256_mul_ps(_mm256_set1_ps(d), dy);
+            let mdy = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), dy), _mm256_set1_ps(-0.0));
+            acc = _mm256_fmadd_ps(fi, ddy, acc);
+            acc = _mm256_fmadd_ps(fm, mdy, acc);
         }
     }
-    for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = *acc;
+    store_lanes::<B>(acc, acc1, out);
+}
+
+/// `[8]` f32: lane `k < B` the scale `d_a` of Q8_K block `i` of vector `k` (at `a + k*stride`), the
+/// other lanes 0.
+///
+/// Safety: every vector `k < B` holds block `i`.
+#[inline(always)]
+unsafe fn act_scales<const B: usize>(a: *const u8, stride: usize, i: usize) -> __m256 {
+    let g = |k: usize| if k < B { f32_at(a.add(k * stride + i * Q8K_BYTES)) } else { 0.0 };
+    _mm256_setr_ps(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7))
+}
+
+/// Writes the `B` results: `acc1` for one vector, else lanes `0..B` of `acc`.
+///
+/// Safety: `out` holds `B` floats.
+#[inline(always)]
+unsafe fn store_lanes<const B: usize>(acc: __m256, acc1: f32, out: *mut f32) {
+    if B == 1 {
+        *out = acc1;
+    } else {
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+        std::ptr::copy_nonoverlapping(lanes.as_ptr(), out, B);
     }
 }
 
@@ -104,7 +162,8 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(
 ) {
     let m4 = _mm256_set1_epi8(0x0F);
     let m30 = _mm256_set1_epi8(0x30);
-    let mut acc = [0.0f32; B];
+    // One vector: a scalar accumulator; a batch: lane k of `acc` for vector k.
+    let (mut acc1, mut acc) = (0.0f32, _mm256_setzero_ps());
     for i in 0..nb {
         let x = w.add(i * Q6K_BYTES);
         let d = f16_at(x.add(208));
@@ -155,16 +214,27 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(
                 }
             }
         }
-        for k in 0..B {
+        // [8] i32 per vector, the block's total once its lanes are summed; 32 (= 1 << 5): the
+        // code midpoint removed from every element.
+        let total = |k: usize| {
             let y = a.add(k * stride + i * Q8K_BYTES);
             let off = _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16);
-            // 32 (= 1 << 5): the code midpoint removed from every element.
-            let s = hsum256_i32(_mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5)));
-            // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels).
-            acc[k] = (s as f32).mul_add(d * f32_at(y), acc[k]);
+            _mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5))
+        };
+        // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels):
+        // `acc = fma(total, d·d_a, acc)` per vector, a batch's vectors in the lanes of `acc`.
+        if B == 1 {
+            let s = hsum256_i32(total(0));
+            acc1 = (s as f32).mul_add(d * f32_at(a.add(i * Q8K_BYTES)), acc1);
+        } else {
+            let mut v = [_mm256_setzero_si256(); 8];
+            for (k, v) in v.iter_mut().enumerate().take(B) {
+                *v = total(k);
+            }
+            let f = _mm256_cvtepi32_ps(hsum8x256_i32(v));
+            let ddy = _mm256_mul_ps(_mm256_set1_ps(d), act_scales::<B>(a, stride, i));
+            acc = _mm256_fmadd_ps(f, ddy, acc);
         }
     }
-    for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = *acc;
-    }
+    store_lanes::<B>(acc, acc1, out);
 }
