@@ -80,9 +80,9 @@ fn check_matrix(rng: &mut Rng, ty: GgmlType, w: &[u8], rows: usize, n: usize, wh
             .collect(); // [count, rows]
         for k in simd_tiers() {
             let Some(dot) = k.packed(ty) else {
-                // The 256-bit tiers keep some types unpacked (slower packed there; see x86/mod.rs).
+                // The 256-bit tiers keep Q6_K unpacked (slower packed there; see x86/mod.rs).
                 assert!(
-                    matches!(k.tier(), Tier::Avx2 | Tier::AvxVnni),
+                    ty == GgmlType::Q6_K && matches!(k.tier(), Tier::Avx2 | Tier::AvxVnni),
                     "tier {} must have a packed {ty} kernel",
                     k.tier()
                 );
@@ -218,6 +218,63 @@ fn packed_kernels_are_block_exact_on_random_matrices() {
         }
     }
     eprintln!("packed kernels: {cases} (tier, matrix, vector count) cases bitwise block-exact");
+}
+
+/// The largest codes (every code byte 0xFF) against full-scale activations of one sign, so every
+/// partial sum is as large as it gets: the AVX2 packed kernel sums eight `maddubs` lanes in i16
+/// (at most 8 · 2 · 15 · 127 = 30480 < 32767) before weighting them; no lane may saturate.
+#[test]
+fn packed_kernels_are_block_exact_at_the_largest_sums() {
+    let mut rng = Rng::new(0x5a7);
+    let (ty, rows, n) = (GgmlType::Q4_K, 2 * PACK_ROWS, 1536);
+    let mut w: Vec<u8> = (0..rows).flat_map(|_| random_row(&mut rng, ty, n)).collect();
+    for b in w.chunks_exact_mut(Q4K) {
+        b[16..].fill(0xFF);
+    }
+    let mut packed = vec![0u8; w.len()];
+    pack(ty, rows, n, &w, &mut packed);
+    let rb = Q4K * n / 256;
+    let mut cases = 0;
+    for sign in [1.0f32, -1.0] {
+        for count in [1usize, 2, 3] {
+            let ab = n / 256 * Q8K;
+            let mut acts = vec![0u8; ab * count];
+            for v in 0..count {
+                let x: Vec<f32> =
+                    (0..n).map(|i| sign * (1.0 + (i % 7 == 0) as u8 as f32 * 0.01)).collect();
+                quant::quantize_row(GgmlType::Q8_K, &x, &mut acts[v * ab..(v + 1) * ab]).unwrap();
+            }
+            for k in simd_tiers() {
+                let Some(dot) = k.packed(ty) else { continue };
+                let mut out = vec![f32::NAN; count * PACK_ROWS];
+                for g in 0..rows / PACK_ROWS {
+                    dot(
+                        n,
+                        &packed[g * PACK_ROWS * rb..(g + 1) * PACK_ROWS * rb],
+                        &acts,
+                        ab,
+                        &mut out,
+                    );
+                    for v in 0..count {
+                        for r in 0..PACK_ROWS {
+                            let row = g * PACK_ROWS + r;
+                            let want =
+                                q4_k_exact_dot(n, &w[row * rb..(row + 1) * rb], &acts[v * ab..]);
+                            let got = out[v * PACK_ROWS + r];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "tier {} sign {sign} vectors {count}: row {row} vector {v}: {got} vs block-exact {want}",
+                                k.tier()
+                            );
+                        }
+                    }
+                }
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("packed Q4_K at the largest sums: {cases} (tier, sign, vector count) cases");
 }
 
 #[test]

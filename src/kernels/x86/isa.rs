@@ -8,6 +8,9 @@ use std::arch::x86_64::*;
 
 /// 256-bit integer dot-product primitives.
 pub(crate) trait Dot256 {
+    /// Whether `dpbusd` is one instruction (VNNI). Without it a four-byte dot costs two multiplies
+    /// (`maddubs` + `madd`), and kernels that can sum `maddubs` results in i16 first do so.
+    const ONE_INSTRUCTION_DPBUSD: bool;
     /// `acc` plus, per i32 lane, the sum of the 4 byte products `u8(u) * i8(s)`.
     /// (The AVX2 form goes through a saturating i16 pair sum, exact while `|u*s| + |u'*s'| <= 32767`,
     /// i.e. for every pairing here unless both operands are -128/128: our quantizers never emit -128.)
@@ -49,6 +52,7 @@ unsafe fn expand_bits_avx2(bits: u32) -> __m256i {
 }
 
 impl Dot256 for Avx2 {
+    const ONE_INSTRUCTION_DPBUSD: bool = false;
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         dpbusd_avx2(acc, u, s)
@@ -64,6 +68,7 @@ impl Dot256 for Avx2 {
 }
 
 impl Dot256 for Bw256 {
+    const ONE_INSTRUCTION_DPBUSD: bool = false;
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         dpbusd_avx2(acc, u, s)
@@ -79,6 +84,7 @@ impl Dot256 for Bw256 {
 }
 
 impl Dot256 for Vnni256 {
+    const ONE_INSTRUCTION_DPBUSD: bool = true;
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(acc, u, s)
@@ -94,6 +100,7 @@ impl Dot256 for Vnni256 {
 }
 
 impl Dot256 for AvxVnni {
+    const ONE_INSTRUCTION_DPBUSD: bool = true;
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_avx_epi32(acc, u, s)

@@ -309,7 +309,7 @@ tier!(
     dot256,
     wsum256,
     score256,
-    none,
+    (packed256, 2),
     none
 );
 tier!(
