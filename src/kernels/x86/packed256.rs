@@ -1,6 +1,7 @@
-//! 256-bit `Q4_K×16` kernel (the AVX-VNNI tier; `x86/mod.rs` says why not AVX2, nor Q6_K): a packed
-//! group (`kernels::packed`) as two halves of eight rows, each row in one i32 lane, against Q8_K
-//! activations.
+//! 256-bit `Q4_K×16` kernel (the AVX-VNNI and AVX2 tiers; `x86/mod.rs` says why not Q6_K): a
+//! packed group (`kernels::packed`) as two halves of eight rows, each row in one i32 lane, against
+//! Q8_K activations. Without VNNI (AVX2) the codes go through `half_i16` (i16 sums, then one
+//! `madd` by the scale) instead of `half`.
 //!
 //! The arithmetic of `packed512`, on the 32 bytes of each 64-byte unit that belong to the half:
 //! one `vpdpbusd` per nibble half and activation vector, with the four
