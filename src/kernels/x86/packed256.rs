@@ -1,7 +1,7 @@
 //! 256-bit `Q4_K×16` kernel (the AVX-VNNI and AVX2 tiers; `x86/mod.rs` says why not Q6_K): a
 //! packed group (`kernels::packed`) as two halves of eight rows, each row in one i32 lane, against
-//! Q8_K activations. Without VNNI (AVX2) the codes go through `half_i16` (i16 sums, then one
-//! `madd` by the scale) instead of `half`.
+//! Q8_K activations. Without VNNI (AVX2) the sums go through `sub_blocks_i16` (i16 sums, then one
+//! `madd` by the scale).
 //!
 //! The arithmetic of `packed512`, on the 32 bytes of each 64-byte unit that belong to the half:
 //! one `vpdpbusd` per nibble half and activation vector, with the four
@@ -43,11 +43,7 @@ pub(crate) unsafe fn q4_k_x16<D: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     for h in 0..2 {
-        if D::ONE_INSTRUCTION_DPBUSD {
-            half::<D, B>(nb, w, h, a, stride, out.add(8 * h));
-        } else {
-            half_i16::<D, B>(nb, w, h, a, stride, out.add(8 * h));
-        }
+        half::<D, B>(nb, w, h, a, stride, out.add(8 * h));
     }
 }
 
@@ -83,8 +79,12 @@ unsafe fn half<D: Dot256, const B: usize>(
         );
         let mut isum = [_mm256_setzero_si256(); B];
         for c in 0..4 {
-            // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), one i32 per row.
             let src = if c < 2 { sc_lo } else { sc_hi };
+            if !D::ONE_INSTRUCTION_DPBUSD {
+                sub_blocks_i16::<D, B>(x, c, src, &y, &mut isum);
+                continue;
+            }
+            // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), one i32 per row.
             let s_lo = _mm256_shuffle_epi8(src, byte_ctrl((2 * c) % 4, false));
             let s_hi = _mm256_shuffle_epi8(src, byte_ctrl((2 * c + 1) % 4, false));
             // `ch` independent accumulator chains per vector and nibble half (the integer sums are
@@ -154,94 +154,41 @@ unsafe fn half<D: Dot256, const B: usize>(
     }
 }
 
-/// `half` without a one-instruction `vpdpbusd` (the AVX2 tier): per sub-block and vector the eight
-/// `maddubs` of four codes of eight rows are summed in i16 first, then weighted by the sub-block's
-/// scale in one `madd` against the pair `(sc, sc)` of each row: nine multiplies per 256 code-byte
-/// products instead of sixteen (`maddubs` + `madd` each). Exact: a `maddubs` lane is two products
-/// of a code (at most 15) and an activation byte (magnitude at most 128), at most 3840 in
-/// magnitude, and eight of them at most 30720 < 32767; so every row's integer sum is `half`'s.
+/// Sub-blocks `2c` (low nibbles) and `2c+1` (high nibbles) of `half`'s block at `x` added to
+/// `isum`, without a one-instruction `vpdpbusd` (the AVX2 tier): per sub-block and vector the
+/// eight `maddubs` of four codes of eight rows are summed in i16 first, then weighted by the
+/// sub-block's scale in one `madd` against the pair `(sc, sc)` of each row (scale bytes `src`):
+/// nine multiplies per 256 code-byte products instead of sixteen (`maddubs` + `madd` each).
+/// Exact: a `maddubs` lane is two products of a code (at most 15) and an activation byte
+/// (magnitude at most 128), at most 3840 in magnitude, and eight of them at most 30720 < 32767;
+/// so every row's integer sum is the `vpdpbusd` path's.
 ///
-/// Safety: as `q4_k_x16`.
+/// Safety: as `q4_k_x16`; `y(t)` is vector `t`'s Q8_K block of this super-block.
 #[inline(always)]
-unsafe fn half_i16<D: Dot256, const B: usize>(
-    nb: usize,
-    w: *const u8,
-    h: usize,
-    a: *const u8,
-    stride: usize,
-    out: *mut f32,
+unsafe fn sub_blocks_i16<D: Dot256, const B: usize>(
+    x: *const u8,
+    c: usize,
+    src: __m256i,
+    y: &impl Fn(usize) -> *const u8,
+    isum: &mut [__m256i; B],
 ) {
     let m4 = _mm256_set1_epi8(0x0F);
-    let (k3f, k0f, k03) = (
-        _mm256_set1_epi32(0x3f3f_3f3f),
-        _mm256_set1_epi32(0x0f0f_0f0f),
-        _mm256_set1_epi32(0x0303_0303),
-    );
-    let mut acc = [_mm256_setzero_ps(); B]; // [B] × [8 rows] f32
-    for b in 0..nb {
-        let x = w.add(b * PACKED_BLOCK + 32 * h); // this half of every 64-byte unit
-        let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
-        // Lane i: row 8h+i's 12 scale bytes as three u32s, decoded as in `q4k_scales_mins`.
-        let (u0, u1, u2) = (load256(x.add(64)), load256(x.add(128)), load256(x.add(192)));
-        let sc_lo = _mm256_and_si256(u0, k3f); // bytes: sc[0..4]
-        let sc_hi = _mm256_or_si256(
-            _mm256_and_si256(u2, k0f),
-            _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u0), k03)),
-        );
-        let mut isum = [_mm256_setzero_si256(); B];
-        for c in 0..4 {
-            // Scales of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), the i16 pair
-            // `(sc, sc)` per row.
-            let src = if c < 2 { sc_lo } else { sc_hi };
-            let s_lo = _mm256_shuffle_epi8(src, byte_ctrl((2 * c) % 4, true));
-            let s_hi = _mm256_shuffle_epi8(src, byte_ctrl((2 * c + 1) % 4, true));
-            let mut lo16 = [_mm256_setzero_si256(); B]; // [B] × [8 rows × 2] i16
-            let mut hi16 = [_mm256_setzero_si256(); B];
-            for g in 0..8 {
-                // Code bytes 32c+4g..+4 of every row: elements 64c+4g.. (low) and 64c+32+4g.. (high).
-                let wv = load256(x.add(256 + 64 * (8 * c + g)));
-                let lo = _mm256_and_si256(wv, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(wv), m4);
-                for t in 0..B {
-                    let q = y(t).add(Q8K_QS + 64 * c + 4 * g);
-                    lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, bcast(q)));
-                    hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, bcast(q.add(32))));
-                }
-            }
-            for t in 0..B {
-                isum[t] = D::dpwssd(D::dpwssd(isum[t], lo16[t], s_lo), hi16[t], s_hi);
-            }
-        }
-        // Mins: Σ_j m[j] · (bsums[2j] + bsums[2j+1]), the pair (m, m) against the two i16 sums.
-        let mn_lo = _mm256_and_si256(u1, k3f);
-        let mn_hi = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi32::<4>(u2), k0f),
-            _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srli_epi32::<6>(u1), k03)),
-        );
-        let mut msum = [_mm256_setzero_si256(); B];
-        for j in 0..8 {
-            let mp = _mm256_shuffle_epi8(if j < 4 { mn_lo } else { mn_hi }, byte_ctrl(j % 4, true));
-            for (t, m) in msum.iter_mut().enumerate() {
-                *m = D::dpwssd(*m, mp, bcast(y(t).add(Q8K_BSUMS + 4 * j)));
-            }
-        }
-        let d = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h) as *const __m128i)); // [8] d
-        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(x.sub(16 * h).add(32) as *const __m128i)); // [8] dmin
+    let s_lo = _mm256_shuffle_epi8(src, byte_ctrl((2 * c) % 4, true));
+    let s_hi = _mm256_shuffle_epi8(src, byte_ctrl((2 * c + 1) % 4, true));
+    let mut lo16 = [_mm256_setzero_si256(); B]; // [B] × [8 rows × 2] i16
+    let mut hi16 = [_mm256_setzero_si256(); B];
+    for g in 0..8 {
+        // Code bytes 32c+4g..+4 of every row: elements 64c+4g.. (low) and 64c+32+4g.. (high).
+        let wv = load256(x.add(256 + 64 * (8 * c + g)));
+        let lo = _mm256_and_si256(wv, m4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(wv), m4);
         for t in 0..B {
-            let dy = f32_at(y(t));
-            acc[t] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(isum[t]),
-                _mm256_mul_ps(d, _mm256_set1_ps(dy)),
-                acc[t],
-            );
-            acc[t] = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(msum[t]),
-                _mm256_mul_ps(dmin, _mm256_set1_ps(-dy)),
-                acc[t],
-            );
+            let q = y(t).add(Q8K_QS + 64 * c + 4 * g);
+            lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, bcast(q)));
+            hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, bcast(q.add(32))));
         }
     }
-    for (t, acc) in acc.iter().enumerate() {
-        _mm256_storeu_ps(out.add(16 * t), *acc);
+    for t in 0..B {
+        isum[t] = D::dpwssd(D::dpwssd(isum[t], lo16[t], s_lo), hi16[t], s_hi);
     }
 }
