@@ -296,11 +296,11 @@ macro_rules! tier {
 // thread CPU time, B=1 / B=8 vectors): rows in lanes pay off with a one-instruction `vpdpbusd` or
 // 512-bit vectors. AVX-VNNI Q4_K: 0.31 / 1.12 ms packed vs 0.49 / 1.74 unpacked. On AVX2 the
 // emulated dot (`maddubs`+`madd`+`add` per four codes of eight rows) lost in batches (B=8: 2.7 vs
-// 1.8 ms); summing eight `maddubs` in i16 before one `madd` by the scale (`packed256::sub_blocks_i16`)
-// wins: one vector 19.6 vs 9.3 GB/s per thread, eight 2.24 vs 2.86 ms (2026-11-26, AVX2-only VM;
-// prompt processing at depth 1350 ~1.35x). Packed Q6_K's code decode costs more
-// than it saves on both 256-bit tiers (B=1: 1.6-2.0 vs 0.5 ms), so it stays unpacked there (same
-// results, block-exact).
+// 1.8 ms); summing eight `maddubs` in i16 before one `madd` by the scale
+// (`packed256::sub_blocks_i16`) wins: one vector 19.6 vs 9.3 GB/s per thread, eight 2.24 vs
+// 2.86 ms (2026-11-26, AVX2-only VM; prompt processing at depth 1350 ~1.35x). Packed Q6_K's code
+// decode costs more than it saves on both 256-bit tiers (B=1: 1.6-2.0 vs 0.5 ms), so it stays
+// unpacked there (same results, block-exact).
 tier!(
     avx2,
     Tier::Avx2,
