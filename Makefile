@@ -18,7 +18,8 @@ INSTALL_ARGS  ?=
 # The default of turboinfer.model (used when nothing is set), which `make install` fetches.
 DEFAULT_MODEL := qwen2.5-coder-1.5b
 MODEL        ?= $(DEFAULT_MODEL)
-TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b
+# All three: the cross-tier logits test (tests/tiers.rs) and the fixtures cover every model.
+TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
 # Where turboinfer-fetch-model installs models (and `pack-models` writes the packed weights).
 MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 # Models `pack-models` packs (those without Q4_K or Q6_K matrices are skipped by `turboinfer pack`).
@@ -34,13 +35,13 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
+        demo test test-fetch test-cluster test-engine installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
-	@echo "               cluster-status demo-db installcheck test-fetch test-cluster test-engine"
+	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
@@ -162,6 +163,7 @@ test:
 	@$(MAKE) --no-print-directory cluster-start
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
+	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-backtrace
 	@$(MAKE) --no-print-directory test-standby
 	@$(MAKE) --no-print-directory test-memory-limit
@@ -192,7 +194,7 @@ test-cluster:
 test-engine:
 	@$(TIMED) "engine tests (cargo test --release)" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
-	@$(TIMED) "llama.cpp fixtures and batch invariance on every kernel tier" \
+	@$(TIMED) "llama.cpp fixtures, batch invariance and packed = unpacked on every kernel tier" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
 
 ## No backtrace reaches a client: restarts the cluster with RUST_BACKTRACE=1 for a few seconds,
@@ -227,3 +229,8 @@ test-stat-shared:
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:
 	@$(TIMED) "pg_regress" scripts/regress.sh $(REGRESS)
+
+## The same regression tests on every other kernel tier this CPU has (the cluster restarted with
+## TURBOINFER_KERNELS each time, then as it was), against the same expected files.
+installcheck-tiers:
+	@$(TIMED) "pg_regress on every other kernel tier" scripts/regress-tiers.sh $(REGRESS)

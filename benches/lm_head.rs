@@ -27,7 +27,7 @@ fn head_timing_of(name: &str) {
     let out_m = &model.weights().output;
     let w = out_m.rows(model.file());
     let x: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.1).sin()).collect(); // [1, dim]
-    let mut acts = SharedActs::new(&x, dim);
+    let mut acts = SharedActs::new(&x, dim, turboinfer::kernels::kernels());
     let (a, arb) = rt.install(|| acts.get(out_m.act_ty)).unwrap();
     let rows: Vec<u32> = (0..vocab as u32).step_by(12).collect();
     let reps = 20;

@@ -1,11 +1,10 @@
 //! The `Q4_K×16` / `Q6_K×16` packed layouts and kernels (`turboinfer::kernels::packed`), and the
-//! block-exact K-quant arithmetic they share with every SIMD tier's unpacked Q4_K and Q6_K kernels.
+//! block-exact K-quant arithmetic they share with every tier's unpacked Q4_K and Q6_K kernels.
 //!
-//! Budget: none. Every SIMD tier's Q4_K / Q6_K dot product and every packed kernel must equal
-//! `q4_k_exact_dot` / `q6_k_exact_dot` bit for bit (the integer sums are exact and the float
-//! operations are the same FMAs per super-block in the same order), for every vector count and
-//! position in a batch. The block-exact references themselves must stay within the reordering
-//! budget of ggml's reference (checked the same way `kernels_parity` checks the tiers).
+//! Budget: none. Every SIMD tier's Q4_K / Q6_K dot product and every packed kernel must equal the
+//! scalar reference (`turboinfer::quant`, the numeric contract's super-block chain) bit for bit
+//! (the integer sums are exact and the float operations are the same FMAs per super-block in the
+//! same order), for every vector count and position in a batch.
 
 mod common;
 #[path = "quant_support/mod.rs"]
@@ -14,8 +13,7 @@ mod quant_support;
 use quant_support::{activations, random_row, Rng};
 use turboinfer::gguf::GgufFile;
 use turboinfer::kernels::packed::{
-    pack, packable, q4_k_exact_dot, q6_k_exact_dot, unpack_block, unpack_block_q6_k, PACKED_BLOCK,
-    PACKED_BLOCK_Q6K, PACK_ROWS,
+    pack, packable, unpack_block, unpack_block_q6_k, PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS,
 };
 use turboinfer::kernels::{KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
@@ -28,13 +26,11 @@ const Q8K: usize = 292;
 /// The packable K-quants.
 const TYPES: [GgmlType; 2] = [GgmlType::Q4_K, GgmlType::Q6_K];
 
-/// The block-exact reference dot product of `ty`.
-fn exact(ty: GgmlType) -> fn(usize, &[u8], &[u8]) -> f32 {
-    if ty == GgmlType::Q6_K {
-        q6_k_exact_dot
-    } else {
-        q4_k_exact_dot
-    }
+/// The reference dot product of `ty` (the contract's super-block chain); `act` may run on past
+/// the row's activation blocks.
+fn exact(ty: GgmlType) -> impl Fn(usize, &[u8], &[u8]) -> f32 {
+    let f = quant::vec_dot_fn(ty).expect("K-quants have a reference dot product");
+    move |n: usize, w: &[u8], act: &[u8]| f(n, w, &act[..n / 256 * Q8K])
 }
 
 /// SIMD tiers this CPU runs (printing the ones skipped).
@@ -258,8 +254,7 @@ fn packed_kernels_are_block_exact_at_the_largest_sums() {
                     for v in 0..count {
                         for r in 0..PACK_ROWS {
                             let row = g * PACK_ROWS + r;
-                            let want =
-                                q4_k_exact_dot(n, &w[row * rb..(row + 1) * rb], &acts[v * ab..]);
+                            let want = exact(ty)(n, &w[row * rb..(row + 1) * rb], &acts[v * ab..]);
                             let got = out[v * PACK_ROWS + r];
                             assert_eq!(
                                 got.to_bits(),

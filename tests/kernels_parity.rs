@@ -1,13 +1,13 @@
-//! Parity of every SIMD kernel tier with the scalar reference (`turboinfer::quant`).
+//! Parity of every kernel tier with the scalar reference (`turboinfer::quant`), which is the
+//! numeric contract (`turboinfer::quant::contract`).
 //!
-//! Error budget: the integer block sums of the SIMD kernels are exact (checked: they use the same
-//! integer codes, i32 accumulation, and the same `bsums`/`s` offset terms as the reference), so the only
-//! difference is the order of f32 accumulation of the per-block (or per-element, for F32/F16) terms.
-//! Reordering a sum of `t` rounded terms changes it by at most about `t * eps * Σ|terms|`; we allow
-//! `BUDGET_FACTOR * (t + 16) * eps * Σ|w_i a_i|` (t = blocks, or elements for float rows) and print the
-//! worst observed `err / (eps * Σ|w_i a_i|)` so regressions toward the budget are visible.
-//! The batch kernel must equal the single-vector kernel of the same tier bit for bit, and the SIMD
-//! activation quantizers must equal the reference byte for byte.
+//! Budget: none. Every tier's dot product equals the reference bit for bit (the integer block sums
+//! are exact and the float operations are the contract's, in its order), and so do the batch
+//! kernels, the attention kernels and the activation quantizers (byte for byte).
+//! The reference itself is checked against the f64 dot of the dequantized operands: its float
+//! order is one of many, so it may differ from the exact value by the rounding of `t` terms; we
+//! allow `BUDGET_FACTOR * (t + 16) * eps * Σ|w_i a_i|` (t = blocks, or elements for float rows) and
+//! print the worst observed `err / (eps * Σ|w_i a_i|)` so regressions toward the budget are visible.
 
 mod common;
 #[path = "quant_support/mod.rs"]
@@ -80,18 +80,26 @@ fn quantize_act(ty: GgmlType, x: &[f32]) -> Vec<u8> {
     a
 }
 
-/// Compares one tier's `vec_dot` with the reference on (w, act); returns err / (eps * magnitude).
+/// Checks one tier's `vec_dot` on (w, act): bitwise the reference, which is within the reordering
+/// budget of the f64 dot of the dequantized operands; returns err / (eps * magnitude).
 fn check_dot(k: &KernelSet, ty: GgmlType, n: usize, w: &[u8], act: &[u8], what: &str) -> f64 {
-    let want = quant::vec_dot(ty, n, w, act).unwrap() as f64;
-    let got = (k.vec_dot(ty).unwrap())(n, w, act) as f64;
+    let want = quant::vec_dot(ty, n, w, act).unwrap();
+    let got = (k.vec_dot(ty).unwrap())(n, w, act);
+    assert_eq!(
+        got.to_bits(),
+        want.to_bits(),
+        "{what}: tier {} {ty} n={n}: got {got}, reference {want}",
+        k.tier()
+    );
+    let (exact, _) = quant_support::reference_dot(ty, n, w, act);
+    let (got, want) = (got as f64, exact);
     let mag = magnitude(ty, n, w, act);
     let eps = f32::EPSILON as f64;
     let budget = BUDGET_FACTOR * (terms(ty, n) + 16) as f64 * eps * mag + f32::MIN_POSITIVE as f64;
     let err = (got - want).abs();
     assert!(
         err <= budget,
-        "{what}: tier {} {ty} n={n}: got {got}, reference {want}, err {err:e} > budget {budget:e} (mag {mag:e})",
-        k.tier()
+        "{what}: {ty} n={n}: reference {got}, f64 dot {want}, err {err:e} > budget {budget:e} (mag {mag:e})"
     );
     if mag > 0.0 {
         err / (eps * mag)
@@ -212,19 +220,15 @@ fn batch_kernel_equals_repeated_single_kernel() {
     }
 }
 
-/// The scalar tier's score order: one running sum.
-fn serial_score(k: &[f32], q: &[f32]) -> f32 {
-    k.iter().zip(q).map(|(&a, &b)| a * b).sum()
-}
-
-/// The SIMD tiers' score order (`x86::float::score256`), emulated: 16 fused multiply-add lanes over
-/// whole groups of 16, folded l + l+8, l + l+4, l + l+2, 0 + 1, then the tail one product at a time.
+/// The contract's float dot order, written out here independently of the crate's code: 16 lanes
+/// over whole groups of 16 (product rounded, then added: no FMA), folded l + l+8, l + l+4, l + l+2,
+/// 0 + 1, then the tail one product at a time.
 fn lanes16_score(k: &[f32], q: &[f32]) -> f32 {
     let full = k.len() / 16 * 16;
     let mut l = [0f32; 16];
     for j in (0..full).step_by(16) {
         for (i, acc) in l.iter_mut().enumerate() {
-            *acc = k[j + i].mul_add(q[j + i], *acc);
+            *acc += k[j + i] * q[j + i];
         }
     }
     let r8: Vec<f32> = (0..8).map(|i| l[i] + l[i + 8]).collect();
@@ -239,8 +243,7 @@ fn lanes16_score(k: &[f32], q: &[f32]) -> f32 {
 
 /// The attention score kernels (`KernelSet::score_dot`, F32 and F16 key rows, f32 query) of every
 /// tier against an f64 dot of the same values, on head sizes with and without a vector tail, within
-/// the float reordering budget, and bitwise in their tier's documented summation order (scalar: the
-/// running sum; SIMD tiers: one shared 16-lane order, so all SIMD tiers agree bit for bit).
+/// the float reordering budget, and bitwise in the contract's 16-lane order on every tier.
 #[test]
 fn score_kernels_match_reference() {
     let mut rng = Rng::new(23);
@@ -266,11 +269,7 @@ fn score_kernels_match_reference() {
                         "tier {} {ty} n={n}: score {got} vs {exact}",
                         k.tier()
                     );
-                    let want = if k.tier() == Tier::Scalar {
-                        serial_score(&kv, &q)
-                    } else {
-                        lanes16_score(&kv, &q)
-                    };
+                    let want = lanes16_score(&kv, &q);
                     assert_eq!(
                         got as f32,
                         want,

@@ -1,7 +1,10 @@
 //! Parity with ggml's own C reference code (llama.cpp b11434), recorded by tools/gen_quant_fixtures.py
 //! --ggml-src into tests/fixtures/quant/ggml.json: our Q8_0/Q8_1/Q8_K quantizers must reproduce
-//! `quantize_row_q8_*_ref` byte-for-byte, and our dot products must equal `ggml_vec_dot_*_generic` on
-//! real and synthetic weight rows bit-for-bit.
+//! `quantize_row_q8_*_ref` byte-for-byte, and our dot products must agree with
+//! `ggml_vec_dot_*_generic` on real and synthetic weight rows to the rounding of their float sums:
+//! the integer block sums are the same exact numbers, only the order in which the per-block float
+//! terms are added differs (ours is the numeric contract's, `quant::contract`, the same on every CPU;
+//! ggml's generic order is one of its several, one per instruction set).
 
 mod quant_support;
 
@@ -45,14 +48,15 @@ fn activation_quantizers_match_ggml_bytes() {
     }
 }
 
-/// Our dot products equal ggml's generic kernels bit-for-bit on the same weights and activations.
+/// Our dot products equal ggml's generic kernels up to the reordering of their per-block float terms
+/// (`(blocks + 16) · eps · Σ|w·a|`, and in practice far less: the worst is printed).
 #[test]
 fn vec_dot_matches_ggml_generic_kernels() {
     let m = ggml_manifest();
     let fixtures = load_fixtures("dequant");
     let entries = m["vec_dot"].as_array().expect("vec_dot entries");
     let mut covered = std::collections::BTreeSet::new();
-    let (mut exact, mut total) = (0, 0);
+    let (mut exact, mut total, mut worst) = (0, 0, 0f64);
     for e in entries {
         let name = e["weights"].as_str().unwrap();
         let f =
@@ -77,19 +81,27 @@ fn vec_dot_matches_ggml_generic_kernels() {
             let w = &f.raw[r * rb..(r + 1) * rb];
             let got = quant::vec_dot(f.ty, n, w, &act).unwrap();
             let (_, scale) = reference_dot(f.ty, n, w, &act);
-            // Same integer sums and the same f32 operations in the same order (including ggml's 8-lane
-            // accumulation in the K-quant kernels), so the results are bit-identical, not merely close.
-            assert_eq!(
-                got.to_bits(),
-                want.to_bits(),
-                "{name} row {r}: ours {got:e} ggml {want:e} (Σ|w·a| = {scale:e})"
+            // Same integer sums; the float terms (one or two per block) are added in another
+            // order, which moves the result by at most a few roundings of the sum's magnitude.
+            let terms = (n / f.ty.block_size()) as f64;
+            let budget =
+                2.0 * (terms + 16.0) * f32::EPSILON as f64 * scale + f32::MIN_POSITIVE as f64;
+            let err = (got as f64 - want as f64).abs();
+            assert!(
+                err <= budget,
+                "{name} row {r}: ours {got:e} ggml {want:e}, err {err:e} > {budget:e} (Σ|w·a| = {scale:e})"
             );
-            exact += 1;
+            if scale > 0.0 {
+                worst = worst.max(err / (f32::EPSILON as f64 * scale));
+            }
+            exact += (got.to_bits() == want.to_bits()) as usize;
             total += 1;
         }
         covered.insert(f.ty.name());
     }
-    eprintln!("vec_dot vs ggml generic: {exact}/{total} bit-identical");
+    eprintln!(
+        "vec_dot vs ggml generic: {exact}/{total} bit-identical, worst err {worst:.2} eps·Σ|w·a|"
+    );
     for t in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"] {
         assert!(covered.contains(t), "no ggml vec_dot fixture for {t}");
     }

@@ -7,6 +7,7 @@
 //!                 [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
 //! turboinfer info -m MODEL.gguf
 //! turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
+//! turboinfer tiers
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,7 +29,10 @@ const USAGE: &str = "usage:
                   [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
   turboinfer info -m MODEL.gguf
   turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
-                  (writes the packed K-quant weights file, default MODEL.gguf.kx16; skips a valid one)";
+                  (writes the packed K-quant weights file, default MODEL.gguf.kx16; skips a valid one)
+  turboinfer tiers
+                  (the kernel tiers, one a line: NAME yes [default] | NAME no (why); every tier computes
+                   the same bits)";
 
 /// Default KV-cache size in positions (clamped to the model's training context).
 const DEFAULT_CTX: usize = 4096;
@@ -48,6 +52,8 @@ enum Command {
         out: Option<String>,
         force: bool,
     },
+    /// `tiers`: which kernel tiers this CPU runs.
+    Tiers,
     Help,
 }
 
@@ -119,6 +125,12 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     if cmd == "-h" || cmd == "--help" || cmd == "help" {
         return Ok(Command::Help);
     }
+    if cmd == "tiers" {
+        return match args.get(1) {
+            None => Ok(Command::Tiers),
+            Some(extra) => Err(format!("unexpected argument {extra:?} for tiers")),
+        };
+    }
     let spec = match cmd.as_str() {
         "pack" => PACK_OPTIONS,
         "info" => INFO_OPTIONS,
@@ -189,6 +201,21 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         return Err("--top-p and --repeat-penalty must be positive and --temp finite".into());
     }
     Ok(Command::Run(run))
+}
+
+/// `turboinfer tiers`: one line per kernel tier, `NAME yes`, `NAME yes default` (the tier a process
+/// picks without `TURBOINFER_KERNELS`) or `NAME no (why)` (scripts choose the tiers to test from
+/// this: the engine's own CPU detection, not a second copy of it).
+fn cmd_tiers() {
+    use turboinfer::kernels::Tier;
+    let f = turboinfer::cpu::cpu_features();
+    for t in Tier::ALL {
+        match t.check(f) {
+            Ok(()) if t == Tier::best(f) => println!("{t} yes default"),
+            Ok(()) => println!("{t} yes"),
+            Err(e) => println!("{t} no ({e})"),
+        }
+    }
 }
 
 /// `turboinfer pack`: writes the packed weights file unless a valid one exists (idempotent).
@@ -385,6 +412,10 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Info { model } => cmd_info(model),
+        Command::Tiers => {
+            cmd_tiers();
+            Ok(())
+        }
         Command::Pack { model, out, force } => cmd_pack(model, out.as_deref(), *force),
         Command::Run(r) => cmd_run(r),
     };

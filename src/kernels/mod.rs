@@ -4,8 +4,9 @@
 //! Every table entry is a plain safe `fn`. The SIMD bodies are `#[target_feature]` functions that are
 //! only reachable through a `KernelSet` built by `KernelSet::for_tier`, which refuses tiers the CPU
 //! lacks; so an instruction the CPU does not have is never executed. The scalar reference in
-//! `crate::quant` defines the semantics every tier reproduces (integer block sums exact, float
-//! accumulation order free); `vector` holds the reference of the sparse FFN's f32 vector kernels.
+//! `crate::quant` defines the results every tier reproduces bit for bit (the numeric contract,
+//! `quant::contract`: integer block sums exact, every float operation in one fixed order);
+//! `vector` holds the reference of the sparse FFN's f32 vector kernels.
 //!
 //! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`) <- `select`
 //! (the one place that picks a tier, from the CPU and `TURBOINFER_KERNELS`).
@@ -29,31 +30,31 @@ pub use vector::q8_0_row_bytes;
 
 pub use crate::quant::{QuantizeFn, VecDotFn};
 
-/// Revision of the kernels' floating-point arithmetic (summation orders, fusions). Results that
-/// are stored and reused across processes (the schema KV cache files) are keyed by it together
-/// with the crate version and the tier, so a build whose arithmetic differs never reuses them.
-/// Bump it with every change that can alter a kernel's result bits.
+/// Revision of the numeric contract (`quant::contract`: summation orders, fusions, the elementary
+/// functions of `ops::math`). Results that are stored and reused across processes (the schema KV
+/// cache files) are keyed by it together with the crate version, so a build whose arithmetic
+/// differs never reuses them; the tier is not part of the key, since every tier computes the same
+/// bits (a cache file made on one CPU is valid on another).
+/// Bump it with every change that can alter a result bit.
 /// 2: attention scores in the SIMD tiers' 16-lane order (`KernelSet::score_dot`).
-/// 3: Q4_K in the SIMD tiers is block-exact (`packed::q4_k_exact_dot`), packed or not.
-pub const NUMERICS_REVISION: u32 = 3;
+/// 3: Q4_K in the SIMD tiers is block-exact, packed or not.
+/// 4: one contract for every tier: block lanes, super-block chains, unfused 16-lane float dots,
+///    the engine's own exp/sin/cos.
+pub const NUMERICS_REVISION: u32 = 4;
 
-/// The identity of this process's arithmetic: crate version, numerics revision and kernel tier.
+/// The identity of this process's arithmetic: crate version and numerics revision.
 pub fn numerics_id() -> String {
-    format!(
-        "turboinfer {} numerics {NUMERICS_REVISION} tier {}",
-        env!("CARGO_PKG_VERSION"),
-        kernels().tier()
-    )
+    format!("turboinfer {} numerics {NUMERICS_REVISION}", env!("CARGO_PKG_VERSION"))
 }
 
 #[cfg(test)]
 mod tests {
-    /// The numerics identity names the tier and the revision (cache files of another tier or
-    /// revision must not match).
+    /// The numerics identity names the revision (cache files of another revision must not
+    /// match) and not the tier (every tier computes the same bits).
     #[test]
-    fn numerics_id_names_tier_and_revision() {
+    fn numerics_id_names_the_revision_not_the_tier() {
         let id = super::numerics_id();
-        assert!(id.contains(super::kernels().tier().name()), "{id}");
         assert!(id.contains(&format!("numerics {}", super::NUMERICS_REVISION)), "{id}");
+        assert!(!id.contains("tier"), "{id}");
     }
 }

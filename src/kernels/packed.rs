@@ -23,7 +23,7 @@
 //! The layout is a pure permutation of the GGUF bytes (same size, no rounding), so a packed matrix
 //! holds exactly the same weights; a group occupies the same byte range as its rows do unpacked.
 
-use crate::quant::{block_bytes, bytes, q4k_scale_min, GgmlType, QK_K};
+use crate::quant::{block_bytes, GgmlType, QK_K};
 
 /// Rows interleaved per group.
 pub const PACK_ROWS: usize = 16;
@@ -42,8 +42,9 @@ pub(crate) const Q6X_QH: usize = 2336;
 
 /// Dot products of one packed row group with activation vectors: `out[v*16 + r] = dot(row r, vector v)`
 /// for `v < out.len() / 16`, vectors `stride` bytes apart in `acts` (Q8_K rows of `n` elements),
-/// `w` the group's `16 * row_bytes(n)` packed bytes. Every output is bitwise `q4_k_exact_dot` of the
-/// unpacked row, whatever the tier, the vector count or the position of the vector in the batch.
+/// `w` the group's `16 * row_bytes(n)` packed bytes. Every output is bitwise the reference dot
+/// product of the unpacked row (`crate::quant`, the numeric contract's super-block chain), whatever
+/// the tier, the vector count or the position of the vector in the batch.
 pub type PackedDotFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
 /// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed (Q4_K or Q6_K).
@@ -150,72 +151,4 @@ pub fn unpack_block(group: &[u8], b: usize, r: usize) -> [u8; Q4K] {
     x[2..4].copy_from_slice(&pd[32 + 2 * r..32 + 2 * r + 2]);
     deinterleave(&mut x, pd, r, &[(64, 3, 4), (256, 32, 16)]);
     x
-}
-
-/// The block-exact Q4_K × Q8_K dot product, the arithmetic every SIMD tier and every packed kernel
-/// reproduces bit for bit: per super-block, the integer sums are exact,
-/// `isum = Σ_j sc[j] · Σ_{i in j} code_i · q8_i` and `msum = Σ_j m[j] · Σ_{i in j} q8_i`,
-/// then two fused multiply-adds in this order: `acc = fma(isum, d·d_a, acc)`,
-/// `acc = fma(msum, -(dmin·d_a), acc)`. (`isum` can exceed 2^24; its conversion to f32 rounds to
-/// nearest, the same on every tier.) The scalar tier keeps ggml's own lane order instead.
-pub fn q4_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-    use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
-    let nb = n / QK_K;
-    assert!(
-        n.is_multiple_of(QK_K) && w.len() >= nb * Q4K && act.len() >= nb * AB,
-        "q4_k_exact_dot: short rows"
-    );
-    let mut acc = 0.0f32;
-    for (x, y) in w.chunks_exact(Q4K).zip(act.chunks_exact(AB)).take(nb) {
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for j in 0..8 {
-            let (sc, m) = q4k_scale_min(j, &x[4..16]);
-            let c = j / 2; // 32-byte code chunk: low nibbles for even j, high for odd
-            let mut s = 0i32;
-            for l in 0..32 {
-                let code =
-                    if j % 2 == 0 { x[16 + 32 * c + l] & 0x0F } else { x[16 + 32 * c + l] >> 4 };
-                s += code as i32 * y[QS + 32 * j + l] as i8 as i32;
-            }
-            isum += sc as i32 * s;
-            let bs = bytes::i16_at(&y[BSUMS + 4 * j..]) as i32
-                + bytes::i16_at(&y[BSUMS + 4 * j + 2..]) as i32;
-            msum += m as i32 * bs;
-        }
-        let dy = bytes::f32_at(y);
-        acc = (isum as f32).mul_add(bytes::f16_at(&x[0..2]) * dy, acc);
-        acc = (msum as f32).mul_add(-(bytes::f16_at(&x[2..4]) * dy), acc);
-    }
-    acc
-}
-
-/// The block-exact Q6_K × Q8_K dot product, the arithmetic every SIMD tier and every packed Q6_K
-/// kernel reproduces bit for bit: per super-block the exact integer
-/// `total = Σ_g sc[g] · Σ_{i in g} code_i · q8_i − 32 · Σ_g sc[g] · bsums[g]` (codes unsigned 0..63,
-/// 16-element groups g), then one fused multiply-add `acc = fma(total, d·d_a, acc)`.
-/// The scalar tier keeps ggml's own lane order instead.
-pub fn q6_k_exact_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-    use crate::quant::q8k_layout::{BLOCK as AB, BSUMS, QS};
-    let nb = n / QK_K;
-    assert!(
-        n.is_multiple_of(QK_K) && w.len() >= nb * Q6K && act.len() >= nb * AB,
-        "q6_k_exact_dot: short rows"
-    );
-    let mut acc = 0.0f32;
-    for (x, y) in w.chunks_exact(Q6K).zip(act.chunks_exact(AB)).take(nb) {
-        let mut total = 0i32;
-        for e in 0..QK_K {
-            let (h, k, l) = (e / 128, e % 128 / 32, e % 32); // half, quarter (bit pair), position
-            let lo = x[64 * h + 32 * (k % 2) + l];
-            let lo = if k < 2 { lo & 0x0F } else { lo >> 4 };
-            let code = lo | ((x[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
-            total += x[192 + e / 16] as i8 as i32 * code as i32 * y[QS + e] as i8 as i32;
-        }
-        for g in 0..16 {
-            // 32: the code midpoint, removed through the activation's 16-element sums.
-            total -= 32 * x[192 + g] as i8 as i32 * bytes::i16_at(&y[BSUMS + 2 * g..]) as i32;
-        }
-        acc = (total as f32).mul_add(bytes::f16_at(&x[208..210]) * bytes::f32_at(y), acc);
-    }
-    acc
 }

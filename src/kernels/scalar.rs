@@ -45,27 +45,6 @@ fn quant_q8_k(x: &[f32], d: &mut [u8]) {
     (quant::quantize_row_fn(GgmlType::Q8_K).expect("Q8_K quantizer exists"))(x, d)
 }
 
-/// Reference attention score of `n` f32 key elements with `n` f32 query elements: one running sum
-/// in element order, the plain definition (the SIMD tiers sum in vector lanes instead).
-fn score_f32(n: usize, k: &[u8], q: &[u8]) -> f32 {
-    assert!(k.len() >= 4 * n && q.len() >= 4 * n, "score rows too short");
-    k.chunks_exact(4)
-        .zip(q.chunks_exact(4))
-        .take(n)
-        .map(|(k, q)| bytes::f32_at(k) * bytes::f32_at(q))
-        .sum()
-}
-
-/// Reference attention score of `n` f16 key elements (widened exactly) with `n` f32 query elements.
-fn score_f16(n: usize, k: &[u8], q: &[u8]) -> f32 {
-    assert!(k.len() >= 2 * n && q.len() >= 4 * n, "score rows too short");
-    k.chunks_exact(2)
-        .zip(q.chunks_exact(4))
-        .take(n)
-        .map(|(k, q)| bytes::f16_at(k) * bytes::f32_at(q))
-        .sum()
-}
-
 /// Reference weighted sum (`WeightedSumFn`) of rows of `S`-byte elements decoded by `conv`:
 /// `out[d] += p[j] * v[j][d]` row by row, from `out`'s values.
 fn wsum<const S: usize>(
@@ -112,8 +91,6 @@ pub(crate) static SET: KernelSet = KernelSet {
     quant_q8_1,
     quant_q8_k,
     quant_f32,
-    score_f32,
-    score_f16,
     wsum_f32,
     wsum_f16,
     packed_q4_k: None,
@@ -121,5 +98,5 @@ pub(crate) static SET: KernelSet = KernelSet {
     axpy: vector::axpy_body,
     axpy_q8_0: vector::axpy_q8_0_body,
     axpy4_q8_0: vector::axpy4_q8_0_body,
-    dot_f32: vector::dot_body,
+    dot_f32: vector::dot_f32,
 };

@@ -68,10 +68,6 @@ pub struct KernelSet {
     pub(crate) quant_q8_1: QuantizeFn,
     pub(crate) quant_q8_k: QuantizeFn,
     pub(crate) quant_f32: QuantizeFn,
-    /// Attention score of an f32 cache row with an f32 query row (same contract as `vec_dot`).
-    pub(crate) score_f32: VecDotFn,
-    /// Attention score of an f16 cache row with an f32 query row.
-    pub(crate) score_f16: VecDotFn,
     /// Weighted sum of f32 value rows.
     pub(crate) wsum_f32: WeightedSumFn,
     /// Weighted sum of f16 value rows.
@@ -87,7 +83,7 @@ pub struct KernelSet {
     pub(crate) axpy_q8_0: AxpyQ8Fn,
     /// `y += Σ a[k] * dequant(q[k])` over four Q8_0 rows.
     pub(crate) axpy4_q8_0: Axpy4Q8Fn,
-    /// Dot product of two f32 vectors.
+    /// Dot product of two f32 vectors (the F32 dot product, `score_dot(F32)`, on slices).
     pub(crate) dot_f32: DotF32Fn,
 }
 
@@ -127,13 +123,12 @@ impl KernelSet {
     }
 
     /// The attention score dot product of a `ty` (F32 or F16) key row with an f32 query row, or
-    /// `None` for other types. The scalar tier uses the textbook definition (one running sum in
-    /// element order), its reference arithmetic; every SIMD tier uses one shared 16-lane order
-    /// (`x86::float::score256`), so their scores are bitwise equal to each other.
+    /// `None` for other types: the `ty` weight dot product, in the numeric contract's sixteen
+    /// element lanes (`quant::contract::dot16`) on every tier.
     pub fn score_dot(&self, ty: GgmlType) -> Option<VecDotFn> {
         match ty {
-            GgmlType::F32 => Some(self.score_f32),
-            GgmlType::F16 => Some(self.score_f16),
+            GgmlType::F32 => Some(self.f32.vec_dot),
+            GgmlType::F16 => Some(self.f16.vec_dot),
             _ => None,
         }
     }

@@ -1,6 +1,7 @@
 //! Small f32 vector kernels of the sparse FFN (axpy, Q8_0-row axpy, dot): the portable reference
 //! bodies, which the scalar tier uses as they are and the x86 tiers compile with AVX2+FMA
-//! (`x86::vector`); every tier reaches them through its `KernelSet`.
+//! (`x86::vector`); the dot product is each tier's F32 dot; every tier reaches them through its
+//! `KernelSet`.
 
 use crate::quant::GgmlType;
 
@@ -47,22 +48,21 @@ pub(crate) fn axpy4_q8_0_body(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
     }
 }
 
-/// Dot product with 8 independent partial sums (vectorizable).
-#[inline(always)]
-pub(crate) fn dot_body(x: &[f32], y: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (a, b) in xc.zip(yc) {
-        for i in 0..8 {
-            acc[i] = a[i].mul_add(b[i], acc[i]);
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (a, b) in xr.iter().zip(yr) {
-        s += a * b;
-    }
-    s
+/// `Σ x[i]·y[i]` over the shorter length: the scalar F32 dot product (the numeric contract's
+/// sixteen element lanes, `quant::contract::dot16`) on the vectors' bytes.
+pub(crate) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    (crate::quant::vec_dot_fn(GgmlType::F32).expect("F32 has a dot product"))(
+        n,
+        f32_bytes(&x[..n]),
+        f32_bytes(&y[..n]),
+    )
+}
+
+/// `x` as its little-endian bytes (this target is little-endian: see `ops::attention`).
+pub(crate) fn f32_bytes(x: &[f32]) -> &[u8] {
+    // SAFETY: f32 is 4 bytes of plain data without padding; u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(x.as_ptr() as *const u8, std::mem::size_of_val(x)) }
 }
 
 /// Bytes of a Q8_0 row of `n` elements (`n` a multiple of 32).
@@ -137,7 +137,7 @@ mod tests {
                 k.axpy(&mut b, -1.25, &x);
                 assert_eq!(bits(&a), bits(&b), "{} axpy {len}", k.tier());
                 assert_eq!(
-                    dot_body(&x[..len], &x[1..len + 1]).to_bits(),
+                    dot_f32(&x[..len], &x[1..len + 1]).to_bits(),
                     k.dot_f32(&x[..len], &x[1..len + 1]).to_bits(),
                     "{} dot {len}",
                     k.tier()

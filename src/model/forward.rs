@@ -5,6 +5,7 @@ use super::weights::{Matrix, Weights};
 use super::{Config, FfnHook, KvCache, ModelError, ModelOptions};
 use crate::fallible::try_zeroed;
 use crate::gguf::GgufFile;
+use crate::kernels::KernelSet;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
 use crate::quant;
 use crate::runtime::Runtime;
@@ -32,6 +33,9 @@ pub struct Model {
     packed: Option<Arc<PackedFile>>,
     /// Whether packed weights are in use, or why not.
     pack_status: PackStatus,
+    /// The kernel tier every pass runs on (the process's by default; every tier gives the same
+    /// bits, the numeric contract of `quant::contract`).
+    kernels: &'static KernelSet,
 }
 
 impl std::fmt::Debug for Model {
@@ -50,10 +54,16 @@ impl Model {
         Ok(m)
     }
 
-    /// Builds a model over an already opened file (shared, e.g. with the tokenizer).
+    /// Builds a model over an already opened file (shared, e.g. with the tokenizer), on the
+    /// process's kernel tier (`kernels::try_kernels`).
     pub fn from_gguf(file: Arc<GgufFile>) -> Result<Model, ModelError> {
+        Model::from_gguf_on(file, crate::kernels::try_kernels()?)
+    }
+
+    /// [`Model::from_gguf`] on the kernel tier of `set` (tests compare tiers in one process).
+    pub fn from_gguf_on(file: Arc<GgufFile>, set: &'static KernelSet) -> Result<Model, ModelError> {
         let cfg = Config::from_gguf(&file)?;
-        let w = Weights::load(&file, &cfg)?;
+        let w = Weights::load(&file, &cfg, set)?;
         Ok(Model {
             file,
             cfg,
@@ -62,7 +72,13 @@ impl Model {
             ffn_hook: None,
             packed: None,
             pack_status: PackStatus::None,
+            kernels: set,
         })
+    }
+
+    /// The kernel tier the passes run on.
+    pub fn kernels(&self) -> &'static KernelSet {
+        self.kernels
     }
 
     /// The hyper-parameters.
@@ -300,7 +316,7 @@ impl Model {
                 &self.file,
                 self.packed.as_deref(),
                 &self.w.output,
-                &mut SharedActs::new(&hn, self.cfg.dim),
+                &mut SharedActs::new(&hn, self.cfg.dim, self.kernels),
                 &mut logits,
             )?;
             Ok(logits)
@@ -345,7 +361,7 @@ impl Model {
         rt.install(|| {
             let mut logits = try_zeroed(hn.len() / self.cfg.dim * rows.len())
                 .map_err(ModelError::oom("logits"))?; // [n_out, rows.len()]
-            let mut acts = SharedActs::new(&hn, self.cfg.dim);
+            let mut acts = SharedActs::new(&hn, self.cfg.dim, self.kernels);
             let (a, arb) = acts.get(self.w.output.act_ty)?;
             ops::matmul_rows(
                 self.w.output.rows(&self.file),
@@ -402,7 +418,7 @@ impl Model {
         let mut layer = |l: usize, lw: &super::LayerWeights| -> Result<(), ModelError> {
             // Attention block.
             norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
-            let mut acts = SharedActs::new(&h, dim);
+            let mut acts = SharedActs::new(&h, dim, self.kernels);
             mul(f, pk, &lw.wq, &mut acts, &mut q)?;
             mul(f, pk, &lw.wk, &mut acts, &mut k)?;
             mul(f, pk, &lw.wv, &mut acts, &mut v)?;
@@ -427,8 +443,15 @@ impl Model {
                 max_seq: cache.capacity(),
                 pos0,
             };
-            ops::attention(&q, cache.layer(l), shape, self.opts.attn_precision, &mut att);
-            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd), &mut proj)?;
+            ops::attention(
+                &q,
+                cache.layer(l),
+                shape,
+                self.opts.attn_precision,
+                self.kernels,
+                &mut att,
+            );
+            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd, self.kernels), &mut proj)?;
             add_in_place(&mut x, &proj);
 
             // Feed-forward block (SwiGLU).
@@ -438,14 +461,20 @@ impl Model {
                 None => false,
             };
             if !done_sparse {
-                let mut acts = SharedActs::new(&h, dim);
+                let mut acts = SharedActs::new(&h, dim, self.kernels);
                 mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
                 mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
                 ops::swiglu(&mut gate, &up);
                 if let Some(hook) = &self.ffn_hook {
                     hook.observe(l, &h, &gate);
                 }
-                mul(f, pk, &lw.w_down, &mut SharedActs::new(&gate, c.ffn_dim), &mut proj)?;
+                mul(
+                    f,
+                    pk,
+                    &lw.w_down,
+                    &mut SharedActs::new(&gate, c.ffn_dim, self.kernels),
+                    &mut proj,
+                )?;
             }
             add_in_place(&mut x, &proj);
             Ok(())

@@ -3,7 +3,8 @@
 use super::PackedFile;
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::{self, TypeKernels};
+use crate::kernels::packed::PackedDotFn;
+use crate::kernels::{KernelSet, TypeKernels};
 use crate::ops::{PackedRows, WeightRows};
 use crate::quant::{self, GgmlType};
 use std::ops::Range;
@@ -22,8 +23,10 @@ pub struct Matrix {
     pub act_ty: GgmlType,
     /// Byte range of the tensor inside the file.
     range: Range<usize>,
-    /// The dispatched (SIMD tier) kernels for `ty`.
+    /// The kernels for `ty` of the model's tier.
     kernels: TypeKernels,
+    /// The tier's kernel for the packed layout of `ty`, if it has one.
+    packed_dot: Option<PackedDotFn>,
     /// Byte range of the same matrix in the `Q4_K×16` / `Q6_K×16` layout inside the model's packed weights
     /// file (`Model::attach_packed`), if attached.
     packed: Option<Range<usize>>,
@@ -57,10 +60,8 @@ impl Matrix {
         pack: Option<&'a PackedFile>,
     ) -> WeightRows<'a> {
         let mut w = self.rows(file);
-        if let (Some(r), Some(p)) = (&self.packed, pack) {
-            if let Some(dot) = kernels::kernels().packed(self.ty) {
-                w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], dot });
-            }
+        if let (Some(r), Some(p), Some(dot)) = (&self.packed, pack, self.packed_dot) {
+            w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], dot });
         }
         w
     }
@@ -136,10 +137,15 @@ fn tensor<'a>(
 }
 
 /// Loads matrix `name` of `rows` rows by `cols` columns (ggml dims `[cols, rows]`).
-fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+fn matrix(
+    file: &GgufFile,
+    set: &'static KernelSet,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Matrix, ModelError> {
     let t = tensor(file, name, &[cols, rows])?;
     let unsupported = |what| ModelError::UnsupportedType { name: name.to_string(), ty: t.ty, what };
-    let set = kernels::try_kernels()?;
     let kernels = set.get(t.ty).ok_or_else(|| unsupported("multiply (no dot product)"))?;
     let act_ty = quant::activation_type(t.ty);
     set.quantize(act_ty).ok_or_else(|| unsupported("multiply (no activation quantizer)"))?;
@@ -164,6 +170,7 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         act_ty,
         range: start..start + t.size as usize,
         kernels,
+        packed_dot: set.packed(t.ty),
         packed: None,
     })
 }
@@ -222,11 +229,15 @@ impl Weights {
         v
     }
 
-    /// Finds and validates every tensor the config calls for.
-    pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
+    /// Finds and validates every tensor the config calls for, with the kernels of `set`.
+    pub fn load(
+        file: &GgufFile,
+        cfg: &Config,
+        set: &'static KernelSet,
+    ) -> Result<Weights, ModelError> {
         let (dim, qd, kvd, ffn, hd) =
             (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim, cfg.head_dim);
-        let token_embd = matrix(file, "token_embd.weight", cfg.vocab_size, dim)?;
+        let token_embd = matrix(file, set, "token_embd.weight", cfg.vocab_size, dim)?;
         if quant::dequantize_row_fn(token_embd.ty).is_none() {
             return Err(ModelError::UnsupportedType {
                 name: token_embd.name,
@@ -237,7 +248,7 @@ impl Weights {
         let output = if cfg.tied_embeddings {
             token_embd.clone()
         } else {
-            matrix(file, "output.weight", cfg.vocab_size, dim)?
+            matrix(file, set, "output.weight", cfg.vocab_size, dim)?
         };
         let output_norm = vector(file, "output_norm.weight", dim)?;
         let mut layers = Vec::with_capacity(cfg.n_layers);
@@ -259,19 +270,19 @@ impl Weights {
             };
             layers.push(LayerWeights {
                 attn_norm: vector(file, &n("attn_norm.weight"), dim)?,
-                wq: matrix(file, &n("attn_q.weight"), qd, dim)?,
-                wk: matrix(file, &n("attn_k.weight"), kvd, dim)?,
-                wv: matrix(file, &n("attn_v.weight"), kvd, dim)?,
-                wo: matrix(file, &n("attn_output.weight"), dim, qd)?,
+                wq: matrix(file, set, &n("attn_q.weight"), qd, dim)?,
+                wk: matrix(file, set, &n("attn_k.weight"), kvd, dim)?,
+                wv: matrix(file, set, &n("attn_v.weight"), kvd, dim)?,
+                wo: matrix(file, set, &n("attn_output.weight"), dim, qd)?,
                 bq: bias("attn_q.bias", qd)?,
                 bk: bias("attn_k.bias", kvd)?,
                 bv: bias("attn_v.bias", kvd)?,
                 q_norm: qk_norm("attn_q_norm.weight")?,
                 k_norm: qk_norm("attn_k_norm.weight")?,
                 ffn_norm: vector(file, &n("ffn_norm.weight"), dim)?,
-                w_gate: matrix(file, &n("ffn_gate.weight"), ffn, dim)?,
-                w_up: matrix(file, &n("ffn_up.weight"), ffn, dim)?,
-                w_down: matrix(file, &n("ffn_down.weight"), dim, ffn)?,
+                w_gate: matrix(file, set, &n("ffn_gate.weight"), ffn, dim)?,
+                w_up: matrix(file, set, &n("ffn_up.weight"), ffn, dim)?,
+                w_down: matrix(file, set, &n("ffn_down.weight"), dim, ffn)?,
             });
         }
         Ok(Weights { token_embd, output_norm, output, layers })

@@ -1,5 +1,6 @@
 //! Activations quantized once per input and shared by every matrix that reads that input.
 
+use crate::kernels::KernelSet;
 use crate::quant::{self, GgmlType, QuantError};
 use rayon::prelude::*;
 
@@ -11,14 +12,16 @@ use rayon::prelude::*;
 pub struct SharedActs<'a> {
     x: &'a [f32], // [n_tok, cols]
     cols: usize,
+    /// The kernel tier whose quantizers run.
+    set: &'static KernelSet,
     quantized: Vec<(GgmlType, usize, Vec<u8>)>, // (type, row_bytes, [n_tok, row_bytes])
 }
 
 impl<'a> SharedActs<'a> {
-    /// Wraps `x` (`[n_tok, cols]`).
-    pub fn new(x: &'a [f32], cols: usize) -> SharedActs<'a> {
+    /// Wraps `x` (`[n_tok, cols]`), to be quantized with the quantizers of `set`.
+    pub fn new(x: &'a [f32], cols: usize, set: &'static KernelSet) -> SharedActs<'a> {
         assert!(cols > 0 && x.len().is_multiple_of(cols), "activation shape");
-        SharedActs { x, cols, quantized: Vec::new() }
+        SharedActs { x, cols, set, quantized: Vec::new() }
     }
 
     /// Number of rows (tokens).
@@ -34,9 +37,7 @@ impl<'a> SharedActs<'a> {
             return Ok((&e.2, e.1));
         }
         // The dispatched (SIMD) quantizer; bit-identical to `quant::quantize_row_fn(ty)`.
-        let f = crate::kernels::kernels()
-            .quantize(ty)
-            .ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+        let f = self.set.quantize(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
         let rb = quant::row_size(ty, self.cols)?;
         let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]
         buf.par_chunks_mut(rb).zip(self.x.par_chunks(self.cols)).for_each(|(d, s)| f(s, d));

@@ -1,9 +1,9 @@
 //! Activation functions of the feed-forward block.
 
-/// SiLU (swish): `x * sigmoid(x)`.
+/// SiLU (swish): `x * sigmoid(x)`, with the engine's `exp` (`ops::math`).
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + super::math::exp(-x))
 }
 
 /// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`.

@@ -1,8 +1,9 @@
 //! Causal grouped-query attention over an f32 or f16 KV cache, in two precision modes.
 
 use super::f16::{self as h16, f16};
+use super::math;
 use super::softmax::softmax_in_place;
-use crate::kernels::{kernels, WeightedSumFn};
+use crate::kernels::{KernelSet, WeightedSumFn};
 use crate::quant::{GgmlType, VecDotFn};
 use rayon::prelude::*;
 
@@ -98,6 +99,7 @@ pub fn attention(
     kv: KvView<'_>,
     shape: AttnShape,
     prec: AttnPrecision,
+    set: &KernelSet,
     out: &mut [f32],
 ) {
     let AttnShape { n_heads, n_kv_heads, head_dim: hd, max_seq, .. } = shape;
@@ -116,7 +118,7 @@ pub fn attention(
                     online_f32(qh, rows(k, kvh, n_ctx, shape), rows(v, kvh, n_ctx, shape), hd, o)
                 });
             } else {
-                let kern = exact_kernels::<f32>();
+                let kern = exact_kernels::<f32>(set);
                 run_groups(q, shape, out, |qs, n_ctx, kvh, os, sc| {
                     exact(
                         qs,
@@ -143,7 +145,7 @@ pub fn attention(
                     )
                 });
             } else {
-                let kern = exact_kernels::<f16>();
+                let kern = exact_kernels::<f16>(set);
                 run_groups(q, shape, out, |qs, n_ctx, kvh, os, sc| {
                     exact(
                         qs,
@@ -273,9 +275,8 @@ struct ExactKernels {
     wsum: WeightedSumFn,
 }
 
-/// The exact-mode kernels of this process's tier for a `T` cache.
-fn exact_kernels<T: Elem>() -> ExactKernels {
-    let set = kernels();
+/// The exact-mode kernels of `set`'s tier for a `T` cache.
+fn exact_kernels<T: Elem>(set: &KernelSet) -> ExactKernels {
     let missing = "every tier has F32 and F16 attention kernels";
     ExactKernels {
         dot: set.score_dot(T::TY).expect(missing),
@@ -293,11 +294,11 @@ fn online_f32(qh: &[f32], kh: &[f32], vh: &[f32], hd: usize, o: &mut [f32]) {
         let s = qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
         let (mut ms, mut vs) = (1.0f32, 1.0f32);
         if s > m {
-            ms = (m - s).exp();
+            ms = math::exp(m - s);
             m = s;
             o.iter_mut().for_each(|a| *a *= ms);
         } else {
-            vs = (s - m).exp();
+            vs = math::exp(s - m);
         }
         for (a, &x) in o.iter_mut().zip(vr) {
             *a = x.mul_add(vs, *a);
@@ -321,11 +322,11 @@ fn ggml_one_chunk_f16(qh: &[f32], kh: &[f16], vh: &[f16], hd: usize, o: &mut [f3
         let s = h16::dot_f16(&q16, kr) * scale;
         let (mut ms, mut vs) = (1.0f32, 1.0f32);
         if s > m {
-            ms = (m - s).exp();
+            ms = math::exp(m - s);
             m = s;
             h16::scale_f16(&mut acc, ms);
         } else {
-            vs = (s - m).exp();
+            vs = math::exp(s - m);
         }
         h16::mad_f16(&mut acc, vr, vs);
         sum = sum * ms + vs;
@@ -398,9 +399,20 @@ mod tests {
             let (mut k16, mut v16) = (vec![f16::ZERO; k.len()], vec![f16::ZERO; v.len()]);
             h16::to_f16(&mut k16, k);
             h16::to_f16(&mut v16, v);
-            rt.install(|| attention(q, KvView::F16 { k: &k16, v: &v16 }, s, prec, &mut out));
+            rt.install(|| {
+                attention(
+                    q,
+                    KvView::F16 { k: &k16, v: &v16 },
+                    s,
+                    prec,
+                    crate::kernels::kernels(),
+                    &mut out,
+                )
+            });
         } else {
-            rt.install(|| attention(q, KvView::F32 { k, v }, s, prec, &mut out));
+            rt.install(|| {
+                attention(q, KvView::F32 { k, v }, s, prec, crate::kernels::kernels(), &mut out)
+            });
         }
         out
     }
@@ -462,7 +474,16 @@ mod tests {
             let on = |threads: usize| {
                 let mut out = vec![0.0; q.len()];
                 let rt = crate::runtime::Runtime::new(threads).unwrap();
-                rt.install(|| attention(&q, view, s, AttnPrecision::Exact, &mut out));
+                rt.install(|| {
+                    attention(
+                        &q,
+                        view,
+                        s,
+                        AttnPrecision::Exact,
+                        crate::kernels::kernels(),
+                        &mut out,
+                    )
+                });
                 out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
             };
             assert_eq!(on(1), on(8));

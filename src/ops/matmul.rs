@@ -105,7 +105,7 @@ const TOKEN_TILE: usize = 64;
 
 /// [`matmul`] over the `Q4_K×16` layout: parallel over tasks of whole 16-row groups; within a task,
 /// token tile by token tile, each group's kernel call applies every decoded weight block to the
-/// tile's tokens. Each output is the packed kernel's, bitwise `q4_k_exact_dot` of its row and token
+/// tile's tokens. Each output is the packed kernel's, bitwise the Q4_K reference (`quant::contract`) of its row and token
 /// (like the unpacked SIMD kernels), so the result does not depend on the layout or on `n_tok`.
 fn matmul_packed(
     w: WeightRows<'_>,

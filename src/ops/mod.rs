@@ -7,6 +7,7 @@ pub mod act_quant;
 pub mod activation;
 pub mod attention;
 pub mod f16;
+pub mod math;
 pub mod matmul;
 pub mod norm;
 pub mod rope;

@@ -1,4 +1,6 @@
-//! Softmax and log-softmax over a vector.
+//! Softmax and log-softmax over a vector (with the engine's own `exp`/`ln`, `ops::math`).
+
+use super::math;
 
 /// Numerically stable softmax in place (subtracts the maximum first). Sum is accumulated in f64.
 pub fn softmax_in_place(x: &mut [f32]) {
@@ -8,7 +10,7 @@ pub fn softmax_in_place(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f64;
     for v in x.iter_mut() {
-        *v = (*v - max).exp();
+        *v = super::math::exp(*v - max);
         sum += *v as f64;
     }
     let inv = (1.0 / sum) as f32;
@@ -20,8 +22,8 @@ pub fn softmax_in_place(x: &mut [f32]) {
 /// `log_softmax(x)`: `x[i] - max - ln(sum(exp(x - max)))`, computed in f64 for accuracy.
 pub fn log_softmax(x: &[f32]) -> Vec<f32> {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = x.iter().map(|&v| (v as f64 - max).exp()).sum();
-    let lse = max + sum.ln();
+    let sum: f64 = x.iter().map(|&v| math::exp_f64(v as f64 - max)).sum();
+    let lse = max + math::ln_f64(sum);
     x.iter().map(|&v| (v as f64 - lse) as f32).collect()
 }
 

@@ -49,8 +49,9 @@ pub(crate) fn i16_at(b: &[u8]) -> i16 {
     i16::from_le_bytes([b[0], b[1]])
 }
 
-/// Dot product of `n` weights (each `S` bytes, decoded by `conv`) with `n` little-endian f32 activations,
-/// using 8 independent accumulators so the compiler can vectorize; lengths beyond `n` are ignored.
+/// Dot product of `n` weights (each `S` bytes, decoded by `conv`) with `n` little-endian f32
+/// activations in the contract's sixteen element lanes (`contract::dot16`); lengths beyond `n` are
+/// ignored.
 #[inline(always)]
 pub(crate) fn dot_f32_act<const S: usize>(
     n: usize,
@@ -58,24 +59,10 @@ pub(crate) fn dot_f32_act<const S: usize>(
     act: &[u8],
     conv: impl Fn(&[u8; S]) -> f32,
 ) -> f32 {
-    // 8 lanes: one AVX2 register of f32; the reduction order differs from a serial sum only by rounding.
-    const L: usize = 8;
     let n = n.min(w.len() / S).min(act.len() / 4);
     let (w, _) = w[..n * S].as_chunks::<S>();
     let (a, _) = act[..n * 4].as_chunks::<4>();
-    let (wc, wt) = w.as_chunks::<L>();
-    let (ac, at) = a.as_chunks::<L>();
-    let mut acc = [0.0f32; L];
-    for (wb, ab) in wc.iter().zip(ac) {
-        for l in 0..L {
-            acc[l] += conv(&wb[l]) * f32::from_le_bytes(ab[l]);
-        }
-    }
-    let mut tail = 0.0f32;
-    for (wv, av) in wt.iter().zip(at) {
-        tail += conv(wv) * f32::from_le_bytes(*av);
-    }
-    acc.iter().sum::<f32>() + tail
+    super::contract::dot16(n, |j| conv(&w[j]), |j| f32::from_le_bytes(a[j]))
 }
 
 #[cfg(test)]

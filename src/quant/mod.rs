@@ -21,6 +21,7 @@
 
 mod bf16;
 pub(crate) mod bytes;
+pub mod contract;
 mod fp16;
 mod fp32;
 mod q2_k;
@@ -38,9 +39,6 @@ mod q8_k;
 mod types;
 
 pub use types::{GgmlType, QK, QK_K};
-
-/// The unpacked 6-bit (scale, min) of Q4_K sub-block `j` from a block's 12 packed scale bytes.
-pub(crate) use q4_k::scale_min as q4k_scale_min;
 
 /// Bytes per block of each block format: the one place the kernels and packers take block sizes
 /// from (a block holds [`QK`] elements for the 32-element formats, [`QK_K`] for the K formats).
@@ -67,7 +65,7 @@ pub(crate) mod block_bytes {
 
 /// Byte layout of a Q8_K activation block (for kernels outside this module).
 pub(crate) mod q8k_layout {
-    pub(crate) use super::q8_k::{BLOCK, BSUMS, QS};
+    pub(crate) use super::q8_k::{BSUMS, QS};
 }
 
 /// Dequantizes a row: `src` holds exactly `ty.row_bytes(dst.len())` bytes; fills all of `dst`.

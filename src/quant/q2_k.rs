@@ -9,6 +9,7 @@
 //! Dotted with Q8_K activations.
 
 use super::bytes::{f16_at, f32_at};
+use super::contract::chain;
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -46,11 +47,12 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q2_K row with Q8_K activations (`ggml_vec_dot_q2_K_q8_K` generic):
-/// `d_w*d_a * sum_g scale_g*sum(code*q8) - dmin_w*d_a * sum_g min_g*bsums[g]`, integer parts exact.
+/// Dot product of a Q2_K row with Q8_K activations, the contract's super-block chain
+/// (`contract::chain`): per super-block the exact `isum = Σ_g scale_g · Σ code·q8` and
+/// `summs = Σ_g min_g · bsums[g]`, then `acc = fma(isum, d·d_a, acc)`, `acc = fma(summs, -(dmin·d_a), acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut sumf = 0.0f32;
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let v = codes(x);
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
@@ -65,7 +67,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             summs += (x[g] >> 4) as i32 * q8_k::bsum(y, g);
         }
         let dy = f32_at(y);
-        sumf += dy * f16_at(&x[80..82]) * isum as f32 - dy * f16_at(&x[82..84]) * summs as f32;
+        acc = chain(acc, isum, f16_at(&x[80..82]) * dy);
+        acc = chain(acc, summs, -(f16_at(&x[82..84]) * dy));
     }
-    sumf
+    acc
 }

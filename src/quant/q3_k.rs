@@ -9,6 +9,7 @@
 //! Dotted with Q8_K activations.
 
 use super::bytes::{f16_at, f32_at};
+use super::contract::chain;
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -60,17 +61,25 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q3_K row with Q8_K activations (`ggml_vec_dot_q3_K_q8_K` generic):
-/// `d_w*d_a * sum_g (scale_g − 32)*sum(code*q8)`, integer part exact, accumulated in ggml's lane order
-/// (bit-identical to ggml's reference).
+/// Dot product of a Q3_K row with Q8_K activations, the contract's super-block chain
+/// (`contract::chain`): per super-block the exact `total = Σ_g scale_g · Σ_{i in g} code_i · q8_i`,
+/// then `acc = fma(total, d·d_a, acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut acc = q8_k::LaneAcc::default();
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let v = codes(x);
-        let scale16: [i32; QK_K / 16] = std::array::from_fn(|g| scale(g, &x[96..108]));
-        let lanes = q8_k::lane_dot(&v, &y[q8_k::QS..q8_k::BSUMS], &scale16);
-        acc.add(f16_at(&x[108..110]) * f32_at(y), &lanes);
+        let q8 = &y[q8_k::QS..q8_k::BSUMS];
+        let mut total = 0i32;
+        for g in 0..QK_K / 16 {
+            let s: i32 = v[16 * g..16 * g + 16]
+                .iter()
+                .zip(&q8[16 * g..16 * g + 16])
+                .map(|(&c, &a)| c as i32 * a as i8 as i32)
+                .sum();
+            total += scale(g, &x[96..108]) * s;
+        }
+        acc = chain(acc, total, f16_at(&x[108..110]) * f32_at(y));
     }
-    acc.finish()
+    acc
 }

@@ -7,6 +7,7 @@
 //! Dotted with Q8_0 activations.
 
 use super::bytes::f16_at;
+use super::contract::BlockLanes;
 use super::{q8_0, QK};
 
 /// Bytes per block.
@@ -25,11 +26,14 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q4_0 row with Q8_0 activations (`ggml_vec_dot_q4_0_q8_0` generic).
+/// Dot product of a Q4_0 row with Q8_0 activations: per block the exact integer dot, in the
+/// contract's eight block lanes (`contract::BlockLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
-    let mut sumf = 0.0f32;
-    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0) {
+    let mut acc = BlockLanes::default();
+    for (i, (x, y)) in
+        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0).enumerate()
+    {
         let qs = &x[2..BLOCK];
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
         let mut v = [0u8; QK];
@@ -38,7 +42,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             v[j + QK / 2] = ((qs[j] >> 4) as i8 - 8) as u8;
         }
         let sumi = q8_0::dot_qs(&v, y[2..].try_into().expect("32 quants"));
-        sumf += sumi as f32 * f16_at(x) * f16_at(y);
+        acc.add(i, sumi, f16_at(x) * f16_at(y));
     }
-    sumf
+    acc.finish()
 }

@@ -8,6 +8,7 @@
 //! Dotted with Q8_1 activations: sum(w*a) = d_w*d_a*sum(q_w*q_a) + m_w * (d_a*sum(q_a)) = … + m_w*s_a.
 
 use super::bytes::f16_at;
+use super::contract::BlockLanes;
 use super::{q8_1, QK};
 
 /// Bytes per block.
@@ -26,11 +27,14 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q4_1 row with Q8_1 activations (`ggml_vec_dot_q4_1_q8_1` generic).
+/// Dot product of a Q4_1 row with Q8_1 activations: per block the exact integer dot and the offset
+/// term `m_w · s_a`, in the contract's eight block lanes (`contract::BlockLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
-    let mut sumf = 0.0f32;
-    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0) {
+    let mut acc = BlockLanes::default();
+    for (i, (x, y)) in
+        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0).enumerate()
+    {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
         let mut sumi = 0i32;
@@ -39,8 +43,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             let v1 = (qs[j] >> 4) as i32;
             sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
         }
-        sumf += (f16_at(&x[0..2]) * f16_at(&y[0..2])) * sumi as f32
-            + f16_at(&x[2..4]) * f16_at(&y[2..4]);
+        acc.add(i, sumi, f16_at(&x[0..2]) * f16_at(&y[0..2]));
+        acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
     }
-    sumf
+    acc.finish()
 }

@@ -10,6 +10,7 @@
 //! Dotted with Q8_K activations.
 
 use super::bytes::{f16_at, f32_at};
+use super::contract::chain;
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -50,41 +51,45 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q4_K row with Q8_K activations (`ggml_vec_dot_q4_K_q8_K` generic):
-/// per super-block `d_w*d_a * sum_j sc[j]*sum(code*q8) - dmin_w*d_a * sum_g m[g/2]*bsums[g]`, the
-/// integer parts exact, accumulated in ggml's lane order (bit-identical to ggml's reference).
+/// Dot product of a Q4_K row with Q8_K activations, the contract's super-block chain
+/// (`contract::chain`): per super-block the exact `isum = Σ_j sc[j] · Σ_{i in j} code_i · q8_i` and
+/// `msum = Σ_j m[j] · (bsums[2j] + bsums[2j+1])`, then `acc = fma(isum, d·d_a, acc)` and
+/// `acc = fma(msum, -(dmin·d_a), acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut acc = q8_k::LaneAcc::default();
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         let qs = &x[16..BLOCK];
-        let mut codes = [0i8; QK_K];
+        let mut codes = [0u8; QK_K];
         for c in 0..4 {
             for l in 0..32 {
-                codes[64 * c + l] = (qs[32 * c + l] & 0x0F) as i8;
-                codes[64 * c + 32 + l] = (qs[32 * c + l] >> 4) as i8;
+                codes[64 * c + l] = qs[32 * c + l] & 0x0F;
+                codes[64 * c + 32 + l] = qs[32 * c + l] >> 4;
             }
         }
-        add_block_dot(&codes, x, y, &mut acc);
+        acc = add_block(acc, &codes, x, y);
     }
-    acc.finish()
+    acc
 }
 
-/// Adds one super-block's `d*d_a * sum_j sc[j]*sum(code*q8) - dmin*d_a * sum_g m[g/2]*bsums[g]` to
-/// `acc`, for the K-quants with a `d, dmin, 12 packed 6-bit scales/mins` header (Q4_K, Q5_K);
-/// `codes` are the block's unsigned weight codes, already unpacked. // [QK_K]
-pub(super) fn add_block_dot(codes: &[i8; QK_K], x: &[u8], y: &[u8], acc: &mut q8_k::LaneAcc) {
+/// `acc` plus one super-block's two chain steps, for the K-quants with a `d, dmin, 12 packed 6-bit
+/// scales/mins` header (Q4_K, Q5_K); `codes` are the block's unsigned weight codes in element
+/// order (`[QK_K]`), `x` the weight block, `y` the Q8_K activation block.
+pub(super) fn add_block(acc: f32, codes: &[u8; QK_K], x: &[u8], y: &[u8]) -> f32 {
     let scales = &x[4..16];
-    let mut scale16 = [0i32; QK_K / 16];
-    let mut summ = 0i32; // sum over 16-groups of m[g/2] * bsums[g]
+    let q8 = &y[q8_k::QS..q8_k::BSUMS];
+    let (mut isum, mut msum) = (0i32, 0i32);
     for j in 0..8 {
         let (sc, m) = scale_min(j, scales);
-        scale16[2 * j] = sc as i32;
-        scale16[2 * j + 1] = sc as i32;
-        summ += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
+        let s: i32 = codes[32 * j..32 * j + 32]
+            .iter()
+            .zip(&q8[32 * j..32 * j + 32])
+            .map(|(&c, &a)| c as i32 * a as i8 as i32)
+            .sum();
+        isum += sc as i32 * s;
+        msum += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
     }
-    let lanes = q8_k::lane_dot(codes, &y[q8_k::QS..q8_k::BSUMS], &scale16);
     let dy = f32_at(y);
-    acc.add(f16_at(&x[0..2]) * dy, &lanes);
-    acc.sub_min(f16_at(&x[2..4]) * dy, summ);
+    let acc = chain(acc, isum, f16_at(&x[0..2]) * dy);
+    chain(acc, msum, -(f16_at(&x[2..4]) * dy))
 }

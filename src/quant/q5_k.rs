@@ -11,7 +11,7 @@
 //! Dotted with Q8_K activations.
 
 use super::bytes::f16_at;
-use super::q4_k::{add_block_dot, scale_min};
+use super::q4_k::{add_block, scale_min};
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -53,19 +53,17 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q5_K row with Q8_K activations (`ggml_vec_dot_q5_K_q8_K` generic): as Q4_K, with
-/// 5-bit codes, accumulated in ggml's lane order (bit-identical to ggml's reference).
+/// Dot product of a Q5_K row with Q8_K activations: as Q4_K (the contract's super-block chain,
+/// `q4_k::add_block`), with 5-bit codes.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
-    let mut acc = q8_k::LaneAcc::default();
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
-        let mut codes = [0i8; QK_K];
+        let mut codes = [0u8; QK_K];
         for c in 0..4 {
-            for (o, &v) in codes[64 * c..64 * c + 64].iter_mut().zip(&chunk_codes(x, c)) {
-                *o = v as i8;
-            }
+            codes[64 * c..64 * c + 64].copy_from_slice(&chunk_codes(x, c));
         }
-        add_block_dot(&codes, x, y, &mut acc);
+        acc = add_block(acc, &codes, x, y);
     }
-    acc.finish()
+    acc
 }

@@ -12,6 +12,7 @@
 //! (within the half) is l/16 + {0,2,4,6}. Dotted with Q8_K activations.
 
 use super::bytes::{f16_at, f32_at};
+use super::contract::chain;
 use super::{q8_k, QK_K};
 
 /// Bytes per super-block.
@@ -51,18 +52,26 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q6_K row with Q8_K activations (`ggml_vec_dot_q6_K_q8_K` generic):
-/// per super-block `d_w*d_a * sum_g scales[g] * sum(code*q8 over sub-block g)`, integer part exact,
-/// accumulated in ggml's lane order (bit-identical to ggml's reference).
+/// Dot product of a Q6_K row with Q8_K activations, the contract's super-block chain
+/// (`contract::chain`): per super-block the exact `total = Σ_g scales[g] · Σ_{i in g} (code_i - 32) · q8_i`
+/// (16-element groups g), then `acc = fma(total, d·d_a, acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut q = [0i8; QK_K];
-    let mut acc = q8_k::LaneAcc::default();
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
         codes(x, &mut q);
-        let scale16: [i32; QK_K / 16] = std::array::from_fn(|g| x[192 + g] as i8 as i32);
-        let lanes = q8_k::lane_dot(&q, &y[q8_k::QS..q8_k::BSUMS], &scale16);
-        acc.add(f16_at(&x[208..210]) * f32_at(y), &lanes);
+        let q8 = &y[q8_k::QS..q8_k::BSUMS];
+        let mut total = 0i32;
+        for g in 0..QK_K / 16 {
+            let s: i32 = q[16 * g..16 * g + 16]
+                .iter()
+                .zip(&q8[16 * g..16 * g + 16])
+                .map(|(&c, &a)| c as i32 * a as i8 as i32)
+                .sum();
+            total += x[192 + g] as i8 as i32 * s;
+        }
+        acc = chain(acc, total, f16_at(&x[208..210]) * f32_at(y));
     }
-    acc.finish()
+    acc
 }

@@ -6,6 +6,7 @@
 //! Both a weight format and the activation format of Q4_0/Q5_0/Q8_0 weights.
 
 use super::bytes::{f16_at, put_f16};
+use super::contract::BlockLanes;
 use super::QK;
 
 /// Bytes per block.
@@ -43,15 +44,18 @@ pub(crate) fn dot_qs(a: &[u8; QK], b: &[u8; QK]) -> i32 {
     a.iter().zip(b).map(|(&x, &y)| x as i8 as i32 * y as i8 as i32).sum()
 }
 
-/// Dot product of a Q8_0 weight row with Q8_0 activations (`ggml_vec_dot_q8_0_q8_0` generic).
+/// Dot product of a Q8_0 weight row with Q8_0 activations: per block the exact integer dot, in
+/// the contract's eight block lanes (`contract::BlockLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
-    let mut sumf = 0.0f32;
-    for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0) {
+    let mut acc = BlockLanes::default();
+    for (i, (x, y)) in
+        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0).enumerate()
+    {
         let (_, xq) = x.split_first_chunk::<2>().expect("block has a scale");
         let (_, yq) = y.split_first_chunk::<2>().expect("block has a scale");
         let sumi = dot_qs(xq.try_into().expect("32 quants"), yq.try_into().expect("32 quants"));
-        sumf += sumi as f32 * (f16_at(x) * f16_at(y));
+        acc.add(i, sumi, f16_at(x) * f16_at(y));
     }
-    sumf
+    acc.finish()
 }

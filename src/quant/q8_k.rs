@@ -65,67 +65,17 @@ pub(crate) fn bsum(b: &[u8], g: usize) -> i32 {
     i16_at(&b[BSUMS + 2 * g..]) as i32
 }
 
-/// Dot product of a Q8_K row with Q8_K activations (not a ggml pairing, but makes Q8_K usable as weights).
+/// Dot product of a Q8_K row with Q8_K activations (not a ggml pairing, but makes Q8_K usable as
+/// weights), the contract's super-block chain: `acc = fma(Σ q_w·q_a, d_w·d_a, acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * BLOCK);
-    let mut sumf = 0.0f32;
+    let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0) {
         let mut sumi = 0i32;
         for j in QS..BSUMS {
             sumi += x[j] as i8 as i32 * y[j] as i8 as i32;
         }
-        sumf += f32_at(x) * f32_at(y) * sumi as f32;
+        acc = super::contract::chain(acc, sumi, f32_at(x) * f32_at(y));
     }
-    sumf
-}
-
-/// Integer part of a K-quant block dot in ggml's lane layout: `lanes[l]` = Σ over elements e ≡ l (mod 8)
-/// of `scale16[e/16] * codes[e] * q8[e]`, where `q8` is the block's 256 activation codes. Exact; the
-/// lane split only matters for the float accumulation in [`LaneAcc`].
-#[inline(always)]
-pub(crate) fn lane_dot(codes: &[i8; QK_K], q8: &[u8], scale16: &[i32; QK_K / 16]) -> [i32; 8] {
-    let q8: &[u8; QK_K] = q8.try_into().expect("256 activation codes");
-    let (c16, _) = codes.as_chunks::<16>();
-    let (a16, _) = q8.as_chunks::<16>();
-    let mut lanes = [0i32; 8];
-    for ((c, a), &s) in c16.iter().zip(a16).zip(scale16) {
-        // s*(p0 + p1) = s*p0 + s*p1 exactly in integers, so pairing the two 8-halves first is free.
-        for l in 0..8 {
-            let p = c[l] as i32 * a[l] as i8 as i32 + c[l + 8] as i32 * a[l + 8] as i8 as i32;
-            lanes[l] += s * p;
-        }
-    }
-    lanes
-}
-
-/// ggml's float accumulation for the K-quant dots (`ggml_vec_dot_q{3,4,5,6}_K_q8_K` generic): eight
-/// running lane sums `sums[l] += d * lanes[l]` per block, the min terms subtracted from a separate
-/// scalar, and the lanes added to it in order at the end. Following it makes our results bit-identical
-/// to ggml's reference kernels, not just equal up to rounding.
-#[derive(Default)]
-pub(crate) struct LaneAcc {
-    sums: [f32; 8],
-    sumf: f32,
-}
-
-impl LaneAcc {
-    /// Adds one block's integer lanes scaled by `d` (= d_weight * d_activation).
-    #[inline(always)]
-    pub(crate) fn add(&mut self, d: f32, lanes: &[i32; 8]) {
-        for (s, &v) in self.sums.iter_mut().zip(lanes) {
-            *s += d * v as f32;
-        }
-    }
-
-    /// Subtracts one block's min term `dmin * summ` (Q4_K/Q5_K).
-    #[inline(always)]
-    pub(crate) fn sub_min(&mut self, dmin: f32, summ: i32) {
-        self.sumf -= dmin * summ as f32;
-    }
-
-    /// The final sum.
-    #[inline(always)]
-    pub(crate) fn finish(self) -> f32 {
-        self.sums.iter().fold(self.sumf, |acc, &s| acc + s)
-    }
+    acc
 }

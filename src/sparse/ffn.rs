@@ -223,7 +223,7 @@ impl SparseFfn {
         let c0 = thread_cpu_ns();
         let v = self.sidecar.layer(l);
         let f = v.order.len();
-        let mut acts = SharedActs::new(h, h.len());
+        let mut acts = SharedActs::new(h, h.len(), kernels());
         if let (true, Some(level)) = (self.config.oracle, self.level) {
             let mut a = vec![0.0f32; f]; // [ffn_dim] original neuron order
             let mut u = vec![0.0f32; f]; // [ffn_dim]
@@ -239,7 +239,7 @@ impl SparseFfn {
                     *x = 0.0;
                 }
             }
-            dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f), out)?;
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f, kernels()), out)?;
             self.stats[l].add(kept, false, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
             return Ok(());
         }
@@ -253,7 +253,7 @@ impl SparseFfn {
             dense_mul(file, &lw.w_gate, &mut acts, &mut a)?;
             dense_mul(file, &lw.w_up, &mut acts, &mut u)?;
             ops::swiglu(&mut a, &u);
-            dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f), out)?;
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&a, f, kernels()), out)?;
             self.stats[l].add(f, true, t0.elapsed().as_nanos() as u64, thread_cpu_ns() - c0);
             self.audit(l, &v, &a, |_| true);
             return Ok(());
@@ -288,7 +288,7 @@ impl SparseFfn {
         }
         // Down over the active neurons only.
         if active.len() as f32 >= self.config.dense_down_ratio * f as f32 {
-            dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f), out)?;
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f, kernels()), out)?;
         } else {
             let parts: Vec<Vec<f32>> = active
                 .par_chunks(DOWN_PER_TASK)
@@ -310,7 +310,7 @@ impl SparseFfn {
             for &j in &active {
                 pred[v.order[j as usize] as usize] = true;
             }
-            let mut acts = SharedActs::new(h, h.len());
+            let mut acts = SharedActs::new(h, h.len(), kernels());
             let mut g = vec![0.0f32; f]; // [ffn_dim]
             let mut u = vec![0.0f32; f]; // [ffn_dim]
             dense_mul(file, &lw.w_gate, &mut acts, &mut g)?;
@@ -336,7 +336,7 @@ impl SparseFfn {
     ) -> Result<(), SparseError> {
         let kset = kernels();
         let f = v.order.len();
-        let mut acts = SharedActs::new(h, h.len());
+        let mut acts = SharedActs::new(h, h.len(), kernels());
         let mut g = vec![0.0f32; f]; // [ffn_dim] original order
         dense_mul(file, &lw.w_gate, &mut acts, &mut g)?;
         let keep = (((1.0 - self.target()) * f as f32).ceil() as usize).clamp(1, f);
@@ -364,7 +364,7 @@ impl SparseFfn {
             full[r as usize] = y;
         }
         if rows.len() as f32 >= self.config.dense_down_ratio * f as f32 {
-            dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f), out)?;
+            dense_mul(file, &lw.w_down, &mut SharedActs::new(&full, f, kernels()), out)?;
         } else {
             let mut pos: Vec<u32> = rows.iter().map(|&r| self.pos_of[l][r as usize]).collect();
             pos.sort_unstable();

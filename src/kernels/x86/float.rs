@@ -2,7 +2,7 @@
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16_at, f32_at, hsum256};
+use super::isa::{f16_at, f32_at, fold8};
 
 /// A float weight format: element size and vector loads widened to f32.
 pub(crate) trait FloatW {
@@ -53,7 +53,10 @@ impl FloatW for F16 {
     }
 }
 
-/// `out[k] = Σ w[j] * act_k[j]` over `n` elements with 8-lane FMAs, `B` f32 vectors at `a + k*stride`.
+/// `out[k] = Σ w[j] · act_k[j]` over `n` elements for `B` f32 vectors at `a + k*stride`, in the
+/// numeric contract's sixteen element lanes (`quant::contract::dot16`: lane `l` takes elements
+/// `j ≡ l mod 16` of the whole 16-element groups, product then sum, never fused), the 16 lanes kept in
+/// two 8-lane registers, folded `l + l+8` and by `fold8`, then the tail products added one by one.
 ///
 /// Safety: `w` holds `n` elements, each vector `n` f32, `out` B floats; CPU has AVX2/FMA/F16C.
 #[inline(always)]
@@ -64,27 +67,26 @@ pub(crate) unsafe fn dot256<W: FloatW, const B: usize>(
     stride: usize,
     out: *mut f32,
 ) {
-    let mut acc = [_mm256_setzero_ps(); B];
-    let full = n / 8 * 8;
+    let mut lo = [_mm256_setzero_ps(); B]; // lanes 0..8
+    let mut hi = [_mm256_setzero_ps(); B]; // lanes 8..16
+    let full = n / 16 * 16;
     let mut j = 0;
     while j < full {
-        let wv = W::load8(w.add(j * W::SIZE));
-        for (k, acc) in acc.iter_mut().enumerate() {
-            *acc =
-                _mm256_fmadd_ps(wv, _mm256_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
+        let (w0, w1) = (W::load8(w.add(j * W::SIZE)), W::load8(w.add((j + 8) * W::SIZE)));
+        for k in 0..B {
+            let x = a.add(k * stride + 4 * j) as *const f32;
+            lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(w0, _mm256_loadu_ps(x)));
+            hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(w1, _mm256_loadu_ps(x.add(8))));
         }
-        j += 8;
+        j += 16;
     }
-    for (k, acc) in acc.iter().enumerate() {
-        let mut s = hsum256(*acc);
-        for t in full..n {
-            s += W::one(w.add(t * W::SIZE)) * f32_at(a.add(k * stride + 4 * t));
-        }
-        *out.add(k) = s;
+    for k in 0..B {
+        let s = fold8(_mm256_add_ps(lo[k], hi[k]));
+        *out.add(k) = dot_tail::<W>(s, full, n, w, a.add(k * stride));
     }
 }
 
-/// As `dot256` with 16-lane FMAs.
+/// As `dot256` with the 16 lanes in one 512-bit register (bitwise the same results).
 ///
 /// Safety: as `dot256`, plus AVX-512F.
 #[inline(always)]
@@ -95,24 +97,39 @@ pub(crate) unsafe fn dot512<W: FloatW, const B: usize>(
     stride: usize,
     out: *mut f32,
 ) {
-    let mut acc = [_mm512_setzero_ps(); B];
+    let mut acc = [_mm512_setzero_ps(); B]; // lanes 0..16
     let full = n / 16 * 16;
     let mut j = 0;
     while j < full {
         let wv = W::load16(w.add(j * W::SIZE));
         for (k, acc) in acc.iter_mut().enumerate() {
-            *acc =
-                _mm512_fmadd_ps(wv, _mm512_loadu_ps(a.add(k * stride + 4 * j) as *const f32), *acc);
+            let x = _mm512_loadu_ps(a.add(k * stride + 4 * j) as *const f32);
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(wv, x));
         }
         j += 16;
     }
     for (k, acc) in acc.iter().enumerate() {
-        let mut s = _mm512_reduce_add_ps(*acc);
-        for t in full..n {
-            s += W::one(w.add(t * W::SIZE)) * f32_at(a.add(k * stride + 4 * t));
-        }
-        *out.add(k) = s;
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*acc)));
+        let s = fold8(_mm256_add_ps(_mm512_castps512_ps256(*acc), hi));
+        *out.add(k) = dot_tail::<W>(s, full, n, w, a.add(k * stride));
     }
+}
+
+/// `s` plus the products of elements `from..n`, one at a time (multiply, then add).
+///
+/// Safety: as `dot256`, `a` one vector.
+#[inline(always)]
+unsafe fn dot_tail<W: FloatW>(
+    mut s: f32,
+    from: usize,
+    n: usize,
+    w: *const u8,
+    a: *const u8,
+) -> f32 {
+    for t in from..n {
+        s += W::one(w.add(t * W::SIZE)) * f32_at(a.add(4 * t));
+    }
+    s
 }
 
 /// `out[d] += Σ_j p[j] · v[j][d]` over `n` rows of `hd` elements at `v` (an attention weighted V
@@ -236,77 +253,4 @@ unsafe fn wsum_tail<W: FloatW>(
         }
         *out.add(d) = s;
     }
-}
-
-/// Sum of 8 lanes in a fixed tree: lanes i + i+4, then i + i+2, then 0 + 1.
-#[inline(always)]
-unsafe fn reduce8(v: __m256) -> f32 {
-    let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let y = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    _mm_cvtss_f32(_mm_add_ss(y, _mm_shuffle_ps::<1>(y, y)))
-}
-
-/// Attention score `Σ k[j]·q[j]` over `n` elements of key type `W` and f32 query, in one fixed
-/// order shared by every SIMD tier: 16 lanes (lane `l` takes elements `j ≡ l mod 16` of the whole
-/// 16-element groups, fused multiply-add), lanes folded `l + l+8`, then `reduce8`, then the tail
-/// elements added one by one. The 256-bit form keeps the 16 lanes in two registers, so the AVX2 and
-/// AVX-512 tiers give bitwise equal scores (one reference order for the whole SIMD family).
-///
-/// Safety: `k` holds `n` elements, `q` n f32; CPU has AVX2/FMA/F16C.
-#[inline(always)]
-pub(crate) unsafe fn score256<W: FloatW>(n: usize, k: *const u8, q: *const u8) -> f32 {
-    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps()); // lanes 0..8, 8..16
-    let full = n / 16 * 16;
-    let mut j = 0;
-    while j < full {
-        lo = _mm256_fmadd_ps(
-            W::load8(k.add(j * W::SIZE)),
-            _mm256_loadu_ps(q.add(4 * j) as *const f32),
-            lo,
-        );
-        hi = _mm256_fmadd_ps(
-            W::load8(k.add((j + 8) * W::SIZE)),
-            _mm256_loadu_ps(q.add(4 * (j + 8)) as *const f32),
-            hi,
-        );
-        j += 16;
-    }
-    score_tail::<W>(reduce8(_mm256_add_ps(lo, hi)), full, n, k, q)
-}
-
-/// As `score256` with one 512-bit register (bitwise the same result).
-///
-/// Safety: as `score256`, plus AVX-512F.
-#[inline(always)]
-pub(crate) unsafe fn score512<W: FloatW>(n: usize, k: *const u8, q: *const u8) -> f32 {
-    let mut acc = _mm512_setzero_ps(); // lanes 0..16
-    let full = n / 16 * 16;
-    let mut j = 0;
-    while j < full {
-        acc = _mm512_fmadd_ps(
-            W::load16(k.add(j * W::SIZE)),
-            _mm512_loadu_ps(q.add(4 * j) as *const f32),
-            acc,
-        );
-        j += 16;
-    }
-    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
-    score_tail::<W>(reduce8(_mm256_add_ps(_mm512_castps512_ps256(acc), hi)), full, n, k, q)
-}
-
-/// `s` plus the products of elements `from..n`, one at a time (multiply, then add).
-///
-/// Safety: as `score256`.
-#[inline(always)]
-unsafe fn score_tail<W: FloatW>(
-    mut s: f32,
-    from: usize,
-    n: usize,
-    k: *const u8,
-    q: *const u8,
-) -> f32 {
-    for t in from..n {
-        s += W::one(k.add(t * W::SIZE)) * f32_at(q.add(4 * t));
-    }
-    s
 }

@@ -186,12 +186,6 @@ pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))))
 }
 
-/// The little-endian f16 at `p`, converted and broadcast to 8 f32 lanes.
-#[inline(always)]
-pub(crate) unsafe fn f16x8_at(p: *const u8) -> __m256 {
-    _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)))
-}
-
 /// The little-endian f32 at `p`.
 #[inline(always)]
 pub(crate) unsafe fn f32_at(p: *const u8) -> f32 {
@@ -210,9 +204,10 @@ pub(crate) unsafe fn load256(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
 }
 
-/// Sum of the 8 lanes.
+/// Sum of the 8 lanes in the numeric contract's tree (`quant::contract::fold8`): lanes `l + 4`
+/// onto `l`, then `l + 2`, then lane 1 onto lane 0.
 #[inline(always)]
-pub(crate) unsafe fn hsum256(v: __m256) -> f32 {
+pub(crate) unsafe fn fold8(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));

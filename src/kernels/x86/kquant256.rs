@@ -5,7 +5,7 @@
 //! sub-block scales with an i16×i16→i32 pair dot (`madd` or `vpdpwssd`). The whole super-block sum is
 //! exact in i32; one convert and FMA by `d_w*d_a` per super-block. Offsets (Q4_K mins, Q6_K's -32) are
 //! applied through the activation's 16-element sums `bsums`, also exactly. Each block's sums are
-//! reduced to one i32 and accumulated in scalar order (`packed::q4_k_exact_dot`, `q6_k_exact_dot`),
+//! reduced to one i32 and accumulated in scalar order (the Q4_K and Q6_K references of `crate::quant`, the contract's super-block chain),
 //! so these kernels equal the packed ones bit for bit.
 
 use std::arch::x86_64::*;
@@ -82,7 +82,7 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(
             let y = a.add(k * stride + i * Q8K_BYTES);
             _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins)
         };
-        // The block-exact order of `packed::q4_k_exact_dot` (shared with the packed kernels): per
+        // The block-exact order of the Q4_K reference (`quant::contract`, super-block chain) (shared with the packed kernels): per
         // vector `acc = fma(isum, d·d_a, acc)`, then `acc = fma(msum, -(dmin·d_a), acc)`. For a
         // batch the vectors are the lanes of one float accumulator, every lane doing exactly those
         // two fused operations, and the sums are reduced together (`hsum8x256_i32`).
@@ -221,7 +221,7 @@ pub(crate) unsafe fn q6_k<D: Dot256, const B: usize>(
             let off = _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16);
             _mm256_sub_epi32(isum[k], _mm256_slli_epi32(off, 5))
         };
-        // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels):
+        // The block-exact order of the Q6_K reference (`quant::contract`, super-block chain) (shared with the packed kernels):
         // `acc = fma(total, d·d_a, acc)` per vector, a batch's vectors in the lanes of `acc`.
         if B == 1 {
             let s = hsum256_i32(total(0));

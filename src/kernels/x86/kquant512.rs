@@ -68,7 +68,7 @@ pub(crate) unsafe fn q4_k<D: Dot512, const B: usize>(
             let y = a.add(k * stride + i * Q8K_BYTES);
             let dy = f32_at(y);
             let msum = hsum256_i32(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins));
-            // The block-exact order of `packed::q4_k_exact_dot` (shared with the packed kernels).
+            // The block-exact order of the Q4_K reference (`quant::contract`, super-block chain) (shared with the packed kernels).
             acc[k] = (_mm512_reduce_add_epi32(isum[k]) as f32).mul_add(d * dy, acc[k]);
             acc[k] = (msum as f32).mul_add(-(dmin * dy), acc[k]);
         }
@@ -135,7 +135,7 @@ pub(crate) unsafe fn q6_k<D: Dot512, const B: usize>(
             let off = _mm512_zextsi256_si512(_mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), sc16));
             // 32 (= 1 << 5): the code midpoint removed from every element.
             let s = _mm512_reduce_add_epi32(_mm512_sub_epi32(isum[k], _mm512_slli_epi32::<5>(off)));
-            // The block-exact order of `packed::q6_k_exact_dot` (shared with the packed kernels).
+            // The block-exact order of the Q6_K reference (`quant::contract`, super-block chain) (shared with the packed kernels).
             acc[k] = (s as f32).mul_add(d * f32_at(y), acc[k]);
         }
     }

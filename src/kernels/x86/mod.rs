@@ -130,29 +130,6 @@ macro_rules! wsum_entry {
     };
 }
 
-/// Defines the safe attention-score entry `$name` over `$w` key rows with kernel `float::$k`,
-/// compiled with `$feat` (same contract as `VecDotFn`, f32 query).
-macro_rules! score_entry {
-    ($name:ident, $feat:literal, $k:ident, $w:ty) => {
-        /// Key row · query row (see `KernelSet::score_dot`).
-        pub(crate) fn $name(n: usize, k: &[u8], q: &[u8]) -> f32 {
-            /// The kernel compiled for this tier.
-            #[target_feature(enable = $feat)]
-            unsafe fn run(n: usize, k: *const u8, q: *const u8) -> f32 {
-                float::$k::<$w>(n, k, q)
-            }
-            let size = <$w as float::FloatW>::SIZE;
-            assert!(
-                n.checked_mul(size).is_some_and(|b| b <= k.len())
-                    && n.checked_mul(4).is_some_and(|b| b <= q.len()),
-                "score rows too short"
-            );
-            // SAFETY: lengths checked above; features as in `wsum_entry`.
-            unsafe { run(n, k.as_ptr(), q.as_ptr()) }
-        }
-    };
-}
-
 /// Validates one packed-group call and returns the number of super-blocks: `n` whole 256-element
 /// blocks, `w` exactly one group of `block`-byte packed blocks, `out` whole 16-row outputs, every
 /// vector inside `acts`.
@@ -237,10 +214,11 @@ macro_rules! packed_ptr {
 }
 
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
-/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl`, weighted sums `$ws`, scores `$sc`,
+/// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl` (also the attention
+/// scores), weighted sums `$ws`,
 /// the packed Q4_K / Q6_K kernels `$p4` / `$p6` (`(module, vectors per pass)` or `none`); exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $sc:ident, $p4:tt, $p6:tt) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $p4:tt, $p6:tt) => {
         mod $m {
             use super::*;
             packed_fn!($p4, packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $dk);
@@ -254,9 +232,14 @@ macro_rules! tier {
             entry!(f32, $feat, 1, block_bytes::F32, block_bytes::F32, float::$fl, [float::F32]);
             entry!(f16, $feat, 1, block_bytes::F16, block_bytes::F32, float::$fl, [float::F16]);
             wsum_entry!(wsum_f32, $feat, $ws, float::F32);
+
+            /// `Σ x[i]·y[i]` of two f32 vectors: this tier's F32 dot product (the contract's
+            /// sixteen element lanes) on their bytes.
+            fn f32_dot(x: &[f32], y: &[f32]) -> f32 {
+                let n = x.len().min(y.len());
+                (f32::KERNELS.vec_dot)(n, super::super::vector::f32_bytes(&x[..n]), super::super::vector::f32_bytes(&y[..n]))
+            }
             wsum_entry!(wsum_f16, $feat, $ws, float::F16);
-            score_entry!(score_f32, $feat, $sc, float::F32);
-            score_entry!(score_f16, $feat, $sc, float::F16);
 
             /// This tier's table; types without a SIMD kernel use the scalar reference.
             pub(crate) static SET: KernelSet = KernelSet {
@@ -276,8 +259,6 @@ macro_rules! tier {
                 quant_q8_1: quantize::quant_q8_1,
                 quant_q8_k: quantize::quant_q8_k,
                 quant_f32: crate::kernels::scalar::SET.quant_f32,
-                score_f32,
-                score_f16,
                 wsum_f32,
                 wsum_f16,
                 packed_q4_k: packed_ptr!($p4, packed_q4_k),
@@ -286,7 +267,7 @@ macro_rules! tier {
                 axpy: super::vector::axpy,
                 axpy_q8_0: super::vector::axpy_q8_0,
                 axpy4_q8_0: super::vector::axpy4_q8_0,
-                dot_f32: super::vector::dot,
+                dot_f32: f32_dot,
             };
         }
     };
@@ -311,7 +292,6 @@ tier!(
     isa::Avx2,
     dot256,
     wsum256,
-    score256,
     (packed256, 2),
     none
 );
@@ -325,7 +305,6 @@ tier!(
     isa::AvxVnni,
     dot256,
     wsum256,
-    score256,
     (packed256, 2),
     none
 );
@@ -339,7 +318,6 @@ tier!(
     isa::Bw512,
     dot512,
     wsum512,
-    score512,
     (packed512, 4),
     (packed512, 2)
 );
@@ -353,7 +331,6 @@ tier!(
     isa::Vnni512,
     dot512,
     wsum512,
-    score512,
     (packed512, 4),
     (packed512, 2)
 );

@@ -9,7 +9,7 @@
 //! (more would spill the sixteen registers).
 //! Sub-block sums are exact i32 (at most 32·15·127), weighted by their 6-bit scales with `mullo`;
 //! the mins go through the activation's 16-element sums with `dpwssd`. Per super-block and lane the
-//! float work is exactly `q4_k_exact_dot`'s: two FMAs with `d·d_a` and `-(dmin·d_a)`.
+//! float work is exactly the Q4_K reference (`quant::contract`)'s: two FMAs with `d·d_a` and `-(dmin·d_a)`.
 
 use std::arch::x86_64::*;
 

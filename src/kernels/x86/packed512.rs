@@ -6,7 +6,7 @@
 //! shuffles, no horizontal sums, and each weight block is decoded once for up to four vectors.
 //! Sub-block sums are exact i32 (at most 32·15·127), weighted by their 6-bit scales with `mullo`;
 //! the mins go through the activation's 16-element sums with `dpwssd`. Per super-block and lane the
-//! float work is exactly `q4_k_exact_dot`'s: two FMAs with `d·d_a` and `-(dmin·d_a)`.
+//! float work is exactly the Q4_K reference (`quant::contract`)'s: two FMAs with `d·d_a` and `-(dmin·d_a)`.
 
 use std::arch::x86_64::*;
 
@@ -159,7 +159,7 @@ unsafe fn top_ctrl(j: usize, pair: bool) -> __m512i {
 }
 
 /// Packed Q6_K×16 × Q8_K for `B` vectors at `a + t*stride`: `out[16t + r]` for row `r` of the group,
-/// bitwise `packed::q6_k_exact_dot` (codes unsigned, the -32 offset through `bsums`).
+/// bitwise the Q6_K reference (`quant::contract`, super-block chain) (codes unsigned, the -32 offset through `bsums`).
 ///
 /// Safety: `w` holds `nb` packed Q6_K blocks, every vector `nb` Q8_K blocks, `out` `16*B` floats;
 /// CPU has AVX-512 F/BW/VL, AVX2/FMA/F16C and the features of `D`.

@@ -1,6 +1,6 @@
-//! The sparse FFN's vector kernels (`kernels::vector`) compiled with AVX2+FMA: the reference
+//! The sparse FFN's axpy kernels (`kernels::vector`) compiled with AVX2+FMA: the reference
 //! bodies, inlined into `#[target_feature]` functions (same operations, same order, so the
-//! results are bitwise the scalar tier's).
+//! results are bitwise the scalar tier's). Its dot product is the tier's F32 dot (`x86::mod`).
 
 use crate::kernels::vector;
 
@@ -25,11 +25,6 @@ pub(crate) fn axpy4_q8_0(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]) {
     // those out only on CPUs with AVX2 and FMA.
     unsafe { axpy4_q8_0_t(y, a, q) }
 }
-/// AVX2+FMA build of `dot_body`.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_t(x: &[f32], y: &[f32]) -> f32 {
-    vector::dot_body(x, y)
-}
 /// Safe wrapper; only in the tables of tiers that need AVX2 and FMA.
 pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     // SAFETY: only the x86 tiers' tables hold this function, and `KernelSet::for_tier` hands
@@ -40,9 +35,4 @@ pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 pub(crate) fn axpy_q8_0(y: &mut [f32], a: f32, q: &[u8]) {
     // SAFETY: as above.
     unsafe { axpy_q8_0_t(y, a, q) }
-}
-/// Safe wrapper; only in the tables of tiers that need AVX2 and FMA.
-pub(crate) fn dot(x: &[f32], y: &[f32]) -> f32 {
-    // SAFETY: as above.
-    unsafe { dot_t(x, y) }
 }
