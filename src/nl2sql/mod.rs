@@ -20,6 +20,7 @@ pub mod model_path;
 mod progress;
 pub mod prompt;
 mod render;
+pub mod refusal;
 pub mod repair;
 mod schema;
 pub mod sqltext;

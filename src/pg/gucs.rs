@@ -35,6 +35,14 @@ const MAX_CANDIDATES: i32 = 8;
 /// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
 /// of them agree on.
 pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.refusal`: refuse a question the visible schema cannot answer (ERROR P0002)
+/// instead of writing a query for it.
+pub static REFUSAL: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `turboinfer.refusal_margin`: how sure the model must be before nl2sql refuses (see
+/// `nl2sql::refusal`): a refusal needs `log p(no) - log p(yes)` above this value (and above it
+/// minus `refusal::NO_MATCH_ALLOWANCE` when no word of the question is in the schema).
+pub static REFUSAL_MARGIN: GucSetting<f64> =
+    GucSetting::<f64>::new(crate::nl2sql::refusal::DEFAULT_MARGIN as f64);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
 pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// `turboinfer.threads_limit`: most worker threads a non-superuser may ask for (0 = the CPU
@@ -314,6 +322,24 @@ pub fn register() {
         c"Run candidate answers read-only (caller's privileges, row limit, short timeout) and prefer the result most agree on.",
         c"Off: nl2sql() never executes anything. On: each valid candidate runs in a read-only subtransaction that is rolled back.",
         &CANDIDATE_EXECUTION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.refusal",
+        c"Refuse questions the visible schema cannot answer (ERROR P0002, no_data_found) instead of writing a query.",
+        c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about; off: always write a query.",
+        &REFUSAL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"turboinfer.refusal_margin",
+        c"How sure the model must be that the schema cannot answer before nl2sql() refuses (log-odds of no against yes).",
+        c"Higher: fewer refusals (more off-topic questions get a query); lower: more refusals (more real questions refused).",
+        &REFUSAL_MARGIN,
+        -20.0,
+        20.0,
         GucContext::Userset,
         GucFlags::default(),
     );
