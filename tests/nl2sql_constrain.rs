@@ -241,15 +241,15 @@ fn measure() {
             let o =
                 e.run(&rt, &mut cache, &schema, q, &opts, &mut |_| true, &mut |_| Ok(())).unwrap();
             totals[k].0 += o.timings.decode_ms;
-            totals[k].1 += o.generated_tokens;
-            totals[k].2 += o.constrained_tokens;
+            totals[k].1 += o.tokens.generated;
+            totals[k].2 += o.shaping.constrained_tokens;
             rows.push(Row {
                 setting: label.into(),
                 question: qi,
                 sql: o.sql.clone(),
-                tokens: o.generated_tokens,
+                tokens: o.tokens.generated,
                 decode_ms: o.timings.decode_ms,
-                constrained: o.constrained_tokens,
+                constrained: o.shaping.constrained_tokens,
             });
         }
     }

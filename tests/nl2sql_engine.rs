@@ -5,7 +5,7 @@
 mod common;
 
 use turboinfer::nl2sql::{
-    Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
+    Hooks, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
 };
 use turboinfer::runtime::Runtime;
 
@@ -61,17 +61,20 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
         .run(&rt, &mut cache, &schema, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
     assert!(warm.cache_hit());
-    assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
+    assert_eq!(warm.tokens.prefill, warm.tokens.prompt - warm.tokens.prefix);
     assert_eq!(
         cold.attempts[0].raw, warm.attempts[0].raw,
         "KV prefix reuse must not change the answer"
     );
-    assert_eq!(cold.fingerprint, warm.fingerprint);
+    assert_eq!(cold.prompt.fingerprint, warm.prompt.fingerprint);
     // The reported prompt is the exact text of the tokens run (for feeding the same prompt to llama-server).
     let plan = e.plan(&schema, "How many users are there?", &opts).unwrap();
-    assert_eq!(warm.prompt, plan.text("How many users are there?"));
-    assert!(warm.prompt.ends_with("How many users are there?<|im_end|>\n<|im_start|>assistant\n"));
-    assert_eq!(e.tokenizer().encode(&warm.prompt, true).unwrap().len(), warm.prompt_tokens);
+    assert_eq!(warm.prompt.text, plan.text("How many users are there?"));
+    assert!(warm
+        .prompt
+        .text
+        .ends_with("How many users are there?<|im_end|>\n<|im_start|>assistant\n"));
+    assert_eq!(e.tokenizer().encode(&warm.prompt.text, true).unwrap().len(), warm.tokens.prompt);
     assert_eq!(cache.stats().hits, 1);
     assert_eq!(cache.stats().misses, 1);
 
@@ -87,7 +90,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
         .run(&rt, &mut cache, &other, "How many users are there?", &opts, &mut go, &mut accept)
         .unwrap();
     assert!(!third.cache_hit());
-    assert_ne!(third.fingerprint, cold.fingerprint);
+    assert_ne!(third.prompt.fingerprint, cold.prompt.fingerprint);
 
     // Cancel during the prefix prefill: the cache is left without a valid prefix, and the next
     // call recomputes it and answers as before.
@@ -265,7 +268,7 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
     let mut accept = |_: &str| Ok(());
     let greedy = e.run(&rt, &mut cache, &schema, q, &one, &mut go, &mut accept).unwrap();
     assert_eq!(greedy.error, None);
-    assert!(greedy.candidates.is_empty() && greedy.chosen.is_none());
+    assert!(greedy.candidates.weighed.is_empty() && greedy.candidates.chosen.is_none());
 
     // A valid first answer and no executor: no branch could change the answer, none is decoded.
     let mut runs = 0;
@@ -274,10 +277,11 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         Some(1)
     };
     let o = e.run(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept).unwrap();
-    assert_eq!((o.sql.as_str(), o.candidates.len()), (greedy.sql.as_str(), 0));
-    assert_eq!(o.generated_tokens, greedy.generated_tokens);
+    assert_eq!((o.sql.as_str(), o.candidates.weighed.len()), (greedy.sql.as_str(), 0));
+    assert_eq!(o.tokens.generated, greedy.tokens.generated);
     // One candidate: the executor is never called.
-    let o = e.run_with(&rt, &mut cache, &schema, q, &one, &mut go, &mut accept, Some(&mut count));
+    let hooks = Hooks { validate: &mut accept, execute: Some(&mut count), progress: &mut go };
+    let o = e.run_with(&rt, &mut cache, &schema, q, &one, hooks);
     assert_eq!(o.unwrap().sql, greedy.sql);
     assert_eq!(runs, 0, "one candidate executes nothing");
 
@@ -286,20 +290,22 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
     let mut reject_first =
         |s: &str| if s == first { Err(turboinfer::nl2sql::Rejection::from("no")) } else { Ok(()) };
     let o = e.run(&rt, &mut cache, &schema, q, &four, &mut go, &mut reject_first).unwrap();
-    assert!(o.candidates.len() >= 2, "{:?}", o.candidates);
-    assert!(o.candidates.len() <= 4);
-    assert_eq!(o.candidates[0].sql, greedy.sql);
-    assert!(o.candidates[0].error.is_some() && o.candidates[0].branch.is_none());
-    assert!(o.candidates[1..].iter().all(|c| c.branch.is_some()));
-    let mut sqls: Vec<&str> = o.candidates.iter().map(|c| c.sql.as_str()).collect();
+    assert!(o.candidates.weighed.len() >= 2, "{:?}", o.candidates.weighed);
+    assert!(o.candidates.weighed.len() <= 4);
+    assert_eq!(o.candidates.weighed[0].sql, greedy.sql);
+    assert!(o.candidates.weighed[0].error.is_some() && o.candidates.weighed[0].branch.is_none());
+    assert!(o.candidates.weighed[1..].iter().all(|c| c.branch.is_some()));
+    let mut sqls: Vec<&str> = o.candidates.weighed.iter().map(|c| c.sql.as_str()).collect();
     sqls.dedup();
-    assert_eq!(sqls.len(), o.candidates.len(), "no statement is weighed twice");
-    let i = o.chosen.expect("a valid branch");
-    assert!(i > 0 && o.error.is_none() && o.sql == o.candidates[i].sql && o.sql != greedy.sql);
+    assert_eq!(sqls.len(), o.candidates.weighed.len(), "no statement is weighed twice");
+    let i = o.candidates.chosen.expect("a valid branch");
+    assert!(
+        i > 0 && o.error.is_none() && o.sql == o.candidates.weighed[i].sql && o.sql != greedy.sql
+    );
     // The most likely valid branch.
-    let best = o.candidates[1..].iter().map(|c| c.mean_logprob).fold(f32::MIN, f32::max);
-    assert_eq!(o.candidates[i].mean_logprob, best);
-    assert!(o.generated_tokens > greedy.generated_tokens);
+    let best = o.candidates.weighed[1..].iter().map(|c| c.mean_logprob).fold(f32::MIN, f32::max);
+    assert_eq!(o.candidates.weighed[i].mean_logprob, best);
+    assert!(o.tokens.generated > greedy.tokens.generated);
 
     // With an executor every valid candidate runs once; agreement outvotes the first answer.
     let mut executed: Vec<String> = Vec::new();
@@ -308,18 +314,16 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         // The first answer alone with its result; every branch agreeing on another.
         Some(if s == first { 1 } else { 2 })
     };
-    let o = e
-        .run_with(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept, Some(&mut digest_of))
-        .unwrap();
-    assert_eq!(executed.len(), o.candidates.len(), "{executed:?}");
-    assert!(o.candidates.iter().all(|c| c.error.is_none() && c.digest.is_some()));
-    if o.candidates.len() >= 3 {
+    let hooks = Hooks { validate: &mut accept, execute: Some(&mut digest_of), progress: &mut go };
+    let o = e.run_with(&rt, &mut cache, &schema, q, &four, hooks).unwrap();
+    assert_eq!(executed.len(), o.candidates.weighed.len(), "{executed:?}");
+    assert!(o.candidates.weighed.iter().all(|c| c.error.is_none() && c.digest.is_some()));
+    if o.candidates.weighed.len() >= 3 {
         assert_ne!(o.sql, greedy.sql, "two agreeing branches outvote the first answer");
     }
     let mut same = |_: &str| Some(7);
-    let o = e
-        .run_with(&rt, &mut cache, &schema, q, &four, &mut go, &mut accept, Some(&mut same))
-        .unwrap();
+    let hooks = Hooks { validate: &mut accept, execute: Some(&mut same), progress: &mut go };
+    let o = e.run_with(&rt, &mut cache, &schema, q, &four, hooks).unwrap();
     assert_eq!(o.sql, greedy.sql, "all agree: the first answer");
 }
 
@@ -338,25 +342,36 @@ fn kept_rows_give_the_same_repairs_and_branches_with_fewer_prompt_tokens() {
         e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut reject).unwrap()
     };
     let (fresh, kept) = (run(false), run(true));
-    assert!(fresh.attempts.len() >= 2 && fresh.candidates.len() >= 2, "{fresh:?}");
+    assert!(fresh.attempts.len() >= 2 && fresh.candidates.weighed.len() >= 2, "{fresh:?}");
     assert_eq!(kept.attempts, fresh.attempts);
-    assert_eq!(kept.candidates, fresh.candidates);
-    assert_eq!((&kept.sql, &kept.error, kept.chosen), (&fresh.sql, &fresh.error, fresh.chosen));
+    assert_eq!(kept.candidates.weighed, fresh.candidates.weighed);
     assert_eq!(
-        (kept.generated_tokens, kept.forward_passes, kept.accepted_tokens),
-        (fresh.generated_tokens, fresh.forward_passes, fresh.accepted_tokens)
+        (&kept.sql, &kept.error, kept.candidates.chosen),
+        (&fresh.sql, &fresh.error, fresh.candidates.chosen)
+    );
+    assert_eq!(
+        (
+            kept.tokens.generated,
+            kept.speculation.stats.forward_passes,
+            kept.speculation.stats.accepted_tokens
+        ),
+        (
+            fresh.tokens.generated,
+            fresh.speculation.stats.forward_passes,
+            fresh.speculation.stats.accepted_tokens
+        )
     );
     // The first repair turn starts with the statement just decoded: its rows are kept.
     eprintln!(
         "prompt tokens run after the question: {} kept rows, {} recomputed",
-        kept.prefill_tokens - kept.prompt_tokens,
-        fresh.prefill_tokens - fresh.prompt_tokens
+        kept.tokens.prefill - kept.tokens.prompt,
+        fresh.tokens.prefill - fresh.tokens.prompt
     );
     assert!(
-        kept.prefill_tokens + 8 <= fresh.prefill_tokens,
+        kept.tokens.prefill + 8 <= fresh.tokens.prefill,
         "{} vs {}",
-        kept.prefill_tokens,
-        fresh.prefill_tokens
+        kept.tokens.prefill,
+        fresh.tokens.prefill
     );
 }
 
@@ -440,7 +455,7 @@ fn a_column_on_the_wrong_table_is_requalified_without_a_model_round() {
         .is_some_and(|n| n.starts_with(&format!("{wrong} -> {}.id", o.alias))));
     assert_eq!(r.sql, fix.sql);
     assert_eq!(r.sql, first.replace(&wrong, &format!("{}.id", o.alias)));
-    assert_eq!(r.generated_tokens, greedy.generated_tokens, "no token decoded for the rewrite");
+    assert_eq!(r.tokens.generated, greedy.tokens.generated, "no token decoded for the rewrite");
 }
 
 #[test]
@@ -468,7 +483,7 @@ fn a_doubt_s_own_fix_is_used_without_a_model_round_only_when_it_clears_every_dou
     assert_eq!((fix.generated_tokens, fix.error.as_deref()), (0, None));
     assert_eq!(fix.rewritten.as_deref(), Some("1.0 * written before a / …"));
     assert_eq!(r.sql, fixed);
-    assert_eq!(r.generated_tokens, greedy.generated_tokens, "no token decoded for the fix");
+    assert_eq!(r.tokens.generated, greedy.tokens.generated, "no token decoded for the fix");
 
     // A fix still doubted (for another reason) is not used: the model gets its round instead,
     // and the first answer stays when that round does no better.

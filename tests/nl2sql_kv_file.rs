@@ -90,7 +90,7 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
         e.run(&rt, &mut b, &common::users_orders(false), q, &opts, &mut go, &mut accept).unwrap();
     assert_eq!(warm.prefix_source, PrefixSource::File, "{:?}", b.take_events());
     assert!(warm.cache_hit());
-    assert_eq!(warm.prefill_tokens, warm.prompt_tokens - warm.prefix_tokens);
+    assert_eq!(warm.tokens.prefill, warm.tokens.prompt - warm.tokens.prefix);
     assert_eq!(warm.attempts[0].raw, cold.attempts[0].raw);
     assert_eq!(b.stats().file_hits, 1);
     // Then from its own memory.
@@ -99,7 +99,7 @@ fn second_cache_is_served_from_the_file_and_damage_is_recovered() {
     assert_eq!(again.prefix_source, PrefixSource::Memory);
 
     // A damaged file: refused with a warning, deleted, recomputed, rewritten intact.
-    let file = files.path_for(&cold.fingerprint, e.model().new_cache(1).dtype());
+    let file = files.path_for(&cold.prompt.fingerprint, e.model().new_cache(1).dtype());
     let mut bytes = fs::read(&file).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;

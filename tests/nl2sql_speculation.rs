@@ -71,10 +71,10 @@ fn same_answers_fewer_passes(name: &str) {
             "{name} | {q} | {:?} | {} tokens, passes {} -> {}, drafted {} accepted {}",
             a.raw,
             a.generated_tokens,
-            p.forward_passes,
-            s.forward_passes,
-            s.draft_tokens,
-            s.accepted_tokens
+            p.speculation.stats.forward_passes,
+            s.speculation.stats.forward_passes,
+            s.speculation.stats.draft_tokens,
+            s.speculation.stats.accepted_tokens
         );
         assert_eq!(
             a.ids, b.ids,
@@ -83,19 +83,23 @@ fn same_answers_fewer_passes(name: &str) {
         );
         assert_eq!(a.raw, b.raw, "{name}: {q}");
         assert_eq!(a.stop, b.stop, "{name}: {q}");
-        assert_eq!((p.draft_tokens, p.accepted_tokens), (0, 0), "no drafts without speculation");
         assert_eq!(
-            p.forward_passes,
+            (p.speculation.stats.draft_tokens, p.speculation.stats.accepted_tokens),
+            (0, 0),
+            "no drafts without speculation"
+        );
+        assert_eq!(
+            p.speculation.stats.forward_passes,
             a.generated_tokens - 1,
             "plain: one pass per token after the first"
         );
-        assert!(s.forward_passes <= p.forward_passes);
-        assert!(s.accepted_tokens <= s.draft_tokens);
+        assert!(s.speculation.stats.forward_passes <= p.speculation.stats.forward_passes);
+        assert!(s.speculation.stats.accepted_tokens <= s.speculation.stats.draft_tokens);
         gen += a.generated_tokens;
-        fp_plain += p.forward_passes;
-        fp_spec += s.forward_passes;
-        drafted += s.draft_tokens;
-        accepted += s.accepted_tokens;
+        fp_plain += p.speculation.stats.forward_passes;
+        fp_spec += s.speculation.stats.forward_passes;
+        drafted += s.speculation.stats.draft_tokens;
+        accepted += s.speculation.stats.accepted_tokens;
         ms_plain += p.timings.decode_ms;
         ms_spec += s.timings.decode_ms;
     }
@@ -133,11 +137,11 @@ fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
     let mut saved = 0;
     for ((q, p), s) in QUESTIONS.iter().zip(&plain).zip(&spec) {
         assert!(
-            p.active_vocab.is_some_and(|n| n > 0) && p.schema_constraints,
+            p.shaping.active_vocab.is_some_and(|n| n > 0) && p.shaping.schema_constraints,
             "{q}: shaping is on"
         );
         assert_eq!(p.sql, s.sql, "{name}: {q}");
-        assert_eq!(p.constrained_tokens, s.constrained_tokens, "{name}: {q}");
+        assert_eq!(p.shaping.constrained_tokens, s.shaping.constrained_tokens, "{name}: {q}");
         for (a, b) in p.attempts.iter().zip(&s.attempts) {
             assert_eq!(
                 a.ids, b.ids,
@@ -146,7 +150,7 @@ fn qwen_05b_shaped_decoding_is_identical_with_speculation() {
             );
             assert_eq!(a.stop, b.stop, "{name}: {q}");
         }
-        saved += p.forward_passes - s.forward_passes;
+        saved += p.speculation.stats.forward_passes - s.speculation.stats.forward_passes;
     }
     assert!(saved > 0, "speculation saves forward passes with shaping on");
 }

@@ -197,10 +197,13 @@ fn speculation_is_exact_or_off_under_a_sparse_hook() {
             plain.attempts[0].ids, spec.attempts[0].ids,
             "batches {batches}: speculation changed the answer"
         );
-        assert_eq!(spec.speculation, batches, "speculation runs only over a batch-invariant hook");
+        assert_eq!(
+            spec.speculation.on, batches,
+            "speculation runs only over a batch-invariant hook"
+        );
         if !batches {
             assert_eq!(
-                spec.forward_passes, plain.forward_passes,
+                spec.speculation.stats.forward_passes, plain.speculation.stats.forward_passes,
                 "no drafts when speculation is off"
             );
         }

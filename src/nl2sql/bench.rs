@@ -1,8 +1,11 @@
 //! The built-in benchmark behind `turboinfer_bench()`: one question over a fixed two-table schema,
 //! answered cold (the schema prefix computed) and then warm (the prefix reused).
 
-use super::engine::{Engine, Options, Outcome, PrefixCache};
+use super::engine::Engine;
 use super::error::Nl2SqlError;
+use super::options::Options;
+use super::outcome::Outcome;
+use super::prefix_cache::PrefixCache;
 use super::progress::Progress;
 use super::repair::Rejection;
 use super::schema::{ForeignKey, SchemaInfo, Table, TableKind};
@@ -51,12 +54,12 @@ pub struct BenchRun {
 impl BenchRun {
     /// Prompt tokens per second of the cold answer's prefill.
     pub fn prefill_tok_s(&self) -> f64 {
-        rate(self.cold.prefill_tokens, self.cold.timings.prefill_ms)
+        rate(self.cold.tokens.prefill, self.cold.timings.prefill_ms)
     }
 
     /// Generated tokens per second of the cold answer's decode.
     pub fn decode_tok_s(&self) -> f64 {
-        rate(self.cold.generated_tokens, self.cold.timings.decode_ms)
+        rate(self.cold.tokens.generated, self.cold.timings.decode_ms)
     }
 }
 

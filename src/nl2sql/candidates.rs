@@ -120,6 +120,15 @@ pub struct Candidate {
     pub digest: Option<u64>,
 }
 
+/// The candidates a call weighed and the one it chose.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateChoice {
+    /// The candidates weighed when branches were decoded (the greedy line first), else empty.
+    pub weighed: Vec<Candidate>,
+    /// The index in `weighed` of the answer returned, when one was chosen.
+    pub chosen: Option<usize>,
+}
+
 /// The index of the chosen candidate (see the module comment), `None` when none is valid.
 pub fn choose(cands: &[Candidate]) -> Option<usize> {
     let valid: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].error.is_none()).collect();

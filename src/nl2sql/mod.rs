@@ -13,30 +13,40 @@ pub mod doubt;
 pub mod draft;
 mod engine;
 mod error;
+mod forward;
 mod held;
+mod hooks;
 pub mod ident;
 mod memory_plan;
 pub mod model_path;
+mod options;
+mod outcome;
+mod prefix_cache;
 mod progress;
 pub mod prompt;
 mod render;
 pub mod refusal;
 pub mod repair;
 mod schema;
+mod shaping;
 pub mod sqltext;
+mod stages;
 pub mod trim;
 mod values;
 pub mod vocab;
 
 pub use crate::generate::fingerprint::Fingerprint;
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
-pub use engine::{
-    Attempt, CacheEvent, CacheStats, Engine, ExecuteFn, Options, Outcome, PhaseTimings, Plan,
-    PrefixCache, PrefixSource, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
-    MAX_QUESTION_CHARS, PREFILL_CHUNK,
-};
+pub use engine::{Engine, Plan, MAX_QUESTION_CHARS};
 pub use error::Nl2SqlError;
+pub use forward::PREFILL_CHUNK;
+pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
+pub use options::{Options, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS};
+pub use outcome::{
+    Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,
+};
+pub use prefix_cache::{CacheEvent, CacheStats, PrefixCache, PrefixSource};
 pub use progress::Progress;
 pub use render::{render_schema, Renderer};
 pub use repair::Rejection;

@@ -10,7 +10,8 @@ use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
 use super::{catalog, gucs, progress, slots, track, validate};
 use crate::model::ModelError;
 use crate::nl2sql::{
-    Engine, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo, MAX_QUESTION_CHARS,
+    Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
+    MAX_QUESTION_CHARS,
 };
 use crate::runtime::Runtime;
 use pgrx::prelude::*;
@@ -89,21 +90,17 @@ fn generate(
 ) -> Result<Outcome, Nl2SqlError> {
     let mut progress = progress::Reporter::new();
     let mut execute = |sql: &str| super::candidates::result_digest(sql);
-    let r = engine.run_with(
-        rt,
-        cache,
-        schema,
-        question,
-        opts,
-        &mut |p| {
+    let hooks = Hooks {
+        validate: &mut |sql| validate::validate_and_review(sql, schema),
+        execute: gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut ExecuteFn),
+        progress: &mut |p| {
             // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
             pgrx::check_for_interrupts!();
             progress.on(p);
             true
         },
-        &mut |sql| validate::validate_and_review(sql, schema),
-        gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut crate::nl2sql::ExecuteFn),
-    );
+    };
+    let r = engine.run_with(rt, cache, schema, question, opts, hooks);
     progress.finish();
     r
 }
@@ -229,25 +226,25 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "question": question,
         "model": a.model_path,
         "model_default": gucs::model_is_default(),
-        "fingerprint": o.fingerprint.hex(),
-        "prompt_tokens": o.prompt_tokens,
-        "prefix_tokens": o.prefix_tokens,
-        "prefill_tokens": o.prefill_tokens,
-        "tables_shown": o.shown,
-        "tables_dropped": o.dropped,
+        "fingerprint": o.prompt.fingerprint.hex(),
+        "prompt_tokens": o.tokens.prompt,
+        "prefix_tokens": o.tokens.prefix,
+        "prefill_tokens": o.tokens.prefill,
+        "tables_shown": o.prompt.shown,
+        "tables_dropped": o.prompt.dropped,
         "cache": o.prefix_source.name(),
         "model_loaded": a.reloaded,
-        "generated_tokens": o.generated_tokens,
-        "prompt": o.prompt,
-        "speculation": o.speculation,
-        "forward_passes": o.forward_passes,
-        "draft_tokens": o.draft_tokens,
-        "accepted_tokens": o.accepted_tokens,
+        "generated_tokens": o.tokens.generated,
+        "prompt": o.prompt.text,
+        "speculation": o.speculation.on,
+        "forward_passes": o.speculation.stats.forward_passes,
+        "draft_tokens": o.speculation.stats.draft_tokens,
+        "accepted_tokens": o.speculation.stats.accepted_tokens,
         "acceptance_rate": o.acceptance_rate(),
-        "vocab_pruning": o.active_vocab.is_some(),
-        "active_vocab": o.active_vocab,
-        "schema_constraints": o.schema_constraints,
-        "constrained_tokens": o.constrained_tokens,
+        "vocab_pruning": o.shaping.active_vocab.is_some(),
+        "active_vocab": o.shaping.active_vocab,
+        "schema_constraints": o.shaping.schema_constraints,
+        "constrained_tokens": o.shaping.constrained_tokens,
         "memory": {
             "context_positions": o.memory.positions,
             "kv_cache_bytes": o.memory.kv_cache_bytes,
@@ -255,9 +252,9 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "total_bytes": o.memory.total_bytes(),
         },
         "repair_rounds": o.attempts.len().saturating_sub(1),
-        "candidates": o.candidates.iter().enumerate().map(|(i, c)| json!({
+        "candidates": o.candidates.weighed.iter().enumerate().map(|(i, c)| json!({
             "sql": c.sql, "branch_at": c.branch, "mean_logprob": c.mean_logprob,
-            "error": c.error, "doubted": c.doubted, "executed": c.digest.is_some(), "chosen": o.chosen == Some(i),
+            "error": c.error, "doubted": c.doubted, "executed": c.digest.is_some(), "chosen": o.candidates.chosen == Some(i),
         })).collect::<Vec<_>>(),
         "attempts": o.attempts.iter().map(|t| json!({
             "raw": t.raw, "sql": t.sql, "generated_tokens": t.generated_tokens,
@@ -521,8 +518,8 @@ fn turboinfer_bench(
             ("decode".into(), run.decode_tok_s(), "tokens/s".into()),
             ("nl2sql_cold".into(), run.cold_ms, "ms".into()),
             ("nl2sql_warm".into(), run.warm_ms, "ms".into()),
-            ("warm_prefill_tokens".into(), run.warm.prefill_tokens as f64, "tokens".into()),
-            ("generated_tokens".into(), run.warm.generated_tokens as f64, "tokens".into()),
+            ("warm_prefill_tokens".into(), run.warm.tokens.prefill as f64, "tokens".into()),
+            ("generated_tokens".into(), run.warm.tokens.generated as f64, "tokens".into()),
             (
                 "backend_rss".into(),
                 backend::rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),

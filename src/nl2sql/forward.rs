@@ -1,0 +1,136 @@
+//! The forward passes of an nl2sql call: prefill in chunks, greedy decode with the call's token
+//! shaping and drafts, the one logits entry point and the one token chooser.
+
+use super::candidates::{self, TokenScore};
+use super::decode::{self, Choice, DecodeLimits, Decoded};
+use super::draft::Drafter;
+use super::error::Nl2SqlError;
+use super::progress::Progress;
+use super::shaping::Shaping;
+use super::vocab::ActiveVocab;
+use crate::model::{KvCache, Logits, Model, ModelError};
+use crate::runtime::Runtime;
+use crate::sampler::argmax;
+use crate::tokenizer::Tokenizer;
+
+/// Prompt tokens per forward pass while prefilling: large enough that each weight row is reused
+/// across many tokens, small enough that a cancel request is seen between chunks.
+pub const PREFILL_CHUNK: usize = 64;
+
+/// A model and its tokenizer on a runtime: what every forward pass of a call needs.
+#[derive(Clone, Copy)]
+pub struct Forward<'a> {
+    /// The model.
+    pub model: &'a Model,
+    /// Its tokenizer.
+    pub tok: &'a Tokenizer,
+    /// The worker threads the passes run on.
+    pub rt: &'a Runtime,
+}
+
+impl Forward<'_> {
+    /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
+    /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
+    /// `between_layers` runs before each layer on this thread; false cancels the call.
+    fn logits(
+        &self,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        match self.model.forward_checked(self.rt, kv, tokens, which, between_layers) {
+            Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
+            r => Ok(r?),
+        }
+    }
+
+    /// The one token chooser: the next token given the answer `text` so far and the logits
+    /// `row` of its position (`[vocab]`, or `[active]` under vocabulary pruning); greedy, so the
+    /// same question over the same schema always gives the same SQL.
+    fn choose(&self, text: &str, row: &[f32], excluded: &[u32], shaping: &Shaping) -> Choice {
+        if shaping.is_plain() {
+            Choice { id: argmax(row), acceptable: true }
+        } else {
+            shaping.pick(self.tok, text, row, excluded)
+        }
+    }
+
+    /// Decode-time logits: the full vocabulary, or only the active rows under pruning
+    /// (bitwise the same values as the full logits' entries).
+    fn decode_logits(
+        &self,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        which: Logits,
+        shaping: &Shaping,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        match &shaping.vocab {
+            Some(v) => Ok(self.model.forward_rows(self.rt, kv, tokens, which, v.ids())?),
+            None => self.logits(kv, tokens, which, &mut || true),
+        }
+    }
+
+    /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
+    /// token's logits `[vocab]`.
+    pub fn prefill(
+        &self,
+        kv: &mut KvCache,
+        ids: &[u32],
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        kv.check_room(ids.len())?;
+        let mut logits = Vec::new();
+        for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
+            // Checked before every layer: a chunk at a long context takes hundreds of ms.
+            let progress = Progress::Prefill { done: k * PREFILL_CHUNK, total: ids.len() };
+            logits = self.logits(kv, chunk, Logits::Last, &mut || on_progress(progress))?;
+        }
+        Ok(logits)
+    }
+
+    /// Greedy generation from `logits` (the prompt `context` is in `kv`) until a stop, with
+    /// drafts from `drafter` verified in batches when it is set (see [`decode::decode`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode(
+        &self,
+        kv: &mut KvCache,
+        logits: Vec<f32>,
+        context: &[u32],
+        drafter: Option<(&Drafter, &[u32])>,
+        limits: DecodeLimits<'_>,
+        shaping: &Shaping,
+        mut scores: Option<&mut Vec<TokenScore>>,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Decoded, Nl2SqlError> {
+        // Under pruning every row the decoder sees is `[active]`, the prompt's last one included.
+        let logits = match &shaping.vocab {
+            Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
+            None => logits,                                                     // [vocab]
+        };
+        decode::decode(
+            self.tok,
+            kv,
+            logits,
+            context,
+            drafter,
+            limits,
+            &mut |kv, tokens, which| self.decode_logits(kv, tokens, which, shaping),
+            &mut |text, row, excluded| {
+                let c = self.choose(text, row, excluded, shaping);
+                if let Some(s) = scores.as_deref_mut() {
+                    // Rows are `[active]` under pruning: index <-> id through the active set.
+                    let ids = shaping.vocab.as_ref().map(ActiveVocab::ids);
+                    let j = match ids {
+                        Some(v) => v.iter().position(|&x| x == c.id),
+                        None => Some(c.id as usize),
+                    };
+                    let id_of = |i: usize| ids.map_or(i as u32, |v| v[i]);
+                    s.extend(j.and_then(|j| candidates::score(row, j, id_of)));
+                }
+                c
+            },
+            on_progress,
+        )
+    }
+}

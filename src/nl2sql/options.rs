@@ -1,0 +1,59 @@
+//! The settings of one nl2sql call and their defaults.
+
+/// Default answer budget: long enough for a CTE with a window function written the way the
+/// models format SQL (one clause per line, indented: 150-300 tokens); on the sql-eval
+/// development set 256 cut 2 of 104 answers. Only answers that need it use it.
+pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
+/// Default repair rounds after a rejected answer.
+pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
+/// Default candidate answers (see [`Options::candidates`]): the first answer and 3 branches. On
+/// the sql-eval development set, branches decoded only for answers still rejected after repair
+/// turned 3 of 8 failures into valid SQL (2 of them right): 51 → 53 of 104 correct, at no cost
+/// to the answers accepted first (docs/nl2sql-accuracy.md).
+pub const DEFAULT_CANDIDATES: usize = 4;
+
+/// Settings of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Most tokens generated per attempt.
+    pub max_new_tokens: usize,
+    /// KV cache size (clamped to the model's training context): prompt + answer + repair.
+    pub context_tokens: usize,
+    /// Speculative decoding (template + prompt-lookup drafts verified in one batched pass);
+    /// the answer is the same, the number of forward passes is not.
+    pub speculation: bool,
+    /// Compute logits only for the active vocabulary (`vocab.rs`); may change an answer when the
+    /// full-vocabulary argmax lies outside the set.
+    pub vocab_pruning: bool,
+    /// Keep table and column names inside the visible schema (`constrain.rs`).
+    pub schema_constraints: bool,
+    /// Most repair rounds after a rejected answer (each: the server's error and catalog facts
+    /// as a new turn, then a fresh answer).
+    pub repair_rounds: usize,
+    /// Candidate answers (`candidates.rs`): 1 = the greedy line only; n > 1 adds up to n - 1
+    /// branches off the first answer, decoded when the caller executes candidates or when the
+    /// greedy line ends rejected.
+    pub candidates: usize,
+    /// Keep the cache rows a repair turn or a branch shares with what the cache holds after
+    /// the question (`held.rs`): exact (the same answers), fewer prompt tokens; off only to
+    /// compare.
+    pub keep_rows: bool,
+}
+
+impl Default for Options {
+    /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
+    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 4
+    /// candidates; pruning and constraints off (see docs/nl2sql-accuracy.md for why).
+    fn default() -> Self {
+        Options {
+            max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
+            context_tokens: 4096,
+            speculation: true,
+            vocab_pruning: false,
+            schema_constraints: false,
+            repair_rounds: DEFAULT_REPAIR_ROUNDS,
+            candidates: DEFAULT_CANDIDATES,
+            keep_rows: true,
+        }
+    }
+}

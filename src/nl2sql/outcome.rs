@@ -1,0 +1,151 @@
+//! What a call reports: the answer, its attempts, and grouped counters (prompt, tokens,
+//! speculation, token shaping, candidates, timings, memory).
+
+use super::candidates::CandidateChoice;
+use super::decode::{SpecStats, StopReason};
+use super::error::Nl2SqlError;
+use super::memory_plan::MemoryPlan;
+use super::prefix_cache::PrefixSource;
+use crate::generate::fingerprint::Fingerprint;
+
+/// The result of a call that ran the model.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The last attempt's statement (no `;`); validated unless `error` is set.
+    pub sql: String,
+    /// The validator's message when even the repaired statement was rejected.
+    pub error: Option<String>,
+    /// The prompt: its text, fingerprint and tables.
+    pub prompt: PromptSummary,
+    /// Where the prefix's KV state came from.
+    pub prefix_source: PrefixSource,
+    /// Tokens of the prompt, run through the model and generated.
+    pub tokens: TokenCounts,
+    /// The first answer and one per repair round.
+    pub attempts: Vec<Attempt>,
+    /// Whether speculative decoding was on, and the decode counters over all attempts.
+    pub speculation: Speculation,
+    /// The token shaping of the call: vocabulary pruning and schema constraints.
+    pub shaping: ShapingSummary,
+    /// The candidates weighed when branches were decoded, and the one chosen.
+    pub candidates: CandidateChoice,
+    /// Milliseconds spent per phase.
+    pub timings: PhaseTimings,
+    /// The memory the call needed beyond the mapped model.
+    pub memory: MemoryPlan,
+}
+
+impl Outcome {
+    /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
+    pub fn cache_hit(&self) -> bool {
+        self.prefix_source != PrefixSource::Computed
+    }
+
+    /// Accepted / proposed draft tokens (0 when nothing was proposed).
+    pub fn acceptance_rate(&self) -> f64 {
+        self.speculation.stats.acceptance_rate()
+    }
+
+    /// `Ok` when the statement was accepted, else [`Nl2SqlError::InvalidSql`].
+    pub fn into_result(self) -> Result<Outcome, Nl2SqlError> {
+        match self.error {
+            None => Ok(self),
+            Some(message) => Err(Nl2SqlError::InvalidSql { sql: self.sql, message }),
+        }
+    }
+}
+
+/// The prompt of a call, as reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptSummary {
+    /// The first attempt's whole prompt text (`Plan::text`), for running the same prompt
+    /// elsewhere.
+    pub text: String,
+    /// The schema prefix's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Qualified names of the tables in the prompt, in prompt order.
+    pub shown: Vec<String>,
+    /// Qualified names of the tables left out for lack of room.
+    pub dropped: Vec<String>,
+}
+
+/// Token counts of a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenCounts {
+    /// Prompt tokens (prefix + question).
+    pub prompt: usize,
+    /// Tokens of the schema prefix.
+    pub prefix: usize,
+    /// Prompt tokens actually run through the model in this call.
+    pub prefill: usize,
+    /// Tokens generated over all attempts.
+    pub generated: usize,
+}
+
+/// Speculative decoding in a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Speculation {
+    /// Whether speculative decoding was on.
+    pub on: bool,
+    /// Decode forward passes, draft tokens proposed and accepted over all attempts and branches
+    /// (the forward passes equal the generated tokens minus each decode's first token, which
+    /// comes from the prompt's logits, without speculation).
+    pub stats: SpecStats,
+}
+
+/// How a call shaped token choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapingSummary {
+    /// Size of the active vocabulary when pruning was on.
+    pub active_vocab: Option<usize>,
+    /// Whether identifiers were constrained to the schema.
+    pub schema_constraints: bool,
+    /// Tokens where the schema constraint replaced the model's first choice.
+    pub constrained_tokens: usize,
+}
+
+/// One generation + validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The model's raw answer text.
+    pub raw: String,
+    /// The extracted statement (no `;`).
+    pub sql: String,
+    /// Tokens decoded (0 for a rewrite).
+    pub generated_tokens: usize,
+    /// The generated token ids.
+    pub ids: Vec<u32>,
+    /// Why the decode stopped.
+    pub stop: StopReason,
+    /// The validator's message when it rejected `sql`, or its doubt (see `advisory`).
+    pub error: Option<String>,
+    /// `error` is a doubt (`doubt.rs`): `sql` is valid and runs, but looks wrong.
+    pub advisory: bool,
+    /// Not decoded: the previous attempt's statement rewritten by the engine (a column put on the
+    /// wrong table requalified, `repair::requalified`; a table used but not read joined,
+    /// `repair::joined`; integer divisions made exact, a doubt's `fix`), and how.
+    pub rewritten: Option<String>,
+    /// The SQLSTATE of the rejection, when the server raised it.
+    pub sqlstate: Option<String>,
+    /// The catalog facts given to the next repair round ("" when none).
+    pub feedback: String,
+    /// Forward passes, proposed and accepted draft tokens of this attempt's decode.
+    pub spec: SpecStats,
+}
+
+/// Milliseconds spent per phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseTimings {
+    /// Rendering, trimming, tokenizing, fingerprinting.
+    pub prompt_ms: f64,
+    /// Forward passes over prompt tokens (schema prefix on a miss, question, repair turn).
+    pub prefill_ms: f64,
+    /// Token-by-token generation.
+    pub decode_ms: f64,
+    /// The caller's validator.
+    pub validate_ms: f64,
+    /// Reading (on a memory miss) or writing (after computing) the prefix's cache file.
+    pub cache_file_ms: f64,
+    /// The caller's executor, running candidate answers (see `Engine::run_with`).
+    pub execute_ms: f64,
+}

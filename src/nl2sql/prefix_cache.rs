@@ -1,0 +1,177 @@
+//! The reusable KV state of one backend/session (the schema prefix's cache buffers, its drafter
+//! and its cache files) and what a call reports about it.
+
+use super::draft::Drafter;
+use crate::generate::fingerprint::Fingerprint;
+use crate::generate::kv_file::{KvFileDir, KvFileError, KvFileKey};
+use crate::model::KvCache;
+
+/// Counters of the prefix cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Prefix found in memory.
+    pub hits: u64,
+    /// Prefix computed by the model.
+    pub misses: u64,
+    /// Prefix loaded from a cache file.
+    pub file_hits: u64,
+    /// Cache files written.
+    pub file_writes: u64,
+    /// Cache files refused (corrupt or mismatched) or not written (I/O error, too large).
+    pub file_errors: u64,
+}
+
+/// Where the prefix's KV state of a call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixSource {
+    /// Already in this cache's memory.
+    Memory,
+    /// Loaded from a cache file (another or an earlier backend computed it).
+    File,
+    /// Computed by the model.
+    Computed,
+}
+
+impl PrefixSource {
+    /// The name `nl2sql_explain` reports: `hit`, `file` or `miss`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefixSource::Memory => "hit",
+            PrefixSource::File => "file",
+            PrefixSource::Computed => "miss",
+        }
+    }
+}
+
+/// Something about the cache file worth logging (the engine does not log by itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEvent {
+    /// Damage or I/O trouble (an operator should hear of it) rather than routine news.
+    pub warning: bool,
+    pub message: String,
+}
+
+/// The reusable KV state of one backend/session: the cache buffers and which prefix they hold.
+#[derive(Debug, Default)]
+pub struct PrefixCache {
+    /// The KV buffers (allocated by a call, at its context size).
+    pub(super) kv: Option<KvCache>,
+    /// Fingerprint and token count of the prefix at the start of `kv`, when it is complete.
+    pub(super) prefix: Option<(Fingerprint, usize)>,
+    /// Hit/miss counters.
+    pub(super) stats: CacheStats,
+    /// Directory of cache files shared with other processes (`None`: memory only).
+    pub(super) files: Option<KvFileDir>,
+    /// Cache file events not yet taken by the caller.
+    pub(super) events: Vec<CacheEvent>,
+    /// The speculative drafter of the last schema prefix (built once per fingerprint).
+    pub(super) drafter: Option<Drafter>,
+}
+
+impl PrefixCache {
+    /// An empty cache (buffers are allocated on first use).
+    pub fn new() -> PrefixCache {
+        PrefixCache::default()
+    }
+
+    /// Hit/miss counters.
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// Fingerprint of the cached prefix, if one is complete.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.prefix.map(|p| p.0)
+    }
+
+    /// Positions the KV buffers can hold (0 before first use).
+    pub fn capacity(&self) -> usize {
+        self.kv.as_ref().map_or(0, KvCache::capacity)
+    }
+
+    /// Forgets the cached prefix (keeps the buffers).
+    pub fn invalidate(&mut self) {
+        self.prefix = None;
+    }
+
+    /// Uses cache files in `files` from the next call on (`None`: memory only).
+    pub fn set_file_dir(&mut self, files: Option<KvFileDir>) {
+        self.files = files;
+    }
+
+    /// Takes the cache file events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<CacheEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The drafter kept for the last schema prefix, if one was built.
+    pub fn drafter(&self) -> Option<&Drafter> {
+        self.drafter.as_ref()
+    }
+}
+
+/// Fills `kv` with the prefix of `key` from its cache file, if there is a valid one; records
+/// why not otherwise (a missing file is not news).
+pub(super) fn load_prefix_file(
+    files: &KvFileDir,
+    key: &KvFileKey,
+    kv: &mut KvCache,
+    stats: &mut CacheStats,
+    events: &mut Vec<CacheEvent>,
+) -> bool {
+    match files.load(key, kv) {
+        Ok(path) => {
+            stats.file_hits += 1;
+            events.push(CacheEvent {
+                warning: false,
+                message: format!(
+                    "schema prefix of {} tokens loaded from {}",
+                    key.prefix_ids.len(),
+                    path.display()
+                ),
+            });
+            true
+        }
+        Err(KvFileError::Missing) => false,
+        Err(e) => {
+            stats.file_errors += 1;
+            events.push(CacheEvent { warning: e.is_warning(), message: e.to_string() });
+            false
+        }
+    }
+}
+
+/// Writes the prefix of `key` (at the start of `kv`) to its cache file, recording the outcome.
+pub(super) fn store_prefix_file(
+    files: &KvFileDir,
+    key: &KvFileKey,
+    kv: &KvCache,
+    stats: &mut CacheStats,
+    events: &mut Vec<CacheEvent>,
+) {
+    match files.store(key, kv) {
+        Ok(s) => {
+            stats.file_writes += 1;
+            let evicted = if s.evicted > 0 {
+                format!(", evicted {} older file(s)", s.evicted)
+            } else {
+                String::new()
+            };
+            events.push(CacheEvent {
+                warning: false,
+                message: format!(
+                    "schema prefix written to {} ({} bytes{evicted})",
+                    s.path.display(),
+                    s.bytes
+                ),
+            });
+        }
+        Err(e) => {
+            stats.file_errors += 1;
+            events.push(CacheEvent {
+                warning: e.is_warning(),
+                message: format!("schema prefix not cached: {e}"),
+            });
+        }
+    }
+}
