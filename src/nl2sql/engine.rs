@@ -19,6 +19,7 @@ use super::outcome::{
 use super::prefix_cache::{load_prefix_file, store_prefix_file, PrefixCache, PrefixSource};
 use super::progress::Progress;
 use super::prompt::{self, Segments};
+use super::refusal;
 use super::render::Renderer;
 use super::repair::Rejection;
 use super::schema::SchemaInfo;
@@ -76,6 +77,8 @@ pub struct Engine {
     /// Identity of the FFN hook attached to the model ("" = dense): part of every prefix
     /// fingerprint and cache file key, so sparse and dense KV states never mix.
     ffn_tag: String,
+    /// The refusal margin measured for this model (`refusal::calibrated_margin`), if any.
+    refusal_calibration: Option<f32>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -103,12 +106,17 @@ impl Engine {
     /// An engine over an already loaded model; fails unless the vocabulary has ChatML markers.
     pub fn new(model: Model, tok: Tokenizer, identity: &str) -> Result<Engine, Nl2SqlError> {
         prompt::check_chat_template(&tok)?;
+        let cfg = model.config();
+        let name = model.file().get_str("general.name").unwrap_or("");
+        let refusal_calibration =
+            refusal::calibrated_margin(cfg.arch.name(), cfg.n_layers, cfg.dim, name);
         Ok(Engine {
             model,
             tok,
             identity: identity.to_string(),
             vocab_base: OnceLock::new(),
             ffn_tag: String::new(),
+            refusal_calibration,
         })
     }
 
@@ -364,9 +372,30 @@ impl Engine {
             let t1 = Instant::now();
             let prefix_source = self.load_prefix(rt, cache, &plan, &mut timings, hooks.progress)?;
             let computed = if prefix_source == PrefixSource::Computed { n_prefix } else { 0 };
-            let kv = cache.kv.as_mut().expect("allocated above");
-            let logits = self.forward(rt).prefill(kv, &plan.question_ids, hooks.progress)?;
             timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
+            let kv = cache.kv.as_mut().expect("allocated above");
+            // Stage 0: the question, checked first when refusals are on (`stages/question.rs`).
+            let threshold = opts.refusal.threshold(self.refusal_calibration);
+            let schema_text = match threshold {
+                Some(_) => {
+                    let r = Renderer::new(&shown);
+                    shown.tables.iter().map(|t| r.table(t)).collect()
+                }
+                None => String::new(),
+            };
+            let check = threshold.map(|threshold| stages::question::Check {
+                threshold,
+                schema_text: &schema_text,
+                question: &question,
+            });
+            let (logits, refusal, prefilled) = stages::question::prefill(
+                &self.forward(rt),
+                kv,
+                &plan.question_ids,
+                check,
+                &mut timings,
+                hooks.progress,
+            )?;
             let question_end = kv.len();
             // Speculation verifies drafts in batches; it is exact only if a batch equals the same
             // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
@@ -401,14 +430,16 @@ impl Engine {
                 tokens: TokenCounts {
                     prompt: n_prefix + n_question,
                     prefix: n_prefix,
-                    prefill: computed + n_question,
+                    prefill: computed + prefilled,
                     generated: 0,
                 },
             };
-            // The stages, in order (`stages/mod.rs`).
+            // The stages, in order (`stages/mod.rs`); none for a refused question.
             let mut answer = Answer::default();
-            stages::repair_loop::run(&mut call, &mut answer)?;
-            stages::branches::run(&mut call, &mut answer)?;
+            if !refusal.is_some_and(|v| v.refused()) {
+                stages::repair_loop::run(&mut call, &mut answer)?;
+                stages::branches::run(&mut call, &mut answer)?;
+            }
             Ok(Outcome {
                 prompt: PromptSummary {
                     text: plan.text(&question),
@@ -430,6 +461,7 @@ impl Engine {
                 candidates: answer.candidates,
                 timings: call.timings,
                 memory,
+                refusal,
             })
         };
         pipeline().map_err(with_plan)

@@ -22,6 +22,10 @@ pub enum Nl2SqlError {
     Cancelled,
     #[error("the model did not produce a valid query: {message}")]
     InvalidSql { sql: String, message: String },
+    /// The refusal check judged that the shown tables cannot answer the question
+    /// (`refusal.rs`); `reason` says how sure it was.
+    #[error("this database cannot answer that question: {reason}")]
+    Refused { reason: String },
     /// The allocator refused a large buffer (`what`, `bytes`: see `ModelError::OutOfMemory`);
     /// `plan` is what the call needed.
     #[error("out of memory: the {what} needs {bytes} bytes (this call needs about {} bytes: KV cache of {} positions {} bytes, scratch {} bytes)", .plan.total_bytes(), .plan.positions, .plan.kv_cache_bytes, .plan.scratch_bytes)]

@@ -13,7 +13,7 @@ pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
 pub const DEFAULT_CANDIDATES: usize = 4;
 
 /// Settings of one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
     /// Most tokens generated per attempt.
     pub max_new_tokens: usize,
@@ -38,12 +38,16 @@ pub struct Options {
     /// the question (`held.rs`): exact (the same answers), fewer prompt tokens; off only to
     /// compare.
     pub keep_rows: bool,
+    /// Whether and how the refusal check runs (`refusal.rs`); without it a question the shown
+    /// tables cannot answer gets a query like any other.
+    pub refusal: super::refusal::RefusalMode,
 }
 
 impl Default for Options {
     /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
     /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 4
-    /// candidates; pruning and constraints off (see docs/nl2sql-accuracy.md for why).
+    /// candidates, the refusal check; pruning and constraints off (see docs/nl2sql-accuracy.md
+    /// for why).
     fn default() -> Self {
         Options {
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
@@ -54,6 +58,7 @@ impl Default for Options {
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
             candidates: DEFAULT_CANDIDATES,
             keep_rows: true,
+            refusal: super::refusal::RefusalMode::Auto,
         }
     }
 }

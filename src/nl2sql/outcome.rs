@@ -6,6 +6,7 @@ use super::decode::{SpecStats, StopReason};
 use super::error::Nl2SqlError;
 use super::memory_plan::MemoryPlan;
 use super::prefix_cache::PrefixSource;
+use super::refusal::Verdict;
 use crate::generate::fingerprint::Fingerprint;
 
 /// The result of a call that ran the model.
@@ -33,9 +34,16 @@ pub struct Outcome {
     pub timings: PhaseTimings,
     /// The memory the call needed beyond the mapped model.
     pub memory: MemoryPlan,
+    /// The refusal check's verdict, when it ran; a refused call has no `sql` and no attempts.
+    pub refusal: Option<Verdict>,
 }
 
 impl Outcome {
+    /// Whether the refusal check refused the question.
+    pub fn refused(&self) -> bool {
+        self.refusal.is_some_and(|v| v.refused())
+    }
+
     /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
     pub fn cache_hit(&self) -> bool {
         self.prefix_source != PrefixSource::Computed
@@ -46,8 +54,12 @@ impl Outcome {
         self.speculation.stats.acceptance_rate()
     }
 
-    /// `Ok` when the statement was accepted, else [`Nl2SqlError::InvalidSql`].
+    /// `Ok` when the statement was accepted, else [`Nl2SqlError::Refused`] or
+    /// [`Nl2SqlError::InvalidSql`].
     pub fn into_result(self) -> Result<Outcome, Nl2SqlError> {
+        if let Some(v) = self.refusal.filter(Verdict::refused) {
+            return Err(Nl2SqlError::Refused { reason: v.reason(self.prompt.shown.len()) });
+        }
         match self.error {
             None => Ok(self),
             Some(message) => Err(Nl2SqlError::InvalidSql { sql: self.sql, message }),
@@ -148,4 +160,6 @@ pub struct PhaseTimings {
     pub cache_file_ms: f64,
     /// The caller's executor, running candidate answers (see `Engine::run_with`).
     pub execute_ms: f64,
+    /// The refusal check: the prefill of its turn (also counted in `prefill_ms`) and the verdict.
+    pub refusal_ms: f64,
 }

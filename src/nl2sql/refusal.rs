@@ -19,11 +19,46 @@ use crate::tokenizer::Tokenizer;
 pub const CHECK_QUESTION: &str =
     "Can this question be answered with a SQL query over the tables of the schema above? Answer yes or no.";
 
-/// The default threshold of [`Verdict::refused`]: refuse when `log p(no) - log p(yes)` exceeds
-/// it. Negative because the model leans to "yes" for every question; what tells an off-topic
-/// question is how much less it does. Chosen on one half of the development split and judged on
-/// the other (docs/nl2sql-accuracy.md), for the default model.
+/// The threshold of [`Verdict::refused`] for Qwen2.5-Coder-1.5B-Instruct, the default model:
+/// refuse when `log p(no) - log p(yes)` exceeds it. Negative because the model leans to "yes" for
+/// every question; what tells an off-topic question is how much less it does. Chosen on one half
+/// of the development split and judged on the other (docs/nl2sql-accuracy.md). Also the default
+/// of `turboinfer.refusal_margin` (used with `turboinfer.refusal = on`).
 pub const DEFAULT_MARGIN: f32 = -2.1;
+
+/// Whether and how the check runs (`turboinfer.refusal`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RefusalMode {
+    /// Never: every question gets a query.
+    Off,
+    /// With the margin calibrated for the loaded model ([`calibrated_margin`]); no check for a
+    /// model without one (a model's yes/no log-odds mean nothing until measured: Qwen2.5-Coder-0.5B's
+    /// barely differ between a real question and an off-topic one).
+    Auto,
+    /// Always, with this margin (`turboinfer.refusal_margin`).
+    Margin(f32),
+}
+
+impl RefusalMode {
+    /// The threshold in force for a model whose calibrated margin is `calibrated`, or `None`
+    /// when no check runs.
+    pub fn threshold(self, calibrated: Option<f32>) -> Option<f32> {
+        match self {
+            RefusalMode::Off => None,
+            RefusalMode::Auto => calibrated,
+            RefusalMode::Margin(m) => Some(m),
+        }
+    }
+}
+
+/// The margin measured for a model, from its GGUF metadata: Qwen2.5-Coder-1.5B-Instruct
+/// (architecture `qwen2`, 28 layers of width 1536, a `general.name` naming a coder instruct
+/// model) has [`DEFAULT_MARGIN`]; any other model none.
+pub fn calibrated_margin(arch: &str, n_layers: usize, dim: usize, name: &str) -> Option<f32> {
+    let name = name.to_ascii_lowercase();
+    let coder_instruct = name.contains("coder") && name.contains("instruct");
+    (arch == "qwen2" && n_layers == 28 && dim == 1536 && coder_instruct).then_some(DEFAULT_MARGIN)
+}
 
 /// How much lower the bar is when no word of the question appears in the schema text: such a
 /// question names nothing the tables hold, and a weaker "no" suffices (same procedure as
@@ -170,6 +205,20 @@ mod tests {
         assert!(v.refused());
         assert!(v.reason(4).starts_with("none of the question's words"), "{}", v.reason(4));
         assert!(v.reason(1).contains("the 1 table it was shown"), "{}", v.reason(1));
+    }
+
+    /// Only the default model's shape and name get the calibrated margin; `auto` checks nothing
+    /// for another model, `on` checks every model.
+    #[test]
+    fn calibration_is_per_model() {
+        let q15 = calibrated_margin("qwen2", 28, 1536, "Qwen2.5 Coder 1.5B Instruct GGUF");
+        assert_eq!(q15, Some(DEFAULT_MARGIN));
+        assert_eq!(calibrated_margin("qwen2", 24, 896, "Qwen2.5 Coder 0.5B Instruct AWQ"), None);
+        assert_eq!(calibrated_margin("qwen2", 28, 1536, "Qwen2.5 1.5B"), None);
+        assert_eq!(RefusalMode::Auto.threshold(None), None);
+        assert_eq!(RefusalMode::Auto.threshold(q15), q15);
+        assert_eq!(RefusalMode::Margin(-1.0).threshold(None), Some(-1.0));
+        assert_eq!(RefusalMode::Off.threshold(q15), None);
     }
 
     /// The margin is the log-sum-exp of the "no" spellings minus that of the "yes" ones.

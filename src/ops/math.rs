@@ -11,8 +11,8 @@
 
 /// ln 2 split for Cody–Waite reduction in f64: `LN2_HI` has its low 32 bits zero, so `k · LN2_HI`
 /// is exact for |k| < 2^20 (fdlibm's split).
-const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_HI: f64 = 0.693_147_180_369_123_8;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// 1 / ln 2.
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
 
@@ -146,10 +146,10 @@ pub fn sin_cos(x: f32) -> (f32, f32) {
     let x = x as f64;
     // π/2 in three parts (fdlibm's pio2_1, pio2_2, pio2_3): each has 33 significant bits, so
     // n · part is exact for |n| < 2^20 and the reduction keeps ~100 bits of π/2.
-    const PIO2_1: f64 = 1.570_796_326_734_125_614_17;
-    const PIO2_2: f64 = 6.077_100_506_303_965_976_6e-11;
-    const PIO2_3: f64 = 2.022_266_248_711_166_455_8e-21;
-    const PIO2_3T: f64 = 8.478_427_660_368_899_569_0e-32;
+    const PIO2_1: f64 = 1.570_796_326_734_125_6;
+    const PIO2_2: f64 = 6.077_100_506_303_966e-11;
+    const PIO2_3: f64 = 2.022_266_248_711_166_5e-21;
+    const PIO2_3T: f64 = 8.478_427_660_368_9e-32;
     let n = round_f64(x * std::f64::consts::FRAC_2_PI);
     let r = ((x - n * PIO2_1) - n * PIO2_2) - (n * PIO2_3 + n * PIO2_3T); // |r| <= π/4
     let r2 = r * r;
@@ -242,6 +242,13 @@ mod tests {
         }
         assert!(worst <= 1, "worst {worst} ulp");
         assert_eq!(sin_cos(0.0), (0.0, 1.0));
+    }
+
+    /// The reduction constants are exactly fdlibm's (their shortest decimal forms round to them).
+    #[test]
+    fn reduction_constants_are_fdlibms() {
+        assert_eq!(LN2_HI.to_bits(), 0x3FE6_2E42_FEE0_0000);
+        assert_eq!(LN2_LO.to_bits(), 0x3DEA_39EF_3579_3C76);
     }
 
     #[test]

@@ -129,6 +129,11 @@ impl From<gucs::LimitExceeded> for ErrorReport {
 pub const INVALID_SQL: PgSqlErrorCode =
     PgSqlErrorCode::ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION;
 
+/// The SQLSTATE of a refused question, "this database cannot answer that" (P0002, PL/pgSQL's
+/// `no_data_found`: catchable as `EXCEPTION WHEN no_data_found`): nl2sql() raises it,
+/// turboinfer_stat counts it.
+pub const REFUSED: PgSqlErrorCode = PgSqlErrorCode::ERRCODE_NO_DATA_FOUND;
+
 /// The HINT of an out-of-memory ERROR.
 const OOM_HINT: &str =
     "Lower turboinfer.context_tokens (the KV cache grows with it), or give the server more memory.";
@@ -163,6 +168,12 @@ impl From<Nl2SqlError> for ErrorReport {
                 Some("Rephrase the question, or use a larger model (turboinfer.model).".into()),
             ),
             Nl2SqlError::Cancelled => error_report(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "nl2sql: cancelled".into(), None, None),
+            Nl2SqlError::Refused { reason } => error_report(
+                REFUSED,
+                "nl2sql: this database cannot answer that question".into(),
+                Some(format!("Refused before writing a query: {reason}.")),
+                Some("Ask about the data in the tables you can see (nl2sql_explain() lists them), name other schemas in nl2sql(question, schemas), or SET turboinfer.refusal = off to get a query anyway.".into()),
+            ),
             Nl2SqlError::UnsupportedModel(m) => error_report(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("turboinfer: {m}"), None, None),
             Nl2SqlError::OutOfMemory { what, bytes, plan } => error_report(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,

@@ -37,10 +37,38 @@ const MAX_CANDIDATES: i32 = 8;
 pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.refusal`: refuse a question the visible schema cannot answer (ERROR P0002)
 /// instead of writing a query for it.
-pub static REFUSAL: GucSetting<bool> = GucSetting::<bool>::new(true);
-/// `turboinfer.refusal_margin`: how sure the model must be before nl2sql refuses (see
-/// `nl2sql::refusal`): a refusal needs `log p(no) - log p(yes)` above this value (and above it
-/// minus `refusal::NO_MATCH_ALLOWANCE` when no word of the question is in the schema).
+pub static REFUSAL: GucSetting<Refusal> = GucSetting::<Refusal>::new(Refusal::Auto);
+
+/// The values of `turboinfer.refusal`.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Refusal {
+    /// The check with the margin measured for the loaded model; none for a model without one.
+    #[name = c"auto"]
+    Auto,
+    /// The check for every model, with `turboinfer.refusal_margin`.
+    #[name = c"on"]
+    On,
+    /// No check: every question gets a query.
+    #[name = c"off"]
+    Off,
+}
+
+impl Refusal {
+    /// The engine's mode (`on` with the current `turboinfer.refusal_margin`).
+    pub fn mode(self) -> crate::nl2sql::refusal::RefusalMode {
+        use crate::nl2sql::refusal::RefusalMode;
+        match self {
+            Refusal::Auto => RefusalMode::Auto,
+            Refusal::On => RefusalMode::Margin(REFUSAL_MARGIN.get() as f32),
+            Refusal::Off => RefusalMode::Off,
+        }
+    }
+}
+
+/// `turboinfer.refusal_margin`: how sure the model must be before nl2sql refuses with
+/// `turboinfer.refusal = on` (see `nl2sql::refusal`): a refusal needs `log p(no) - log p(yes)`
+/// above this value (and above it minus `refusal::NO_MATCH_ALLOWANCE` when no word of the
+/// question is in the schema).
 pub static REFUSAL_MARGIN: GucSetting<f64> =
     GucSetting::<f64>::new(crate::nl2sql::refusal::DEFAULT_MARGIN as f64);
 /// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
@@ -325,18 +353,18 @@ pub fn register() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    GucRegistry::define_bool_guc(
+    GucRegistry::define_enum_guc(
         c"turboinfer.refusal",
-        c"Refuse questions the visible schema cannot answer (ERROR P0002, no_data_found) instead of writing a query.",
-        c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about; off: always write a query.",
+        c"Refuse questions the visible schema cannot answer (ERROR P0002, no_data_found) instead of writing a query: auto, on or off.",
+        c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about. auto: with the margin measured for the loaded model (the default model has one), no check for other models; on: every model, with turboinfer.refusal_margin; off: always write a query.",
         &REFUSAL,
         GucContext::Userset,
         GucFlags::default(),
     );
     GucRegistry::define_float_guc(
         c"turboinfer.refusal_margin",
-        c"How sure the model must be that the schema cannot answer before nl2sql() refuses (log-odds of no against yes).",
-        c"Higher: fewer refusals (more off-topic questions get a query); lower: more refusals (more real questions refused).",
+        c"With turboinfer.refusal = on: how sure the model must be that the schema cannot answer before nl2sql() refuses (log-odds of no against yes).",
+        c"Higher: fewer refusals (more off-topic questions get a query); lower: more refusals (more real questions refused). The default is the default model's measured margin.",
         &REFUSAL_MARGIN,
         -20.0,
         20.0,

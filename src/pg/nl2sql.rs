@@ -50,6 +50,7 @@ fn options() -> Options {
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+        refusal: gucs::REFUSAL.get().mode(),
         candidates: usize::try_from(gucs::CANDIDATES.get())
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
         ..Options::default()
@@ -220,9 +221,14 @@ fn nl2sql_schemas(question: Text, schemas: TextArray) -> TextOut {
 fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
     let o = &a.outcome;
     json!({
-        "sql": o.sql,
-        "valid": o.error.is_none(),
+        "sql": if o.refused() { None } else { Some(&o.sql) },
+        "valid": o.error.is_none() && !o.refused(),
         "error": o.error,
+        "refused": o.refused(),
+        "refusal": o.refusal.filter(|v| v.refused()).map(|v| v.reason(o.prompt.shown.len())),
+        "refusal_check": o.refusal.map(|v| json!({
+            "margin": v.margin, "matched_words": v.matched, "bar": v.bar(),
+        })),
         "question": question,
         "model": a.model_path,
         "model_default": gucs::model_is_default(),
@@ -275,6 +281,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "validate": o.timings.validate_ms,
             "cache_file": o.timings.cache_file_ms,
             "execute": o.timings.execute_ms,
+            "refusal": o.timings.refusal_ms,
         },
     })
 }

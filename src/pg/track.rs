@@ -8,7 +8,7 @@
 //! and message from the payload, records, and resumes it unchanged. PostgreSQL's error state was
 //! already flushed by pgrx at that point, so taking an LWLock or emitting a log message is safe.
 
-use super::errors::{error_report, INVALID_SQL};
+use super::errors::{error_report, INVALID_SQL, REFUSED};
 use super::{gucs, stat};
 use crate::clock::ms_since;
 use crate::nl2sql::Outcome;
@@ -26,7 +26,13 @@ pub fn track<T>(question: &str, body: impl FnOnce() -> T, outcome: impl Fn(&T) -
         Ok(v) => {
             let o = outcome(&v);
             let total_ms = ms_since(t0);
-            let rejected = o.error.as_ref().map(|m| (stat::code(INVALID_SQL), m.clone()));
+            let rejected = match (&o.refusal, &o.error) {
+                (Some(v), _) if v.refused() => {
+                    Some((stat::code(REFUSED), v.reason(o.prompt.shown.len())))
+                }
+                (_, Some(m)) => Some((stat::code(INVALID_SQL), m.clone())),
+                _ => None,
+            };
             stat::record(&stat::Sample::of(o, rejected.as_ref().map(|r| r.0), total_ms));
             log(question, Some(&o.sql), rejected, o.attempts.len().saturating_sub(1), total_ms);
             v

@@ -1,0 +1,75 @@
+//! Stage 0: the question's prefill, with the refusal check (`nl2sql::refusal`) when it is on.
+//!
+//! Without the check the question part (its user turn and the opening of the assistant's) is one
+//! prefill. With it, the user turn and the check turn go in one batch, whose last logits give
+//! the verdict; the cache is cut back to the end of the user turn, and only when the question is
+//! not refused the assistant's opening is prefilled: the same cache rows and the same logits as
+//! one prefill of the question part (batch = sequential), so an answered question's answer is
+//! bitwise what it is without the check.
+
+use crate::clock::ms_since;
+use crate::model::KvCache;
+use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::forward::Forward;
+use crate::nl2sql::outcome::PhaseTimings;
+use crate::nl2sql::progress::Progress;
+use crate::nl2sql::refusal::{self, AnswerTokens, Verdict};
+use std::time::Instant;
+
+/// What the check needs besides the question: its threshold and the schema text the model was
+/// shown (for `refusal::matched_words`).
+pub struct Check<'a> {
+    /// `turboinfer.refusal_margin`.
+    pub threshold: f32,
+    /// The rendered tables of the prompt.
+    pub schema_text: &'a str,
+    /// The question, cleaned.
+    pub question: &'a str,
+}
+
+/// The question's tokens after what `kv` holds (`question_ids`: user turn then the assistant's
+/// opening), checked first when `check` is given and there is room: the logits of the last
+/// prompt position (empty when refused), the verdict, and the prompt tokens run through the
+/// model. Times go to `timings` (prefill, and the check's share in `refusal_ms`).
+pub fn prefill(
+    forward: &Forward<'_>,
+    kv: &mut KvCache,
+    question_ids: &[u32],
+    check: Option<Check<'_>>,
+    timings: &mut PhaseTimings,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<(Vec<f32>, Option<Verdict>, usize), Nl2SqlError> {
+    let t = Instant::now();
+    let split = refusal::assistant_start(forward.tok, question_ids);
+    let turn = refusal::check_turn().encode(forward.tok)?;
+    let (check, split) = match (check, split) {
+        // The check turn must fit next to the question (a nearly full context skips it).
+        (Some(c), Some(i)) if kv.len() + i + turn.len() < kv.capacity() => (c, i),
+        _ => {
+            let logits = forward.prefill(kv, question_ids, progress)?;
+            timings.prefill_ms += ms_since(t);
+            return Ok((logits, None, question_ids.len()));
+        }
+    };
+    let answers = AnswerTokens::new(forward.tok)?;
+    let user_end = kv.len() + split;
+    let mut ids = question_ids[..split].to_vec();
+    ids.extend_from_slice(&turn);
+    let row = forward.prefill(kv, &ids, progress)?;
+    let verdict = Verdict {
+        margin: answers.margin(&row),
+        matched: refusal::matched_words(check.schema_text, check.question),
+        threshold: check.threshold,
+    };
+    kv.truncate(user_end);
+    timings.refusal_ms += ms_since(t);
+    let mut prefilled = ids.len();
+    let logits = if verdict.refused() {
+        Vec::new()
+    } else {
+        prefilled += question_ids.len() - split;
+        forward.prefill(kv, &question_ids[split..], progress)?
+    };
+    timings.prefill_ms += ms_since(t);
+    Ok((logits, Some(verdict), prefilled))
+}
