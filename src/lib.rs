@@ -11,6 +11,7 @@ pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod mapguard;
+pub mod math;
 pub mod model;
 pub mod nl2sql;
 pub mod ops;

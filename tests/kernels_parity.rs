@@ -508,3 +508,24 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
         }
     }
 }
+
+/// The elementary-function loops each tier compiles for itself (SwiGLU, softmax: the engine's own
+/// `exp`) are bitwise the scalar tier's, on values across exp's whole range and beyond.
+#[test]
+fn activation_loops_are_bitwise_reference() {
+    let reference = KernelSet::for_tier(Tier::Scalar).unwrap();
+    let n = 4099; // not a multiple of any vector width
+    let gate: Vec<f32> = (0..n).map(|i| ((i * 7919 % 4001) as f32 - 2000.0) * 0.061).collect();
+    let up: Vec<f32> = (0..n).map(|i| ((i * 104_729 % 977) as f32 - 488.0) * 0.013).collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (mut g0, mut s0) = (gate.clone(), gate.clone());
+    reference.swiglu(&mut g0, &up);
+    reference.softmax(&mut s0);
+    for k in tiers() {
+        let (mut g, mut s) = (gate.clone(), gate.clone());
+        k.swiglu(&mut g, &up);
+        k.softmax(&mut s);
+        assert_eq!(bits(&g), bits(&g0), "tier {} swiglu", k.tier());
+        assert_eq!(bits(&s), bits(&s0), "tier {} softmax", k.tier());
+    }
+}

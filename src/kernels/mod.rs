@@ -11,6 +11,7 @@
 //! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`) <- `select`
 //! (the one place that picks a tier, from the CPU and `TURBOINFER_KERNELS`).
 
+mod elementwise;
 pub mod packed;
 mod scalar;
 mod select;
@@ -20,10 +21,11 @@ mod vector;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+pub use elementwise::{silu, softmax_in_place, swiglu};
 pub use select::{kernels, try_kernels, OVERRIDE_ENV};
 pub use table::{
-    Axpy4Q8Fn, AxpyFn, AxpyQ8Fn, DotF32Fn, KernelSet, TypeKernels, VecDotBatchFn, WeightedSumFn,
-    MAX_BATCH,
+    Axpy4Q8Fn, AxpyFn, AxpyQ8Fn, DotF32Fn, KernelSet, SoftmaxFn, SwigluFn, TypeKernels,
+    VecDotBatchFn, WeightedSumFn, MAX_BATCH,
 };
 pub use tier::{parse_override, KernelError, Tier};
 pub use vector::q8_0_row_bytes;
@@ -31,7 +33,7 @@ pub use vector::q8_0_row_bytes;
 pub use crate::quant::{QuantizeFn, VecDotFn};
 
 /// Revision of the numeric contract (`quant::contract`: summation orders, fusions, the elementary
-/// functions of `ops::math`). Results that are stored and reused across processes (the schema KV
+/// functions of `crate::math`). Results that are stored and reused across processes (the schema KV
 /// cache files) are keyed by it together with the crate version, so a build whose arithmetic
 /// differs never reuses them; the tier is not part of the key, since every tier computes the same
 /// bits (a cache file made on one CPU is valid on another).

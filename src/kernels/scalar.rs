@@ -99,4 +99,6 @@ pub(crate) static SET: KernelSet = KernelSet {
     axpy_q8_0: vector::axpy_q8_0_body,
     axpy4_q8_0: vector::axpy4_q8_0_body,
     dot_f32: vector::dot_f32,
+    swiglu: super::elementwise::swiglu,
+    softmax: super::elementwise::softmax_in_place,
 };

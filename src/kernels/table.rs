@@ -32,6 +32,10 @@ pub type AxpyQ8Fn = fn(y: &mut [f32], a: f32, q: &[u8]);
 pub type Axpy4Q8Fn = fn(y: &mut [f32], a: [f32; 4], q: [&[u8]; 4]);
 /// `Σ x[i] * y[i]` of two f32 vectors.
 pub type DotF32Fn = fn(x: &[f32], y: &[f32]) -> f32;
+/// SwiGLU in place (`kernels::swiglu`): `gate[i] = silu(gate[i]) * up[i]`.
+pub type SwigluFn = fn(gate: &mut [f32], up: &[f32]);
+/// Softmax in place (`kernels::softmax_in_place`).
+pub type SoftmaxFn = fn(x: &mut [f32]);
 
 /// The two kernels of one weight type.
 #[derive(Clone, Copy)]
@@ -85,6 +89,10 @@ pub struct KernelSet {
     pub(crate) axpy4_q8_0: Axpy4Q8Fn,
     /// Dot product of two f32 vectors (the F32 dot product, `score_dot(F32)`, on slices).
     pub(crate) dot_f32: DotF32Fn,
+    /// `kernels::swiglu` compiled for this tier (the engine's own `exp`: bitwise the scalar tier's).
+    pub(crate) swiglu: SwigluFn,
+    /// `kernels::softmax_in_place` compiled for this tier (bitwise the scalar tier's).
+    pub(crate) softmax: SoftmaxFn,
 }
 
 impl KernelSet {
@@ -190,5 +198,15 @@ impl KernelSet {
     /// `Σ x[i] * y[i]`.
     pub fn dot_f32(&self, x: &[f32], y: &[f32]) -> f32 {
         (self.dot_f32)(x, y)
+    }
+
+    /// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]` (`gate.len() == up.len()`).
+    pub fn swiglu(&self, gate: &mut [f32], up: &[f32]) {
+        (self.swiglu)(gate, up)
+    }
+
+    /// Softmax in place.
+    pub fn softmax(&self, x: &mut [f32]) {
+        (self.softmax)(x)
     }
 }

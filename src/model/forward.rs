@@ -464,7 +464,7 @@ impl Model {
                 let mut acts = SharedActs::new(&h, dim, self.kernels);
                 mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
                 mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
-                ops::swiglu(&mut gate, &up);
+                self.kernels.swiglu(&mut gate, &up);
                 if let Some(hook) = &self.ffn_hook {
                     hook.observe(l, &h, &gate);
                 }

@@ -36,12 +36,9 @@ pub fn score(row: &[f32], j: usize, id_of: impl Fn(usize) -> u32) -> Option<Toke
     // LSE_SPAN of the maximum: the rest add less than 150k * e^-40 (1e-12) to a sum of at least
     // 1, and skipping their exp keeps this to one cheap pass per token.
     let floor = max - LSE_SPAN;
-    let sum: f64 = row
-        .iter()
-        .filter(|&&v| v > floor)
-        .map(|&v| crate::ops::math::exp_f64((v - max) as f64))
-        .sum();
-    let lse = max as f64 + crate::ops::math::ln_f64(sum);
+    let sum: f64 =
+        row.iter().filter(|&&v| v > floor).map(|&v| crate::math::exp_f64((v - max) as f64)).sum();
+    let lse = max as f64 + crate::math::ln_f64(sum);
     let mut alt = if j == 0 { 1 } else { 0 };
     for (i, &v) in row.iter().enumerate() {
         if i != j && v > row[alt] {

@@ -100,7 +100,8 @@ impl AnswerTokens {
         let (yes, no) = (ids(["yes", "Yes", "YES"])?, ids(["no", "No", "NO"])?);
         if yes.is_empty() || no.is_empty() {
             return Err(Nl2SqlError::UnsupportedModel(
-                "the vocabulary has no one-token yes/no answer (the refusal check needs one)".into(),
+                "the vocabulary has no one-token yes/no answer (the refusal check needs one)"
+                    .into(),
             ));
         }
         Ok(AnswerTokens { yes, no })
@@ -112,7 +113,7 @@ impl AnswerTokens {
         let lse = |ids: &[u32]| {
             let xs: Vec<f64> = ids.iter().map(|&i| row[i as usize] as f64).collect();
             let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            m + crate::ops::math::ln_f64(xs.iter().map(|&x| crate::ops::math::exp_f64(x - m)).sum())
+            m + crate::math::ln_f64(xs.iter().map(|&x| crate::math::exp_f64(x - m)).sum())
         };
         (lse(&self.no) - lse(&self.yes)) as f32
     }

@@ -1,9 +1,8 @@
 //! Causal grouped-query attention over an f32 or f16 KV cache, in two precision modes.
 
 use super::f16::{self as h16, f16};
-use super::math;
-use super::softmax::softmax_in_place;
 use crate::kernels::{KernelSet, WeightedSumFn};
+use crate::math;
 use crate::quant::{GgmlType, VecDotFn};
 use rayon::prelude::*;
 
@@ -255,7 +254,7 @@ fn exact<T: Elem>(
             }
         }
     }
-    scores.chunks_exact_mut(n).for_each(softmax_in_place);
+    scores.chunks_exact_mut(n).for_each(|s| (k.softmax)(s));
     os.fill(0.0);
     for j0 in (0..n).step_by(ROW_BLOCK) {
         let j1 = (j0 + ROW_BLOCK).min(n);
@@ -266,11 +265,13 @@ fn exact<T: Elem>(
     }
 }
 
-/// The kernel tier's two exact-mode attention kernels for one cache element type.
+/// The kernel tier's exact-mode attention kernels for one cache element type.
 #[derive(Clone, Copy)]
 struct ExactKernels {
     /// Score: a cache row · the query row.
     dot: VecDotFn,
+    /// Softmax of a row of scores.
+    softmax: crate::kernels::SoftmaxFn,
     /// Weighted sum of the value rows.
     wsum: WeightedSumFn,
 }
@@ -280,6 +281,7 @@ fn exact_kernels<T: Elem>(set: &KernelSet) -> ExactKernels {
     let missing = "every tier has F32 and F16 attention kernels";
     ExactKernels {
         dot: set.score_dot(T::TY).expect(missing),
+        softmax: set.softmax,
         wsum: set.weighted_sum(T::TY).expect(missing),
     }
 }

@@ -4,19 +4,17 @@
 //! formula. Parallel kernels expect to be called inside `Runtime::install`.
 
 pub mod act_quant;
-pub mod activation;
 pub mod attention;
 pub mod f16;
-pub mod math;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
 pub mod softmax;
 
+pub use crate::kernels::{silu, softmax_in_place, swiglu};
 pub use act_quant::SharedActs;
-pub use activation::{silu, swiglu};
 pub use attention::{attention, AttnPrecision, AttnShape, KvView};
 pub use matmul::{matmul, matmul_rows, PackedRows, VecDotFn, WeightRows};
 pub use norm::{rmsnorm, rmsnorm_chunks_in_place};
 pub use rope::{RopeMode, RopeTable};
-pub use softmax::{log_softmax, softmax_in_place};
+pub use softmax::log_softmax;

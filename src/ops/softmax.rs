@@ -1,23 +1,7 @@
-//! Softmax and log-softmax over a vector (with the engine's own `exp`/`ln`, `ops::math`).
+//! Log-softmax over a vector (with the engine's own `exp`/`ln`, `crate::math`); the softmax
+//! itself is a kernel loop (`crate::kernels::softmax_in_place`).
 
-use super::math;
-
-/// Numerically stable softmax in place (subtracts the maximum first). Sum is accumulated in f64.
-pub fn softmax_in_place(x: &mut [f32]) {
-    if x.is_empty() {
-        return;
-    }
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f64;
-    for v in x.iter_mut() {
-        *v = super::math::exp(*v - max);
-        sum += *v as f64;
-    }
-    let inv = (1.0 / sum) as f32;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
-}
+use crate::math;
 
 /// `log_softmax(x)`: `x[i] - max - ln(sum(exp(x - max)))`, computed in f64 for accuracy.
 pub fn log_softmax(x: &[f32]) -> Vec<f32> {
@@ -30,17 +14,7 @@ pub fn log_softmax(x: &[f32]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn softmax_sums_to_one_and_orders() {
-        let mut x = vec![1.0f32, 2.0, 3.0, 1000.0];
-        softmax_in_place(&mut x);
-        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert!(x[3] > 0.999);
-        let mut y = vec![0.0f32, (2.0f32).ln()];
-        softmax_in_place(&mut y);
-        assert!((y[0] - 1.0 / 3.0).abs() < 1e-6 && (y[1] - 2.0 / 3.0).abs() < 1e-6);
-    }
+    use crate::kernels::softmax_in_place;
 
     #[test]
     fn log_softmax_matches_log_of_softmax() {

@@ -7,7 +7,7 @@
 //! Dotted with Q8_0 activations.
 
 use super::bytes::f16_at;
-use super::contract::BlockLanes;
+use super::contract::{quad_sums, QuadLanes};
 use super::{q8_0, QK};
 
 /// Bytes per block.
@@ -26,11 +26,11 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q4_0 row with Q8_0 activations: per block the exact integer dot, in the
-/// contract's eight block lanes (`contract::BlockLanes`).
+/// Dot product of a Q4_0 row with Q8_0 activations: per block the exact integer sums of its quads, in
+/// the contract's sixteen quad lanes (`contract::QuadLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
-    let mut acc = BlockLanes::default();
+    let mut acc = QuadLanes::default();
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0).enumerate()
     {
@@ -41,8 +41,9 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
             v[j] = ((qs[j] & 0x0F) as i8 - 8) as u8;
             v[j + QK / 2] = ((qs[j] >> 4) as i8 - 8) as u8;
         }
-        let sumi = q8_0::dot_qs(&v, y[2..].try_into().expect("32 quants"));
-        acc.add(i, sumi, f16_at(x) * f16_at(y));
+        let q8 = &y[2..];
+        let quads = quad_sums(|e| v[e] as i8 as i32 * q8[e] as i8 as i32);
+        acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()
 }

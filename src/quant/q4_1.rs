@@ -8,7 +8,7 @@
 //! Dotted with Q8_1 activations: sum(w*a) = d_w*d_a*sum(q_w*q_a) + m_w * (d_a*sum(q_a)) = … + m_w*s_a.
 
 use super::bytes::f16_at;
-use super::contract::BlockLanes;
+use super::contract::{quad_sums, QuadLanes};
 use super::{q8_1, QK};
 
 /// Bytes per block.
@@ -28,22 +28,19 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 }
 
 /// Dot product of a Q4_1 row with Q8_1 activations: per block the exact integer dot and the offset
-/// term `m_w · s_a`, in the contract's eight block lanes (`contract::BlockLanes`).
+/// term `m_w · s_a`, in the contract's sixteen quad lanes (`contract::QuadLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
-    let mut acc = BlockLanes::default();
+    let mut acc = QuadLanes::default();
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0).enumerate()
     {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
-        let mut sumi = 0i32;
-        for j in 0..QK / 2 {
-            let v0 = (qs[j] & 0x0F) as i32;
-            let v1 = (qs[j] >> 4) as i32;
-            sumi += v0 * q8[j] as i8 as i32 + v1 * q8[j + QK / 2] as i8 as i32;
-        }
-        acc.add(i, sumi, f16_at(&x[0..2]) * f16_at(&y[0..2]));
+        // Element e < 16 is the low nibble of qs[e], element e >= 16 the high nibble of qs[e - 16].
+        let code = |e: usize| if e < QK / 2 { qs[e] & 0x0F } else { qs[e - QK / 2] >> 4 };
+        let quads = quad_sums(|e| code(e) as i32 * q8[e] as i8 as i32);
+        acc.add(i, quads, f16_at(&x[0..2]) * f16_at(&y[0..2]));
         acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
     }
     acc.finish()

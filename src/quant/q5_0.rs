@@ -8,7 +8,7 @@
 //! Dotted with Q8_0 activations.
 
 use super::bytes::f16_at;
-use super::contract::BlockLanes;
+use super::contract::{quad_sums, QuadLanes};
 use super::{q8_0, QK};
 use crate::fileio::le;
 
@@ -41,19 +41,19 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q5_0 row with Q8_0 activations: per block the exact integer dot, in the
-/// contract's eight block lanes (`contract::BlockLanes`).
+/// Dot product of a Q5_0 row with Q8_0 activations: per block the exact integer sums of its quads, in
+/// the contract's sixteen quad lanes (`contract::QuadLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
-    let mut acc = BlockLanes::default();
+    let mut acc = QuadLanes::default();
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0).enumerate()
     {
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
         let v = codes(x);
         let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
-        let sumi: i32 = v.iter().zip(q8).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
-        acc.add(i, sumi, f16_at(x) * f16_at(y));
+        let quads = quad_sums(|e| v[e] as i32 * q8[e] as i8 as i32);
+        acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()
 }

@@ -9,7 +9,7 @@
 //! Dotted with Q8_1 activations (offset folded in through the activation block's `s`).
 
 use super::bytes::f16_at;
-use super::contract::BlockLanes;
+use super::contract::{quad_sums, QuadLanes};
 use super::{q8_1, QK};
 use crate::fileio::le;
 
@@ -42,18 +42,18 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q5_1 row with Q8_1 activations: as Q4_1 (`contract::BlockLanes`).
+/// Dot product of a Q5_1 row with Q8_1 activations: as Q4_1 (`contract::QuadLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
-    let mut acc = BlockLanes::default();
+    let mut acc = QuadLanes::default();
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0).enumerate()
     {
         // Unpack to codes in element order, then one u8×i8 dot (the shape that vectorizes well).
         let v = codes(x);
         let q8: &[u8; QK] = y[4..].try_into().expect("32 quants");
-        let sumi: i32 = v.iter().zip(q8).map(|(&c, &a)| c as i32 * a as i8 as i32).sum();
-        acc.add(i, sumi, f16_at(&x[0..2]) * f16_at(&y[0..2]));
+        let quads = quad_sums(|e| v[e] as i32 * q8[e] as i8 as i32);
+        acc.add(i, quads, f16_at(&x[0..2]) * f16_at(&y[0..2]));
         acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
     }
     acc.finish()

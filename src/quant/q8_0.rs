@@ -6,7 +6,7 @@
 //! Both a weight format and the activation format of Q4_0/Q5_0/Q8_0 weights.
 
 use super::bytes::{f16_at, put_f16};
-use super::contract::BlockLanes;
+use super::contract::{quad_sums, QuadLanes};
 use super::QK;
 
 /// Bytes per block.
@@ -38,24 +38,17 @@ pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
     }
 }
 
-/// Integer dot of one Q8_0 block pair's quants (32 i8 × 32 i8).
-#[inline(always)]
-pub(crate) fn dot_qs(a: &[u8; QK], b: &[u8; QK]) -> i32 {
-    a.iter().zip(b).map(|(&x, &y)| x as i8 as i32 * y as i8 as i32).sum()
-}
-
-/// Dot product of a Q8_0 weight row with Q8_0 activations: per block the exact integer dot, in
-/// the contract's eight block lanes (`contract::BlockLanes`).
+/// Dot product of a Q8_0 weight row with Q8_0 activations: per block the exact integer sums of its quads, in
+/// the contract's sixteen quad lanes (`contract::QuadLanes`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
-    let mut acc = BlockLanes::default();
+    let mut acc = QuadLanes::default();
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0).enumerate()
     {
-        let (_, xq) = x.split_first_chunk::<2>().expect("block has a scale");
-        let (_, yq) = y.split_first_chunk::<2>().expect("block has a scale");
-        let sumi = dot_qs(xq.try_into().expect("32 quants"), yq.try_into().expect("32 quants"));
-        acc.add(i, sumi, f16_at(x) * f16_at(y));
+        let (xq, yq) = (&x[2..], &y[2..]);
+        let quads = quad_sums(|e| xq[e] as i8 as i32 * yq[e] as i8 as i32);
+        acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()
 }

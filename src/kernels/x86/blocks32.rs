@@ -1,16 +1,13 @@
 //! 256-bit kernels for the 32-element block formats: Q4_0, Q5_0, Q8_0 (signed codes · Q8_0) and
-//! Q4_1 (unsigned codes + offset · Q8_1), in the numeric contract's eight block lanes
-//! (`quant::contract`, shape 2): block `i` of a row goes to lane `i mod 8`.
-//!
-//! One 32-byte register holds a block's 32 codes in element order. Per block and activation vector
-//! one integer dot (8 exact i32 partial sums) is parked in a group buffer; after every 8 blocks the
-//! buffer is reduced to one exact sum per block (`hsum8x256_i32`: lane i = block i) and the group
-//! enters the float lanes with one convert, one multiply of the scales (`d_w·d_a`, gathered lane by
-//! lane) and one FMA, exactly the scalar reference's `BlockLanes::add` for those 8 blocks.
+//! Q4_1 (unsigned codes + offset · Q8_1). One 32-byte register holds a block's 32 codes in element
+//! order; per block and activation vector: one integer dot (exact: i32 lane `q` is the sum of
+//! quad `q`), one convert, one FMA by `d_w*d_a` into the accumulator of the block's parity. That
+//! is the numeric contract's sixteen quad lanes (`quant::contract::QuadLanes`) in two registers,
+//! even blocks in lanes 0..8 and odd ones in 8..16, folded by `fold16` at the end.
 
 use std::arch::x86_64::*;
 
-use super::isa::{fold8, hsum8x256_i32, load256, u32_at, Dot256};
+use super::isa::{f16x8_at, fold8, load256, u32_at, Dot256};
 use crate::quant::block_bytes;
 
 /// Bytes of a Q8_0 activation block (f16 scale + 32 i8).
@@ -67,65 +64,8 @@ impl SymBlock for Q8_0 {
     }
 }
 
-/// Blocks per group: the contract's block lanes.
-pub(crate) const GROUP: usize = crate::quant::contract::BLOCK_LANES;
-
-/// The integer partial sums of one group of blocks for `B` vectors: `[B][GROUP]`, entry `[k][b]`
-/// eight i32 lanes whose sum is block `b`'s exact dot with vector `k`.
-pub(crate) type Parts<const B: usize> = [[__m256i; GROUP]; B];
-
-/// The f16 values at `p + i*step` for `i < count`, as f32 lanes `i`; lanes `count..8` are 0.
-///
-/// Safety: `count <= 8` and every read `p + i*step` (`i < count`) is inside one allocation.
-#[inline(always)]
-pub(crate) unsafe fn f16_lanes(p: *const u8, step: usize, count: usize) -> __m256 {
-    let h = |i: usize| {
-        if i < count {
-            std::ptr::read_unaligned(p.add(i * step) as *const i16)
-        } else {
-            0
-        }
-    };
-    _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)))
-}
-
-/// Adds one group of `count` blocks to the block lanes of every vector: `acc[k] = fma(isum, d_w·d_a,
-/// acc[k])` lane by lane, then, for formats with an offset (`off`: the byte offset of the weight
-/// block's `m` and of the activation block's `s`), `acc[k] = fma(m_w, s_a, acc[k])`. `x` is the
-/// group's first weight block (`wb` bytes each), `a` vector 0's first activation block (`ab` bytes
-/// each, vector k at `a + k*stride`). Lanes `count..8` get `fma(0, 0, lane)`, which leaves a lane
-/// unchanged (a lane is never -0: it starts at +0, and a sum is -0 only when both terms are).
-///
-/// Safety: `count` blocks at `x` and at every `a + k*stride`; CPU has AVX2/FMA/F16C.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(crate) unsafe fn apply_group<const B: usize>(
-    parts: &mut Parts<B>,
-    count: usize,
-    x: *const u8,
-    wb: usize,
-    a: *const u8,
-    ab: usize,
-    stride: usize,
-    off: Option<(usize, usize)>,
-    acc: &mut [__m256; B],
-) {
-    let dw = f16_lanes(x, wb, count);
-    let mw = off.map(|(mo, _)| f16_lanes(x.add(mo), wb, count));
-    for (k, (acc, parts)) in acc.iter_mut().zip(parts.iter_mut()).enumerate() {
-        for p in parts.iter_mut().skip(count) {
-            *p = _mm256_setzero_si256();
-        }
-        let y = a.add(k * stride);
-        let isum = _mm256_cvtepi32_ps(hsum8x256_i32(*parts));
-        *acc = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, f16_lanes(y, ab, count)), *acc);
-        if let (Some(mw), Some((_, so))) = (mw, off) {
-            *acc = _mm256_fmadd_ps(mw, f16_lanes(y.add(so), ab, count), *acc);
-        }
-    }
-}
-
-/// The partial sums of one signed-code block with `B` Q8_0 vectors into `parts[k][slot]`.
+/// One signed-code block's term for `B` Q8_0 vectors: `acc[k] = fma(quads(w·y_k), d_w·d_a, acc[k])`
+/// where `acc[k]` is the accumulator of the block's parity.
 ///
 /// Safety: a `T` block at `x`, a Q8_0 block at every `y + k*stride`; CPU as `sym`.
 #[inline(always)]
@@ -133,20 +73,22 @@ pub(crate) unsafe fn sym_block<T: SymBlock, D: Dot256, const B: usize>(
     x: *const u8,
     y: *const u8,
     stride: usize,
-    slot: usize,
-    parts: &mut Parts<B>,
+    acc: &mut [__m256; B],
 ) {
     let q = T::codes::<D>(x);
     // Signed × signed via unsigned × signed: |q| · (y with q's sign).
     let aq = _mm256_sign_epi8(q, q);
-    for (k, parts) in parts.iter_mut().enumerate() {
-        let s = _mm256_sign_epi8(load256(y.add(k * stride + 2)), q);
-        parts[slot] = D::dpbusd(_mm256_setzero_si256(), aq, s);
+    let dw = f16x8_at(x);
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let y = y.add(k * stride);
+        let s = _mm256_sign_epi8(load256(y.add(2)), q);
+        let p = D::dpbusd(_mm256_setzero_si256(), aq, s);
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
     }
 }
 
-/// `out[k] = Σ_blocks d_w·d_a[k] · Σ code·q8` for `B` Q8_0 vectors at `a + k*stride`, `nb` blocks,
-/// in the contract's block lanes.
+/// `out[k] = Σ_blocks d_w*d_a[k] * Σ code*q8` for `B` Q8_0 vectors at `a + k*stride`, `nb` blocks,
+/// in the contract's quad lanes (even and odd blocks in two accumulators, folded at the end).
 ///
 /// Safety: `w` must hold `nb` blocks, each `a + k*stride` (k < B) `nb` Q8_0 blocks, `out` B floats,
 /// and the CPU must have the features of `D` plus AVX2/FMA/F16C.
@@ -158,24 +100,23 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
     stride: usize,
     out: *mut f32,
 ) {
-    let mut acc = [_mm256_setzero_ps(); B];
-    let mut parts: Parts<B> = [[_mm256_setzero_si256(); GROUP]; B];
-    let mut i0 = 0;
-    while i0 < nb {
-        let count = (nb - i0).min(GROUP);
-        let (x, y) = (w.add(i0 * T::BYTES), a.add(i0 * Q8_0_BYTES));
-        for b in 0..count {
-            sym_block::<T, D, B>(x.add(b * T::BYTES), y.add(b * Q8_0_BYTES), stride, b, &mut parts);
-        }
-        apply_group::<B>(&mut parts, count, x, T::BYTES, y, Q8_0_BYTES, stride, None, &mut acc);
-        i0 += GROUP;
+    let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+    for i in (0..nb / 2 * 2).step_by(2) {
+        let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
+        sym_block::<T, D, B>(x, y, stride, &mut even);
+        sym_block::<T, D, B>(x.add(T::BYTES), y.add(Q8_0_BYTES), stride, &mut odd);
     }
-    for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = fold8(*acc);
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut even);
+    }
+    for k in 0..B {
+        *out.add(k) = fold8(_mm256_add_ps(even[k], odd[k]));
     }
 }
 
-/// The partial sums of one Q4_1 block with `B` Q8_1 vectors into `parts[k][slot]`.
+/// One Q4_1 block's terms for `B` Q8_1 vectors: the quad sums into `acc[k]` and `m_w · s_a` into
+/// `off[k]` (lane 0 is used; all lanes are equal), both of the block's parity.
 ///
 /// Safety: a Q4_1 block at `x`, a Q8_1 block at every `y + k*stride`; CPU as `q4_1`.
 #[inline(always)]
@@ -183,17 +124,21 @@ pub(crate) unsafe fn q4_1_block<D: Dot256, const B: usize>(
     x: *const u8,
     y: *const u8,
     stride: usize,
-    slot: usize,
-    parts: &mut Parts<B>,
+    acc: &mut [__m256; B],
+    off: &mut [__m256; B],
 ) {
+    let (dw, m) = (f16x8_at(x), f16x8_at(x.add(2)));
     let u = nibbles(x.add(4));
-    for (k, parts) in parts.iter_mut().enumerate() {
-        parts[slot] = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(k * stride + 4)));
+    for k in 0..B {
+        let y = y.add(k * stride);
+        let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), acc[k]);
+        off[k] = _mm256_fmadd_ps(m, f16x8_at(y.add(2)), off[k]);
     }
 }
 
-/// Q4_1 × Q8_1: per block `d_w·d_a · Σ nibble·q8`, then `m_w · s_a`, for `B` vectors, in the
-/// contract's block lanes.
+/// Q4_1 × Q8_1: `Σ d_w*d_a * Σ nibble*q8 + m_w * s_a` per block, for `B` vectors, in the
+/// contract's quad lanes and two offset chains (`QuadLanes`).
 ///
 /// Safety: as `sym`, with 20-byte Q4_1 weight blocks and 36-byte Q8_1 activation blocks.
 #[inline(always)]
@@ -205,20 +150,19 @@ pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     const W: usize = block_bytes::Q4_1;
-    let mut acc = [_mm256_setzero_ps(); B];
-    let mut parts: Parts<B> = [[_mm256_setzero_si256(); GROUP]; B];
-    let mut i0 = 0;
-    while i0 < nb {
-        let count = (nb - i0).min(GROUP);
-        let (x, y) = (w.add(i0 * W), a.add(i0 * Q8_1_BYTES));
-        for b in 0..count {
-            q4_1_block::<D, B>(x.add(b * W), y.add(b * Q8_1_BYTES), stride, b, &mut parts);
-        }
-        // The offset term: m at byte 2 of a Q4_1 block, s at byte 2 of a Q8_1 block.
-        apply_group::<B>(&mut parts, count, x, W, y, Q8_1_BYTES, stride, Some((2, 2)), &mut acc);
-        i0 += GROUP;
+    let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+    let (mut off_e, mut off_o) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+    for i in (0..nb / 2 * 2).step_by(2) {
+        let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
+        q4_1_block::<D, B>(x, y, stride, &mut even, &mut off_e);
+        q4_1_block::<D, B>(x.add(W), y.add(Q8_1_BYTES), stride, &mut odd, &mut off_o);
     }
-    for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = fold8(*acc);
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        q4_1_block::<D, B>(w.add(i * W), a.add(i * Q8_1_BYTES), stride, &mut even, &mut off_e);
+    }
+    for k in 0..B {
+        let offsets = _mm256_cvtss_f32(off_e[k]) + _mm256_cvtss_f32(off_o[k]);
+        *out.add(k) = fold8(_mm256_add_ps(even[k], odd[k])) + offsets;
     }
 }

@@ -3,13 +3,14 @@
 //!
 //! Lanes 0..32 of a register hold block `b`, lanes 32..64 block `b+1`, in element order, matching a
 //! pair of Q8_0/Q8_1 activation blocks loaded as two 32-byte halves. Integer dots are exact as in
-//! `blocks32`; each half of a 512-bit partial sum goes to its block's slot of the group buffer, and
-//! the groups of 8 blocks enter the contract's block lanes through `blocks32::apply_group`, so these
-//! kernels are bitwise the 256-bit ones (and the scalar reference).
+//! `blocks32`; the per-block scales `d_w*d_a` are applied as one 16-lane vector `[s_b ×8, s_b+1 ×8]`.
+//! With `b` even that is exactly the numeric contract's sixteen quad lanes
+//! (`quant::contract::QuadLanes`: even blocks in lanes 0..8, odd ones in 8..16); an odd last block
+//! goes into the low half, as the 256-bit kernels put it, so every tier gets the same bits.
 
 use std::arch::x86_64::*;
 
-use super::blocks32::{self, apply_group, Parts, SymBlock, GROUP, Q4_0, Q5_0, Q8_0};
+use super::blocks32::{self, SymBlock, Q4_0, Q5_0, Q8_0};
 use super::isa::{fold8, load256, u32_at, Dot256, Dot512};
 use crate::quant::block_bytes;
 
@@ -17,6 +18,19 @@ use crate::quant::block_bytes;
 const Q8_0_BYTES: usize = block_bytes::Q8_0;
 /// Bytes of a Q8_1 activation block.
 const Q8_1_BYTES: usize = block_bytes::Q8_1;
+
+/// The f16 values at `p` and `p + gap`, converted: lanes 0..8 = first, lanes 8..16 = second.
+///
+/// Packs both halves into one u32 in a general register, converts the pair with one 128-bit
+/// `vcvtph2ps`, and spreads it with one `vpermps` (LLVM turned two broadcasts into 6 shuffles).
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8, gap: usize) -> __m512 {
+    let lo = std::ptr::read_unaligned(p as *const u16) as u32;
+    let hi = std::ptr::read_unaligned(p.add(gap) as *const u16) as u32;
+    let pair = _mm_cvtph_ps(_mm_cvtsi32_si128((lo | hi << 16) as i32));
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(pair))
+}
 
 /// 32 bytes at `p` and 32 bytes at `p + gap` as one register.
 #[inline(always)]
@@ -66,15 +80,27 @@ impl SymPair for Q8_0 {
     }
 }
 
-/// Parks a 512-bit partial sum of blocks `slot`, `slot + 1` (one per 256-bit half) in `parts`.
+/// The low 256 bits of `v` as f32 lanes.
 #[inline(always)]
-unsafe fn park(p: &mut [__m256i; GROUP], slot: usize, v: __m512i) {
-    p[slot] = _mm512_castsi512_si256(v);
-    p[slot + 1] = _mm512_extracti64x4_epi64::<1>(v);
+unsafe fn low(v: __m512) -> __m256 {
+    _mm512_castps512_ps256(v)
+}
+
+/// `v` with its low 256 bits replaced by `lo`.
+#[inline(always)]
+unsafe fn with_low(v: __m512, lo: __m256) -> __m512 {
+    _mm512_castpd_ps(_mm512_insertf64x4::<0>(_mm512_castps_pd(v), _mm256_castps_pd(lo)))
+}
+
+/// The contract's `fold16` of the 16 lanes of `v` (high half onto low, then `fold8`).
+#[inline(always)]
+unsafe fn fold16(v: __m512) -> f32 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    fold8(_mm256_add_ps(low(v), hi))
 }
 
 /// Signed-code blocks × Q8_0 for `B` vectors, two blocks per step; an odd last block goes through
-/// the 256-bit code. Contract block lanes, as `blocks32::sym`.
+/// the 256-bit code into the low (even) half of the accumulator.
 ///
 /// Safety: as `blocks32::sym`, plus AVX-512 F/BW/VL and the features of `D`/`D2`.
 #[inline(always)]
@@ -85,42 +111,46 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
     stride: usize,
     out: *mut f32,
 ) {
-    let mut acc = [_mm256_setzero_ps(); B];
-    let mut parts: Parts<B> = [[_mm256_setzero_si256(); GROUP]; B];
-    let mut i0 = 0;
-    while i0 < nb {
-        let count = (nb - i0).min(GROUP);
-        let (x, y) = (w.add(i0 * T::BYTES), a.add(i0 * Q8_0_BYTES));
-        for j in 0..count / 2 {
-            let q = T::codes2(x.add(2 * j * T::BYTES));
-            // Signed × signed via |q| · (y negated where q < 0).
-            let neg = _mm512_movepi8_mask(q);
-            let aq = _mm512_abs_epi8(q);
-            for (k, parts) in parts.iter_mut().enumerate() {
-                let yv = load_pair(y.add(k * stride + 2 * j * Q8_0_BYTES + 2), Q8_0_BYTES);
-                let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
-                park(parts, 2 * j, D::dpbusd(_mm512_setzero_si512(), aq, s));
-            }
-        }
-        if count % 2 == 1 {
-            let b = count - 1;
-            blocks32::sym_block::<T, D2, B>(
-                x.add(b * T::BYTES),
-                y.add(b * Q8_0_BYTES),
-                stride,
-                b,
-                &mut parts,
+    let mut acc = [_mm512_setzero_ps(); B];
+    for j in 0..nb / 2 {
+        let x = w.add(2 * j * T::BYTES);
+        let q = T::codes2(x);
+        // Signed × signed via |q| · (y negated where q < 0).
+        let neg = _mm512_movepi8_mask(q);
+        let aq = _mm512_abs_epi8(q);
+        let dw = f16_pair(x, T::BYTES);
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let y = a.add(k * stride + 2 * j * Q8_0_BYTES);
+            let yv = load_pair(y.add(2), Q8_0_BYTES);
+            let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            let p = D::dpbusd(_mm512_setzero_si512(), aq, s);
+            *acc = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(p),
+                _mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES)),
+                *acc,
             );
         }
-        apply_group::<B>(&mut parts, count, x, T::BYTES, y, Q8_0_BYTES, stride, None, &mut acc);
-        i0 += GROUP;
+    }
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        let mut lo: [__m256; B] = std::array::from_fn(|k| low(acc[k]));
+        blocks32::sym_block::<T, D2, B>(
+            w.add(i * T::BYTES),
+            a.add(i * Q8_0_BYTES),
+            stride,
+            &mut lo,
+        );
+        for k in 0..B {
+            acc[k] = with_low(acc[k], lo[k]);
+        }
     }
     for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = fold8(*acc);
+        *out.add(k) = fold16(*acc);
     }
 }
 
-/// Q4_1 × Q8_1 for `B` vectors, two blocks per step. Contract block lanes, as `blocks32::q4_1`.
+/// Q4_1 × Q8_1 for `B` vectors, two blocks per step (quad lanes and the two offset chains of
+/// `QuadLanes`, the chains in lanes 0 and 8).
 ///
 /// Safety: as `blocks32::q4_1`, plus AVX-512 F/BW/VL and the features of `D`/`D2`.
 #[inline(always)]
@@ -133,34 +163,44 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
 ) {
     /// Bytes of a Q4_1 block.
     const W: usize = block_bytes::Q4_1;
-    let mut acc = [_mm256_setzero_ps(); B];
-    let mut parts: Parts<B> = [[_mm256_setzero_si256(); GROUP]; B];
-    let mut i0 = 0;
-    while i0 < nb {
-        let count = (nb - i0).min(GROUP);
-        let (x, y) = (w.add(i0 * W), a.add(i0 * Q8_1_BYTES));
-        for j in 0..count / 2 {
-            let u = nibbles_pair(x.add(2 * j * W + 4), W);
-            for (k, parts) in parts.iter_mut().enumerate() {
-                let yv = load_pair(y.add(k * stride + 2 * j * Q8_1_BYTES + 4), Q8_1_BYTES);
-                park(parts, 2 * j, D::dpbusd(_mm512_setzero_si512(), u, yv));
-            }
-        }
-        if count % 2 == 1 {
-            let b = count - 1;
-            blocks32::q4_1_block::<D2, B>(
-                x.add(b * W),
-                y.add(b * Q8_1_BYTES),
-                stride,
-                b,
-                &mut parts,
+    let mut acc = [_mm512_setzero_ps(); B];
+    // m_w * s_a summed in vectors whose 8-lane halves are equal; lanes 0 (even blocks) and 8
+    // (odd blocks) are used.
+    let mut off = [_mm512_setzero_ps(); B];
+    for j in 0..nb / 2 {
+        let x = w.add(2 * j * W);
+        let u = nibbles_pair(x.add(4), W);
+        let dw = f16_pair(x, W);
+        let m = f16_pair(x.add(2), W);
+        for k in 0..B {
+            let y = a.add(k * stride + 2 * j * Q8_1_BYTES);
+            let p = D::dpbusd(_mm512_setzero_si512(), u, load_pair(y.add(4), Q8_1_BYTES));
+            acc[k] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(p),
+                _mm512_mul_ps(dw, f16_pair(y, Q8_1_BYTES)),
+                acc[k],
             );
+            off[k] = _mm512_fmadd_ps(m, f16_pair(y.add(2), Q8_1_BYTES), off[k]);
         }
-        // The offset term: m at byte 2 of a Q4_1 block, s at byte 2 of a Q8_1 block.
-        apply_group::<B>(&mut parts, count, x, W, y, Q8_1_BYTES, stride, Some((2, 2)), &mut acc);
-        i0 += GROUP;
     }
-    for (k, acc) in acc.iter().enumerate() {
-        *out.add(k) = fold8(*acc);
+    if nb % 2 == 1 {
+        let i = nb - 1;
+        let mut lo: [__m256; B] = std::array::from_fn(|k| low(acc[k]));
+        let mut lo_off: [__m256; B] = std::array::from_fn(|k| low(off[k]));
+        blocks32::q4_1_block::<D2, B>(
+            w.add(i * W),
+            a.add(i * Q8_1_BYTES),
+            stride,
+            &mut lo,
+            &mut lo_off,
+        );
+        for k in 0..B {
+            acc[k] = with_low(acc[k], lo[k]);
+            off[k] = with_low(off[k], lo_off[k]);
+        }
+    }
+    for k in 0..B {
+        let offsets = _mm512_cvtss_f32(off[k]) + _mm_cvtss_f32(_mm512_extractf32x4_ps::<2>(off[k]));
+        *out.add(k) = fold16(acc[k]) + offsets;
     }
 }

@@ -186,6 +186,12 @@ pub(crate) unsafe fn f16_at(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))))
 }
 
+/// The little-endian f16 at `p`, converted and broadcast to 8 f32 lanes.
+#[inline(always)]
+pub(crate) unsafe fn f16x8_at(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)))
+}
+
 /// The little-endian f32 at `p`.
 #[inline(always)]
 pub(crate) unsafe fn f32_at(p: *const u8) -> f32 {

@@ -233,6 +233,28 @@ macro_rules! tier {
             entry!(f16, $feat, 1, block_bytes::F16, block_bytes::F32, float::$fl, [float::F16]);
             wsum_entry!(wsum_f32, $feat, $ws, float::F32);
 
+            /// `kernels::swiglu` compiled for this tier (the same operations: the same bits).
+            fn swiglu(gate: &mut [f32], up: &[f32]) {
+                /// The function compiled for this tier.
+                #[target_feature(enable = $feat)]
+                unsafe fn run(gate: &mut [f32], up: &[f32]) {
+                    crate::kernels::elementwise::swiglu(gate, up)
+                }
+                // SAFETY: reachable only through a KernelSet of a tier whose features the CPU has.
+                unsafe { run(gate, up) }
+            }
+
+            /// `kernels::softmax_in_place` compiled for this tier (the same bits).
+            fn softmax(x: &mut [f32]) {
+                /// The function compiled for this tier.
+                #[target_feature(enable = $feat)]
+                unsafe fn run(x: &mut [f32]) {
+                    crate::kernels::elementwise::softmax_in_place(x)
+                }
+                // SAFETY: as `swiglu`.
+                unsafe { run(x) }
+            }
+
             /// `Σ x[i]·y[i]` of two f32 vectors: this tier's F32 dot product (the contract's
             /// sixteen element lanes) on their bytes.
             fn f32_dot(x: &[f32], y: &[f32]) -> f32 {
@@ -268,6 +290,8 @@ macro_rules! tier {
                 axpy_q8_0: super::vector::axpy_q8_0,
                 axpy4_q8_0: super::vector::axpy4_q8_0,
                 dot_f32: f32_dot,
+                swiglu,
+                softmax,
             };
         }
     };
