@@ -40,7 +40,7 @@ pub use crate::quant::{QuantizeFn, VecDotFn};
 /// Bump it with every change that can alter a result bit.
 /// 2: attention scores in the SIMD tiers' 16-lane order (`KernelSet::score_dot`).
 /// 3: Q4_K in the SIMD tiers is block-exact, packed or not.
-/// 4: one contract for every tier: block lanes, super-block chains, unfused 16-lane float dots,
+/// 4: one contract for every tier: quad lanes, super-block chains, unfused 16-lane float dots,
 ///    the engine's own exp/sin/cos.
 pub const NUMERICS_REVISION: u32 = 4;
 

@@ -72,11 +72,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let mut total = 0i32;
         for g in 0..QK_K / 16 {
-            let s: i32 = v[16 * g..16 * g + 16]
-                .iter()
-                .zip(&q8[16 * g..16 * g + 16])
-                .map(|(&c, &a)| c as i32 * a as i8 as i32)
-                .sum();
+            let s = q8_k::group16(&v, q8, g);
             total += scale(g, &x[96..108]) * s;
         }
         acc = chain(acc, total, f16_at(&x[108..110]) * f32_at(y));

@@ -65,6 +65,18 @@ pub(crate) fn bsum(b: &[u8], g: usize) -> i32 {
     i16_at(&b[BSUMS + 2 * g..]) as i32
 }
 
+/// The exact integer sum `Σ code_i · q8_i` over the 16 elements of group `g` of one super-block:
+/// `codes` are a K-quant block's unpacked weight codes, `q8` the Q8_K block's `qs` (Q2_K, Q3_K and
+/// Q6_K weigh each 16-element group by its own scale).
+#[inline(always)]
+pub(crate) fn group16<T: Copy + Into<i32>>(codes: &[T], q8: &[u8], g: usize) -> i32 {
+    codes[16 * g..16 * g + 16]
+        .iter()
+        .zip(&q8[16 * g..16 * g + 16])
+        .map(|(&c, &a)| c.into() * a as i8 as i32)
+        .sum()
+}
+
 /// Dot product of a Q8_K row with Q8_K activations (not a ggml pairing, but makes Q8_K usable as
 /// weights), the contract's super-block chain: `acc = fma(Σ q_w·q_a, d_w·d_a, acc)`.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
