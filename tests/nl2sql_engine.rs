@@ -511,3 +511,66 @@ fn a_doubt_s_own_fix_is_used_without_a_model_round_only_when_it_clears_every_dou
     assert_eq!(r.attempts.len(), 1);
     assert_eq!((r.sql.as_str(), r.error.as_deref()), (first.as_str(), None));
 }
+
+#[test]
+fn samples_are_decoded_together_deterministically_and_vote() {
+    let Some((e, rt, schema, one)) = which_users_setup(0) else { return };
+    let mut cache = PrefixCache::new();
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut accept = |_: &str| Ok(());
+    let greedy = e.run(&rt, &mut cache, &schema, q, &one, &mut go, &mut accept).unwrap();
+    let three = Options { samples: 3, ..one };
+
+    // A valid first answer and no executor: samples could not change it, none is decoded.
+    let o = e.run(&rt, &mut cache, &schema, q, &three, &mut go, &mut accept).unwrap();
+    assert_eq!((o.sql.as_str(), o.candidates.weighed.len()), (greedy.sql.as_str(), 0));
+
+    // With an executor: the greedy answer and three samples, each executed once; the same
+    // samples on every call (fixed seeds), whatever else the cache held in between.
+    let run = |digest: &mut dyn FnMut(&str) -> Option<u64>| {
+        let mut go = |_: Progress| true;
+        let mut accept = |_: &str| Ok(());
+        let mut cache = PrefixCache::new();
+        let hooks = Hooks { validate: &mut accept, execute: Some(digest), progress: &mut go };
+        e.run_with(&rt, &mut cache, &schema, q, &three, hooks).unwrap()
+    };
+    let mut executed = 0;
+    let o = run(&mut |_: &str| {
+        executed += 1;
+        Some(1)
+    });
+    let w = &o.candidates.weighed;
+    assert_eq!(w.len(), 4, "{w:?}");
+    assert_eq!((w[0].sample, w[0].branch), (None, None));
+    assert_eq!(w[1..].iter().map(|c| c.sample).collect::<Vec<_>>(), [Some(0), Some(1), Some(2)]);
+    assert!(w[1..].iter().all(|c| !c.sql.is_empty() && c.mean_logprob.is_finite()));
+    let distinct = {
+        let mut s: Vec<&str> = w.iter().map(|c| c.sql.as_str()).collect();
+        s.sort();
+        s.dedup();
+        s.len()
+    };
+    assert!(
+        executed <= 4 && executed >= distinct.min(4) - 1,
+        "{executed} runs, {distinct} statements"
+    );
+    assert_eq!(o.sql, greedy.sql, "all agree: the first answer");
+    let again = run(&mut |_: &str| Some(1));
+    let sqls = |c: &[turboinfer::nl2sql::candidates::Candidate]| {
+        c.iter().map(|c| c.sql.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(sqls(&again.candidates.weighed), sqls(w), "the same samples every time");
+
+    // Samples agreeing on a result the first answer does not give outvote it.
+    let first = greedy.sql.clone();
+    let o = run(&mut |s: &str| Some(if s == first { 1 } else { 2 }));
+    let w = &o.candidates.weighed;
+    let with_first = w.iter().filter(|c| c.sql == first).count();
+    let others = w.iter().filter(|c| c.sql != first && c.error.is_none()).count();
+    if others > with_first {
+        assert_ne!(o.sql, first, "more agreeing samples outvote the first answer: {w:?}");
+    } else {
+        assert_eq!(o.sql, first, "the first answer's group is as large: {w:?}");
+    }
+}

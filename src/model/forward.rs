@@ -324,6 +324,46 @@ impl Model {
         .and_then(|l| self.unchanged().map(|()| l))
     }
 
+    /// One decoding step of several sequences in one pass: `tokens[i]` is the next token of the
+    /// sequence whose cache is `caches[i]`; appends each token's keys and values to its own cache
+    /// and returns the logits `[caches.len(), vocab]`. The weights are read once for all the
+    /// sequences (a decode step is bound by reading them), and each sequence's logits are bitwise
+    /// those of [`Model::forward`] on that sequence alone. `between_layers` as in
+    /// [`Model::forward_checked`] (on interruption no cache has advanced).
+    pub fn forward_seqs(
+        &self,
+        rt: &Runtime,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
+        assert_eq!(tokens.len(), caches.len(), "one token per sequence");
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyBatch);
+        }
+        for cache in caches.iter() {
+            cache.check_shape(&self.cfg)?;
+            cache.check_room(1)?;
+        }
+        let vocab = self.cfg.vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab });
+        }
+        let hn = self.hidden_seqs(rt, caches, tokens, Logits::Last, between_layers)?;
+        rt.install(|| {
+            let mut logits = try_zeroed(tokens.len() * vocab).map_err(ModelError::oom("logits"))?; // [n_seq, vocab]
+            mul(
+                &self.file,
+                self.packed.as_deref(),
+                &self.w.output,
+                &mut SharedActs::new(&hn, self.cfg.dim, self.kernels),
+                &mut logits,
+            )?;
+            Ok(logits)
+        })
+        .and_then(|l| self.unchanged().map(|()| l))
+    }
+
     /// Err when the model or pack file changed under its mapping since it was opened (see
     /// `mapguard`): checked after every pass, whose results are then not to be trusted.
     fn unchanged(&self) -> Result<(), ModelError> {
@@ -388,12 +428,28 @@ impl Model {
         which: Logits,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
+        self.hidden_seqs(rt, &mut [cache], tokens, which, between_layers)
+    }
+
+    /// [`Model::hidden`] over several sequences in one pass: `tokens` holds `tokens.len() /
+    /// caches.len()` consecutive tokens of each sequence in the order of `caches`, each at its own
+    /// cache's positions; the weights are read once for all of them. With `Logits::Last`, the
+    /// last token of each sequence (`[caches.len(), dim]`). Every value is bitwise what the
+    /// sequence alone would give (rows of a batch are computed independently).
+    fn hidden_seqs(
+        &self,
+        rt: &Runtime,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+        which: Logits,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
         let pk = self.packed.as_deref();
         let n = tokens.len();
+        let per = n / caches.len(); // tokens of each sequence
         let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
-        let pos0 = cache.len();
 
         let scratch =
             |len: usize| try_zeroed::<f32>(len).map_err(ModelError::oom("forward-pass scratch"));
@@ -404,7 +460,11 @@ impl Model {
             deq(embd.row_bytes_of(f, id as usize), row);
         }
 
-        let rope = RopeTable::new(pos0..pos0 + n, c.n_rot, c.rope_theta);
+        // Each sequence's rotary table at its own positions.
+        let ropes: Vec<RopeTable> = caches
+            .iter()
+            .map(|kv| RopeTable::new(kv.len()..kv.len() + per, c.n_rot, c.rope_theta))
+            .collect();
         let mut h = scratch(n * dim)?; // [n, dim] normalised input of a sub-block
         let mut q = scratch(n * qd)?; // [n, n_heads, head_dim]
         let mut k = scratch(n * kvd)?; // [n, n_kv_heads, head_dim]
@@ -431,26 +491,31 @@ impl Model {
             if let Some(w) = &lw.k_norm {
                 ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
             }
-            for t in 0..n {
-                rope.apply(t, &mut q[t * qd..(t + 1) * qd], hd, c.rope_mode);
-                rope.apply(t, &mut k[t * kvd..(t + 1) * kvd], hd, c.rope_mode);
+            for (i, (cache, rope)) in caches.iter_mut().zip(&ropes).enumerate() {
+                let rows = i * per..(i + 1) * per; // this sequence's tokens in the batch
+                for t in 0..per {
+                    let r = rows.start + t;
+                    rope.apply(t, &mut q[r * qd..(r + 1) * qd], hd, c.rope_mode);
+                    rope.apply(t, &mut k[r * kvd..(r + 1) * kvd], hd, c.rope_mode);
+                }
+                let (kr, qr) = (rows.start * kvd..rows.end * kvd, rows.start * qd..rows.end * qd);
+                cache.store(l, &k[kr.clone()], &v[kr]);
+                let shape = AttnShape {
+                    n_heads: c.n_heads,
+                    n_kv_heads: c.n_kv_heads,
+                    head_dim: hd,
+                    max_seq: cache.capacity(),
+                    pos0: cache.len(),
+                };
+                ops::attention(
+                    &q[qr.clone()],
+                    cache.layer(l),
+                    shape,
+                    self.opts.attn_precision,
+                    self.kernels,
+                    &mut att[qr],
+                );
             }
-            cache.store(l, &k, &v);
-            let shape = AttnShape {
-                n_heads: c.n_heads,
-                n_kv_heads: c.n_kv_heads,
-                head_dim: hd,
-                max_seq: cache.capacity(),
-                pos0,
-            };
-            ops::attention(
-                &q,
-                cache.layer(l),
-                shape,
-                self.opts.attn_precision,
-                self.kernels,
-                &mut att,
-            );
             mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd, self.kernels), &mut proj)?;
             add_in_place(&mut x, &proj);
 
@@ -492,14 +557,19 @@ impl Model {
                 rt.install(|| layer(l, lw))?;
             }
         }
-        cache.advance(n);
+        for cache in caches.iter_mut() {
+            cache.advance(per);
+        }
 
-        let last = match which {
-            Logits::Last => &x[(n - 1) * dim..], // [1, dim]
-            Logits::All => &x[..],               // [n, dim]
+        // The rows that get logits: the last token of each sequence, or every token.
+        let rows: Vec<usize> = match which {
+            Logits::Last => (1..=caches.len()).map(|i| i * per - 1).collect(),
+            Logits::All => (0..n).collect(),
         };
-        let mut hn = scratch(last.len())?; // [n_out, dim]
-        norm_rows(&mut hn, last, &self.w.output_norm, c.rms_eps);
+        let mut hn = scratch(rows.len() * dim)?; // [n_out, dim]
+        for (o, &r) in hn.chunks_exact_mut(dim).zip(&rows) {
+            ops::rmsnorm(o, &x[r * dim..(r + 1) * dim], &self.w.output_norm, c.rms_eps);
+        }
         Ok(hn)
     }
 }

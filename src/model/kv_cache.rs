@@ -209,6 +209,48 @@ impl KvCache {
         }
     }
 
+    /// Copies the first `n` positions (at most `len()`) of every layer into `other`, whose
+    /// length becomes `n`: a second sequence that shares this one's prefix (candidates decoded
+    /// together from one question). `other` must have this cache's shape and element type.
+    pub fn copy_prefix_to(&self, n: usize, other: &mut KvCache) -> Result<(), ModelError> {
+        let n = n.min(self.len);
+        if n > other.capacity {
+            return Err(ModelError::ContextFull { needed: n, capacity: other.capacity });
+        }
+        if self.shape() != other.shape() || self.elem_bytes() != other.elem_bytes() {
+            return Err(ModelError::CacheMismatch);
+        }
+        let hd = self.head_dim;
+        fn copy<T: Copy>(
+            src: &[Vec<T>],
+            dst: &mut [Vec<T>],
+            heads: usize,
+            caps: (usize, usize),
+            len: usize,
+        ) {
+            for (s, d) in src.iter().zip(dst) {
+                for h in 0..heads {
+                    let (a, b) = (h * caps.0, h * caps.1);
+                    d[b..b + len].copy_from_slice(&s[a..a + len]);
+                }
+            }
+        }
+        let caps = (self.capacity * hd, other.capacity * hd);
+        match (&self.store, &mut other.store) {
+            (Store::F32 { k, v }, Store::F32 { k: k2, v: v2 }) => {
+                copy(k, k2, self.n_kv_heads, caps, n * hd);
+                copy(v, v2, self.n_kv_heads, caps, n * hd);
+            }
+            (Store::F16 { k, v }, Store::F16 { k: k2, v: v2 }) => {
+                copy(k, k2, self.n_kv_heads, caps, n * hd);
+                copy(v, v2, self.n_kv_heads, caps, n * hd);
+            }
+            _ => return Err(ModelError::CacheMismatch),
+        }
+        other.len = n;
+        Ok(())
+    }
+
     /// Marks `n` more positions as filled (after all layers stored them).
     pub(crate) fn advance(&mut self, n: usize) {
         assert!(self.len + n <= self.capacity);

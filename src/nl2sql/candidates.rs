@@ -3,8 +3,9 @@
 //! The first answer is greedy. Its alternatives branch off it at the positions where the model
 //! was least sure (the smallest gap between its first and second choice): the greedy tokens up
 //! to that position, the second choice there, then greedy again. Each branch costs a prefill of
-//! its prefix (one batched pass) and the decode of its tail. Branches that validation rejects
-//! are dropped; among the rest the choice is, in this order:
+//! its prefix (one batched pass) and the decode of its tail. Sampled answers
+//! (`stages/samples.rs`, `turboinfer.samples`) are further candidates, decoded together. Candidates
+//! that validation rejects are dropped; among the rest the choice is, in this order:
 //! 1. when the caller executes candidates (read-only, `turboinfer.candidate_execution`): the
 //!    largest group of candidates whose results agree, the greedy line's group on a tie;
 //! 2. otherwise the greedy line's answer when it is valid (it is the model's first choice at
@@ -104,9 +105,11 @@ fn differs(tok: &Tokenizer, a: u32, b: u32) -> bool {
 pub struct Candidate {
     /// The statement (no `;`).
     pub sql: String,
-    /// `None` for the greedy line (the first answer and its repairs); the position it branched
-    /// off otherwise.
+    /// `None` for the greedy line (the first answer and its repairs) and for samples; the
+    /// position it branched off otherwise.
     pub branch: Option<usize>,
+    /// For a sampled answer (`stages/samples.rs`), its index (its generator's seed).
+    pub sample: Option<usize>,
     /// Mean log p per token of its decode.
     pub mean_logprob: f32,
     /// The validator's message when it was rejected.
@@ -131,7 +134,7 @@ pub fn choose(cands: &[Candidate]) -> Option<usize> {
     let valid: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].error.is_none()).collect();
     let undoubted: Vec<usize> = valid.iter().copied().filter(|&i| !cands[i].doubted).collect();
     let valid = if undoubted.is_empty() { valid } else { undoubted };
-    let greedy = |i: usize| cands[i].branch.is_none();
+    let greedy = |i: usize| cands[i].branch.is_none() && cands[i].sample.is_none();
     let better = |a: usize, b: usize| -> bool {
         // a before b: the greedy line first, then the more likely.
         (greedy(a) && !greedy(b))
@@ -175,6 +178,7 @@ mod tests {
         Candidate {
             sql: String::new(),
             branch,
+            sample: None,
             mean_logprob: lp,
             error: (!ok).then(|| "rejected".to_string()),
             doubted: false,

@@ -423,6 +423,7 @@ impl Engine {
                 held: Held::new(question_end, opts.keep_rows && self.batch_invariant()),
                 drafter: drafter.map(|d| (d, focus.as_slice())),
                 shaping,
+                question_logits: if opts.samples > 0 { logits.clone() } else { Vec::new() },
                 logits,
                 hooks,
                 timings,

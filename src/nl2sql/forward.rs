@@ -45,6 +45,16 @@ impl Forward<'_> {
         }
     }
 
+    /// One decode step of several sequences in one pass (`Model::forward_seqs`): `tokens[i]`
+    /// after what `kvs[i]` holds; returns `[kvs.len(), vocab]` logits.
+    pub fn logits_seqs(
+        &self,
+        kvs: &mut [&mut KvCache],
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        Ok(self.model.forward_seqs(self.rt, kvs, tokens, &mut || true)?)
+    }
+
     /// The one token chooser: the next token given the answer `text` so far and the logits
     /// `row` of its position (`[vocab]`, or `[active]` under vocabulary pruning); greedy, so the
     /// same question over the same schema always gives the same SQL.

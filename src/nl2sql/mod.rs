@@ -42,7 +42,9 @@ pub use error::Nl2SqlError;
 pub use forward::PREFILL_CHUNK;
 pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
-pub use options::{Options, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS};
+pub use options::{
+    Options, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES,
+};
 pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,
 };

@@ -11,6 +11,9 @@ pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
 /// turned 3 of 8 failures into valid SQL (2 of them right): 51 → 53 of 104 correct, at no cost
 /// to the answers accepted first (docs/nl2sql-accuracy.md).
 pub const DEFAULT_CANDIDATES: usize = 4;
+/// Default sampled candidates (`stages/samples.rs`): none (see docs/nl2sql-accuracy.md for what
+/// they gained and cost on the development split).
+pub const DEFAULT_SAMPLES: usize = 0;
 
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,6 +37,9 @@ pub struct Options {
     /// branches off the first answer, decoded when the caller executes candidates or when the
     /// greedy line ends rejected.
     pub candidates: usize,
+    /// Sampled candidate answers decoded together (`stages/samples.rs`); weighed with the
+    /// branches, when candidates are weighed.
+    pub samples: usize,
     /// Keep the cache rows a repair turn or a branch shares with what the cache holds after
     /// the question (`held.rs`): exact (the same answers), fewer prompt tokens; off only to
     /// compare.
@@ -57,6 +63,7 @@ impl Default for Options {
             schema_constraints: false,
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
             candidates: DEFAULT_CANDIDATES,
+            samples: DEFAULT_SAMPLES,
             keep_rows: true,
             refusal: super::refusal::RefusalMode::Auto,
         }

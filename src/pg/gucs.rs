@@ -32,6 +32,11 @@ pub static CANDIDATES: GucSetting<i32> =
 /// Most candidates: each is a prefill of its shared prefix plus a decode of its tail (and, with
 /// execution, one read-only run); past 8 the branches are at positions the model was sure of.
 const MAX_CANDIDATES: i32 = 8;
+/// `turboinfer.samples`: sampled candidate answers decoded together (0 = none).
+pub static SAMPLES: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_SAMPLES as i32);
+/// Most samples: each holds its own copy of the question's cache rows (for the 1.5B model 28
+/// layers × 2 × 256 floats = 57 KB per position: ~110 MB for a 1,500-token prompt and its answer).
+const MAX_SAMPLES: i32 = 8;
 /// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
 /// of them agree on.
 pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -342,6 +347,16 @@ pub fn register() {
         &CANDIDATES,
         1,
         MAX_CANDIDATES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.samples",
+        c"Sampled candidate answers nl2sql() decodes together per question (0 = none).",
+        c"Drawn at temperature 0.7 from fixed seeds (the same question gets the same samples), decoded in one batch, weighed with the other candidates: with turboinfer.candidate_execution the result most candidates agree on wins.",
+        &SAMPLES,
+        0,
+        MAX_SAMPLES,
         GucContext::Userset,
         GucFlags::default(),
     );

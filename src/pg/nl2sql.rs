@@ -53,6 +53,7 @@ fn options() -> Options {
         refusal: gucs::REFUSAL.get().mode(),
         candidates: usize::try_from(gucs::CANDIDATES.get())
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
+        samples: usize::try_from(gucs::SAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_SAMPLES),
         ..Options::default()
     }
 }
@@ -259,7 +260,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         },
         "repair_rounds": o.attempts.len().saturating_sub(1),
         "candidates": o.candidates.weighed.iter().enumerate().map(|(i, c)| json!({
-            "sql": c.sql, "branch_at": c.branch, "mean_logprob": c.mean_logprob,
+            "sql": c.sql, "branch_at": c.branch, "sample": c.sample, "mean_logprob": c.mean_logprob,
             "error": c.error, "doubted": c.doubted, "executed": c.digest.is_some(), "chosen": o.candidates.chosen == Some(i),
         })).collect::<Vec<_>>(),
         "attempts": o.attempts.iter().map(|t| json!({

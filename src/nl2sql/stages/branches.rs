@@ -1,5 +1,6 @@
-//! Candidate answers (`candidates.rs`): branches off the first answer, decoded when they can
-//! change the result, and the choice among them and the answer of the repair loop.
+//! Candidate answers (`candidates.rs`): branches off the first answer and sampled answers
+//! (`samples.rs`), decoded when they can change the result, and the choice among them and the
+//! answer of the repair loop.
 
 use super::answer::Answer;
 use super::call::CallState;
@@ -21,7 +22,7 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
     // Not when the first answer ran out of tokens: its branches share its budget.
     let cut_off = answer.attempts[0].stop == StopReason::Budget;
     // Decoded when they can change the answer: it is rejected or doubted, or results vote.
-    let wanted = opts.candidates > 1
+    let wanted = (opts.candidates > 1 || opts.samples > 0)
         && !cut_off
         && (call.hooks.execute.is_some() || answer.error.is_some() || doubted);
     if !wanted {
@@ -31,6 +32,7 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
     let mut cands = vec![Candidate {
         sql: answer.sql.clone(),
         branch: None,
+        sample: None,
         mean_logprob: candidates::mean_logprob(&answer.last_scores),
         error: answer.error.clone(),
         doubted,
@@ -47,6 +49,7 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
             cands.push(c);
         }
     }
+    super::samples::run(call, &mut cands)?;
     let chosen = candidates::choose(&cands);
     if let Some(i) = chosen.filter(|&i| i > 0) {
         answer.sql.clone_from(&cands[i].sql);
@@ -96,6 +99,7 @@ fn branch(
     Ok(Some(Candidate {
         sql,
         branch: Some(p),
+        sample: None,
         mean_logprob: candidates::mean_logprob(&scores),
         error: verdict.err().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS)),
         doubted: doubt,

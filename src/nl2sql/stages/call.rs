@@ -45,6 +45,8 @@ pub struct CallState<'a, 'h> {
     pub shaping: Shaping,
     /// Logits of the last prompt position, for the next decode.
     pub logits: Vec<f32>,
+    /// The question's last logits, kept when sampled candidates are wanted (empty otherwise).
+    pub question_logits: Vec<f32>,
     /// The caller's validator, executor and progress report.
     pub hooks: Hooks<'h>,
     /// Milliseconds per phase so far.

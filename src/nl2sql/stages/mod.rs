@@ -3,7 +3,8 @@
 //!    (`refusal.rs`) first; a refused question ends here;
 //! 1. `repair_loop`: the first answer, then while it is rejected (or doubted) and rounds remain,
 //!    the engine's own rewrite (`rewrite`) or a repair round (`repair_turn`) and a fresh answer;
-//! 2. `branches`: candidate answers branched off the first one, and the choice among them.
+//! 2. `branches`: candidate answers branched off the first one and sampled ones (`samples`,
+//!    decoded together), and the choice among them.
 //!
 //! Every later stage is `run(&mut CallState, &mut Answer)`: it works through the call's shared state
 //! ([`CallState`]: the cache, the decoder, the caller's hooks, the counters) and leaves what it
@@ -16,6 +17,7 @@ pub mod question;
 pub mod repair_loop;
 mod repair_turn;
 mod rewrite;
+mod samples;
 
 pub use answer::Answer;
 pub use call::CallState;
