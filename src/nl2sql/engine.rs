@@ -201,9 +201,11 @@ impl Engine {
         let scratch = m
             .scratch_bytes(PREFILL_CHUNK, 1, positions, threads)
             .max(m.scratch_bytes(verify, verify, positions, threads));
+        // Each sampled candidate holds its own cache (`stages/samples.rs`), at most as long.
+        let caches = 1 + opts.samples;
         MemoryPlan {
             positions,
-            kv_cache_bytes: m.kv_cache_bytes(positions),
+            kv_cache_bytes: m.kv_cache_bytes(positions).saturating_mul(caches),
             scratch_bytes: scratch,
         }
     }

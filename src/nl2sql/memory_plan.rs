@@ -7,7 +7,8 @@
 pub struct MemoryPlan {
     /// KV cache positions (`context_tokens` capped at the model's training context).
     pub positions: usize,
-    /// Bytes of the KV cache for `positions`.
+    /// Bytes of the KV cache for `positions` (times `1 + samples`: each sampled candidate has its
+    /// own, `stages/samples.rs`).
     pub kv_cache_bytes: usize,
     /// Upper estimate of the bytes of one forward pass's buffers.
     pub scratch_bytes: usize,

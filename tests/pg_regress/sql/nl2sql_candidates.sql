@@ -63,6 +63,23 @@ FROM nl2sql_explain('how many users are there?') e;
 SELECT count(DISTINCT a) AS distinct_answers, count(*) AS answers
 FROM generate_series(1, 11) g, LATERAL nl2sql('how many users are there?') a;
 
+-- Sampled answers (turboinfer.samples), decoded together in one batch per step: never run while
+-- execution is off (no NOTICE, no call); with it, run read-only like every candidate; the same
+-- samples on every call (fixed seeds).
+SET turboinfer.samples = 2;
+SET turboinfer.candidate_execution = off;
+SELECT nl2sql('how many visits are in site_stats?') IS NOT NULL AS answered;
+SET turboinfer.candidate_execution = on;
+SELECT count(*) FILTER (WHERE c->>'sample' IS NOT NULL) AS samples,
+       bool_and((c->>'executed')::boolean) FILTER (WHERE c->>'error' IS NULL) AS valid_ones_executed
+FROM nl2sql_explain('how many users are there?') e, jsonb_array_elements(e->'candidates') c;
+SELECT jsonb_path_query_array(nl2sql_explain('how many users are there?'), '$.candidates[*].sql')
+     = jsonb_path_query_array(nl2sql_explain('how many users are there?'), '$.candidates[*].sql')
+       AS same_samples;
+SELECT count(*) AS calls FROM probe.calls;
+RESET turboinfer.samples;
+RESET turboinfer.candidate_execution;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA probe CASCADE;
