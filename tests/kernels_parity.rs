@@ -529,3 +529,56 @@ fn activation_loops_are_bitwise_reference() {
         assert_eq!(bits(&s), bits(&s0), "tier {} softmax", k.tier());
     }
 }
+
+/// The contract's `fma` (an exact emulation from f64 arithmetic in the baseline x86-64 build, the
+/// instruction elsewhere) equals `f32::mul_add` bit for bit: on kernel-shaped operands (an exact
+/// integer sum, a product of two scales, a running lane of either sign, cancellations) and on
+/// random bit patterns, zeros and their signs included.
+#[test]
+fn contract_fma_is_the_fused_multiply_add() {
+    use turboinfer::quant::contract::fma;
+    let mut rng = Rng::new(0xF3A);
+    let mut tested = 0usize;
+    for i in 0..4_000_000u32 {
+        let x = rng.next_u64();
+        let (a, b, c) = match i % 4 {
+            // A quad or block sum, a scale product, a lane.
+            0 => (
+                ((x as i32) >> 12) as f32,
+                f32::from_bits(0x3000_0000 + ((x >> 36) as u32 & 0x0fff_ffff)),
+                f32::from_bits(0x3400_0000 + ((x >> 8) as u32 & 0x0fff_ffff))
+                    * if x & 1 == 0 { 1.0 } else { -1.0 },
+            ),
+            // Near-cancellation: c ≈ -a·b.
+            1 => {
+                let a = (x as i16) as f32;
+                let b = f32::from_bits(0x3c00_0000 + ((x >> 20) as u32 & 0x00ff_ffff));
+                (a, b, -(a * b) * (1.0 + ((x >> 50) as f32) * 1e-7))
+            }
+            // Exact zeros of either sign.
+            2 => {
+                let a = (x as i8) as f32;
+                let b = f32::from_bits((x >> 8) as u32 & 0x3fff_ffff);
+                (a, b, if x >> 63 == 0 { -(a * b) } else { -0.0 })
+            }
+            // Any finite bits.
+            _ => (
+                f32::from_bits(x as u32),
+                f32::from_bits((x >> 32) as u32),
+                f32::from_bits((x >> 16) as u32),
+            ),
+        };
+        let want = a.mul_add(b, c);
+        if !(a.is_finite() && b.is_finite() && c.is_finite() && want.is_finite()) {
+            continue;
+        }
+        tested += 1;
+        let got = fma(a, b, c);
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "fma({a:e}, {b:e}, {c:e}) = {got:e}, want {want:e}"
+        );
+    }
+    assert!(tested > 3_000_000, "{tested}");
+}

@@ -28,8 +28,8 @@
 //! - **Folds are trees**: [`fold16`] adds lane `l + 8` to lane `l`, then [`fold8`] adds `l + 4`, then
 //!   `l + 2`, then lane 1 to lane 0.
 //! - Products of two scales (`d_w·d_a`) are rounded f32 multiplications; `fma` is IEEE fused
-//!   multiply-add (`f32::mul_add`, one rounding), which every supported CPU has as an instruction
-//!   or, in the scalar build on x86-64, through the C library's correctly rounded `fmaf`.
+//!   multiply-add (one rounding): the instruction, or in the baseline x86-64 build of the scalar
+//!   tier an exact emulation from f64 arithmetic ([`fma`]).
 //!
 //! Everything else in the forward pass is scalar code that all tiers share (norms, RoPE, softmax,
 //! SiLU, the residual adds) with the engine's own elementary functions (`crate::math`), and the
@@ -66,7 +66,7 @@ impl QuadLanes {
     pub fn add(&mut self, b: usize, quads: [i32; 8], scale: f32) {
         let lanes = &mut self.lanes[8 * (b % 2)..8 * (b % 2) + 8];
         for (l, &q) in lanes.iter_mut().zip(&quads) {
-            *l = (q as f32).mul_add(scale, *l);
+            *l = fma(q as f32, scale, *l);
         }
     }
 
@@ -75,7 +75,7 @@ impl QuadLanes {
     #[inline(always)]
     pub fn add_offset(&mut self, b: usize, m: f32, s: f32) {
         let l = &mut self.off[b % 2];
-        *l = m.mul_add(s, *l);
+        *l = fma(m, s, *l);
     }
 
     /// `fold16(lanes) + (off[0] + off[1])`.
@@ -85,17 +85,59 @@ impl QuadLanes {
     }
 }
 
-/// The eight quad sums of a 32-element block: quad `q` is `Σ_{i in 4q..4q+4} prod(i)`, exact
-/// (at most 4 · 128 · 128 in magnitude, so also exact as an f32).
+/// The eight quad sums of a 32-element block: quad `q` is `Σ_{i in 4q..4q+4} w[i] · a[i]` of the
+/// weight codes `w` and the activation codes `a` (i8 as bytes), exact (at most 4 · 128 · 128 in
+/// magnitude, so also exact as an f32). Plain loops over arrays, which the compiler vectorizes.
 #[inline(always)]
-pub fn quad_sums(prod: impl Fn(usize) -> i32) -> [i32; 8] {
-    std::array::from_fn(|q| prod(4 * q) + prod(4 * q + 1) + prod(4 * q + 2) + prod(4 * q + 3))
+pub fn quad_sums<W: Copy + Into<i32>>(w: &[W; 32], a: &[u8; 32]) -> [i32; 8] {
+    let mut p = [0i32; 32];
+    for ((p, &w), &a) in p.iter_mut().zip(w).zip(a) {
+        *p = w.into() * a as i8 as i32;
+    }
+    let mut q = [0i32; 8];
+    for (q, p) in q.iter_mut().zip(p.chunks_exact(4)) {
+        *q = p[0] + p[1] + p[2] + p[3];
+    }
+    q
 }
 
 /// One step of the super-block chain (shape 1): `fma(isum, scale, acc)`.
 #[inline(always)]
 pub fn chain(acc: f32, isum: i32, scale: f32) -> f32 {
-    (isum as f32).mul_add(scale, acc)
+    fma(isum as f32, scale, acc)
+}
+
+/// `fma(a, b, c)`: `a · b + c` rounded once, bitwise the fused instruction.
+///
+/// A build for baseline x86-64 (the scalar tier of the shipped library) has no FMA instruction
+/// to inline: `f32::mul_add` becomes a call into the runtime's `fmaf` per operation (an indirect
+/// call to the instruction on a CPU that has it, a slow software routine on one that has not).
+/// There the result is computed from f64 arithmetic instead, inline and vectorizable: the product
+/// of two f32 is exact in f64 (24 + 24 bits ≤ 53), the sum's rounding error is recovered exactly
+/// (TwoSum, Knuth), the sum is rounded to odd (an inexact f64 with an even last bit steps one ulp
+/// towards the exact value), and rounding an f64 rounded to odd to f32 (53 ≥ 24 + 2 bits) gives
+/// the correctly rounded result (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
+/// proved algorithms using rounding to odd", IEEE TC 2008). `tests/kernels_parity.rs` compares it
+/// with `f32::mul_add` on random and kernel-shaped operands. Elsewhere `mul_add` is the
+/// instruction.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+    {
+        let p = a as f64 * b as f64; // exact
+        let s = p + c as f64;
+        let bv = s - p;
+        let e = (p - (s - bv)) + (c as f64 - bv); // s + e = p + c exactly
+        let bits = s.to_bits();
+        // One ulp away from zero when the exact value lies beyond s, else towards it.
+        let step = if (e > 0.0) == (s > 0.0) { bits.wrapping_add(1) } else { bits.wrapping_sub(1) };
+        let odd = if e != 0.0 && bits & 1 == 0 { f64::from_bits(step) } else { s };
+        odd as f32
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(target_feature = "fma"))))]
+    {
+        a.mul_add(b, c)
+    }
 }
 
 /// The float dot product of shape 3: `n` weights decoded by `w(j)` against `n` values `a(j)`.

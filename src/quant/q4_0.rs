@@ -36,13 +36,13 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     {
         let qs = &x[2..BLOCK];
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
-        let mut v = [0u8; QK];
+        let mut v = [0i8; QK];
         for j in 0..QK / 2 {
-            v[j] = ((qs[j] & 0x0F) as i8 - 8) as u8;
-            v[j + QK / 2] = ((qs[j] >> 4) as i8 - 8) as u8;
+            v[j] = (qs[j] & 0x0F) as i8 - 8;
+            v[j + QK / 2] = (qs[j] >> 4) as i8 - 8;
         }
-        let q8 = &y[2..];
-        let quads = quad_sums(|e| v[e] as i8 as i32 * q8[e] as i8 as i32);
+        let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
+        let quads = quad_sums(&v, q8);
         acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()

@@ -38,8 +38,13 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
         // Element e < 16 is the low nibble of qs[e], element e >= 16 the high nibble of qs[e - 16].
-        let code = |e: usize| if e < QK / 2 { qs[e] & 0x0F } else { qs[e - QK / 2] >> 4 };
-        let quads = quad_sums(|e| code(e) as i32 * q8[e] as i8 as i32);
+        let mut v = [0u8; QK];
+        for j in 0..QK / 2 {
+            v[j] = qs[j] & 0x0F;
+            v[j + QK / 2] = qs[j] >> 4;
+        }
+        let q8: &[u8; QK] = q8.try_into().expect("32 quants");
+        let quads = quad_sums(&v, q8);
         acc.add(i, quads, f16_at(&x[0..2]) * f16_at(&y[0..2]));
         acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
     }

@@ -52,7 +52,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
         let v = codes(x);
         let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
-        let quads = quad_sums(|e| v[e] as i32 * q8[e] as i8 as i32);
+        let quads = quad_sums(&v, q8);
         acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()

@@ -46,8 +46,9 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     for (i, (x, y)) in
         w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0).enumerate()
     {
-        let (xq, yq) = (&x[2..], &y[2..]);
-        let quads = quad_sums(|e| xq[e] as i8 as i32 * yq[e] as i8 as i32);
+        let xq: [i8; QK] = std::array::from_fn(|e| x[2 + e] as i8);
+        let yq: &[u8; QK] = y[2..].try_into().expect("32 quants");
+        let quads = quad_sums(&xq, yq);
         acc.add(i, quads, f16_at(x) * f16_at(y));
     }
     acc.finish()
