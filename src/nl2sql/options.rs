@@ -6,11 +6,13 @@
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
-/// Default candidate answers (see [`Options::candidates`]): the first answer and 3 branches. On
-/// the sql-eval development set, branches decoded only for answers still rejected after repair
-/// turned 3 of 8 failures into valid SQL (2 of them right): 51 → 53 of 104 correct, at no cost
-/// to the answers accepted first (docs/nl2sql-accuracy.md).
-pub const DEFAULT_CANDIDATES: usize = 4;
+/// Default candidate answers (see [`Options::candidates`]): the first answer and one branch. The
+/// stage audit of the development split (docs/nl2sql-accuracy.md, 2026-11-27): with and without
+/// column comments, the first branch turned one wrong answer right on one half (+1, +1) and 3
+/// missing answers into valid SQL; the second and third branches gained no right answer on either
+/// half in either run (one more valid answer per run) for about two thirds of the branches' time
+/// (warm p90 ~17 → ~15 s).
+pub const DEFAULT_CANDIDATES: usize = 2;
 /// Default sampled candidates (`stages/samples.rs`): none (see docs/nl2sql-accuracy.md for what
 /// they gained and cost on the development split).
 pub const DEFAULT_SAMPLES: usize = 0;
@@ -51,7 +53,7 @@ pub struct Options {
 
 impl Default for Options {
     /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
-    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 4
+    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 2
     /// candidates, the refusal check; pruning and constraints off (see docs/nl2sql-accuracy.md
     /// for why).
     fn default() -> Self {
