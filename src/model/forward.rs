@@ -21,6 +21,17 @@ pub enum Logits {
     All,
 }
 
+/// Which part of a layer one pool entry runs (see `Model::hidden_seqs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Half {
+    /// The attention block.
+    Attention,
+    /// The feed-forward block.
+    Ffn,
+    /// Both (a decode step runs whole).
+    Both,
+}
+
 /// A loaded model: config plus weights borrowed from a shared mapping of the GGUF file.
 pub struct Model {
     file: Arc<GgufFile>,
@@ -286,11 +297,12 @@ impl Model {
     }
 
     /// [`Model::forward`] that, for a batch of more than one token, calls `between_layers` on the
-    /// calling thread before each layer (each layer's work runs in the pool; a single-token pass
-    /// runs whole, unchecked: its caller checks between tokens): when it returns false the pass stops with
-    /// [`ModelError::Interrupted`] and `cache` is as before the call (its length only advances
-    /// at the end). This bounds the time between cancellation checks by one layer instead of a
-    /// whole pass, which at long contexts is hundreds of milliseconds for a prefill batch.
+    /// calling thread before each half layer (attention, then feed-forward; each half runs in
+    /// the pool; a single-token pass runs whole, unchecked: its caller checks between tokens):
+    /// when it returns false the pass stops with [`ModelError::Interrupted`] and `cache` is as
+    /// before the call (its length only advances at the end). This bounds the time between
+    /// cancellation checks by half a layer instead of a whole pass, which at long contexts is
+    /// hundreds of milliseconds for a prefill batch (and more on the scalar tier).
     pub fn forward_checked(
         &self,
         rt: &Runtime,
@@ -418,7 +430,7 @@ impl Model {
 
     /// The network up to the LM head (inputs validated): appends the tokens' keys and values to
     /// `cache` and returns the final-normed hidden states `[n_out, dim]`. Each layer runs in the
-    /// pool; for a batch, `between_layers` runs before each on the calling thread (false: stop,
+    /// pool; for a batch, `between_layers` runs before each half on the calling thread (false: stop,
     /// see [`Model::forward_checked`]).
     fn hidden(
         &self,
@@ -474,87 +486,98 @@ impl Model {
         let mut gate = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
         let mut up = scratch(n * c.ffn_dim)?; // [n, ffn_dim]
 
-        // One layer's work (in the pool).
-        let mut layer = |l: usize, lw: &super::LayerWeights| -> Result<(), ModelError> {
-            // Attention block.
-            norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
-            let mut acts = SharedActs::new(&h, dim, self.kernels);
-            mul(f, pk, &lw.wq, &mut acts, &mut q)?;
-            mul(f, pk, &lw.wk, &mut acts, &mut k)?;
-            mul(f, pk, &lw.wv, &mut acts, &mut v)?;
-            add_bias(&mut q, lw.bq.as_deref());
-            add_bias(&mut k, lw.bk.as_deref());
-            add_bias(&mut v, lw.bv.as_deref());
-            if let Some(w) = &lw.q_norm {
-                ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
-            }
-            if let Some(w) = &lw.k_norm {
-                ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
-            }
-            for (i, (cache, rope)) in caches.iter_mut().zip(&ropes).enumerate() {
-                let rows = i * per..(i + 1) * per; // this sequence's tokens in the batch
-                for t in 0..per {
-                    let r = rows.start + t;
-                    rope.apply(t, &mut q[r * qd..(r + 1) * qd], hd, c.rope_mode);
-                    rope.apply(t, &mut k[r * kvd..(r + 1) * kvd], hd, c.rope_mode);
+        // One layer's work (in the pool): its attention block, its feed-forward block, or both.
+        let mut layer =
+            |l: usize, lw: &super::LayerWeights, half: Half| -> Result<(), ModelError> {
+                if half != Half::Ffn {
+                    // Attention block.
+                    norm_rows(&mut h, &x, &lw.attn_norm, c.rms_eps);
+                    let mut acts = SharedActs::new(&h, dim, self.kernels);
+                    mul(f, pk, &lw.wq, &mut acts, &mut q)?;
+                    mul(f, pk, &lw.wk, &mut acts, &mut k)?;
+                    mul(f, pk, &lw.wv, &mut acts, &mut v)?;
+                    add_bias(&mut q, lw.bq.as_deref());
+                    add_bias(&mut k, lw.bk.as_deref());
+                    add_bias(&mut v, lw.bv.as_deref());
+                    if let Some(w) = &lw.q_norm {
+                        ops::rmsnorm_chunks_in_place(&mut q, w, c.rms_eps);
+                    }
+                    if let Some(w) = &lw.k_norm {
+                        ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
+                    }
+                    for (i, (cache, rope)) in caches.iter_mut().zip(&ropes).enumerate() {
+                        let rows = i * per..(i + 1) * per; // this sequence's tokens in the batch
+                        for t in 0..per {
+                            let r = rows.start + t;
+                            rope.apply(t, &mut q[r * qd..(r + 1) * qd], hd, c.rope_mode);
+                            rope.apply(t, &mut k[r * kvd..(r + 1) * kvd], hd, c.rope_mode);
+                        }
+                        let (kr, qr) =
+                            (rows.start * kvd..rows.end * kvd, rows.start * qd..rows.end * qd);
+                        cache.store(l, &k[kr.clone()], &v[kr]);
+                        let shape = AttnShape {
+                            n_heads: c.n_heads,
+                            n_kv_heads: c.n_kv_heads,
+                            head_dim: hd,
+                            max_seq: cache.capacity(),
+                            pos0: cache.len(),
+                        };
+                        ops::attention(
+                            &q[qr.clone()],
+                            cache.layer(l),
+                            shape,
+                            self.opts.attn_precision,
+                            self.kernels,
+                            &mut att[qr],
+                        );
+                    }
+                    mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd, self.kernels), &mut proj)?;
+                    add_in_place(&mut x, &proj);
                 }
-                let (kr, qr) = (rows.start * kvd..rows.end * kvd, rows.start * qd..rows.end * qd);
-                cache.store(l, &k[kr.clone()], &v[kr]);
-                let shape = AttnShape {
-                    n_heads: c.n_heads,
-                    n_kv_heads: c.n_kv_heads,
-                    head_dim: hd,
-                    max_seq: cache.capacity(),
-                    pos0: cache.len(),
-                };
-                ops::attention(
-                    &q[qr.clone()],
-                    cache.layer(l),
-                    shape,
-                    self.opts.attn_precision,
-                    self.kernels,
-                    &mut att[qr],
-                );
-            }
-            mul(f, pk, &lw.wo, &mut SharedActs::new(&att, qd, self.kernels), &mut proj)?;
-            add_in_place(&mut x, &proj);
-
-            // Feed-forward block (SwiGLU).
-            norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
-            let done_sparse = match &self.ffn_hook {
-                Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
-                None => false,
+                if half != Half::Attention {
+                    // Feed-forward block (SwiGLU).
+                    norm_rows(&mut h, &x, &lw.ffn_norm, c.rms_eps);
+                    let done_sparse = match &self.ffn_hook {
+                        Some(hook) => hook.run(l, f, lw, &h, &mut proj)?,
+                        None => false,
+                    };
+                    if !done_sparse {
+                        let mut acts = SharedActs::new(&h, dim, self.kernels);
+                        mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
+                        mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
+                        self.kernels.swiglu(&mut gate, &up);
+                        if let Some(hook) = &self.ffn_hook {
+                            hook.observe(l, &h, &gate);
+                        }
+                        mul(
+                            f,
+                            pk,
+                            &lw.w_down,
+                            &mut SharedActs::new(&gate, c.ffn_dim, self.kernels),
+                            &mut proj,
+                        )?;
+                    }
+                    add_in_place(&mut x, &proj);
+                }
+                Ok(())
             };
-            if !done_sparse {
-                let mut acts = SharedActs::new(&h, dim, self.kernels);
-                mul(f, pk, &lw.w_gate, &mut acts, &mut gate)?;
-                mul(f, pk, &lw.w_up, &mut acts, &mut up)?;
-                self.kernels.swiglu(&mut gate, &up);
-                if let Some(hook) = &self.ffn_hook {
-                    hook.observe(l, &h, &gate);
-                }
-                mul(
-                    f,
-                    pk,
-                    &lw.w_down,
-                    &mut SharedActs::new(&gate, c.ffn_dim, self.kernels),
-                    &mut proj,
-                )?;
-            }
-            add_in_place(&mut x, &proj);
-            Ok(())
-        };
         if n == 1 {
             // A decode step: one pool entry for the whole pass (a pass is a few tens of ms;
             // the decode loop checks between tokens, and a pool entry per layer would cost
             // more than the check gains here).
-            rt.install(|| self.w.layers.iter().enumerate().try_for_each(|(l, lw)| layer(l, lw)))?;
+            rt.install(|| {
+                self.w.layers.iter().enumerate().try_for_each(|(l, lw)| layer(l, lw, Half::Both))
+            })?;
         } else {
+            // A batch: a check before each half layer (on a slow kernel tier a whole layer of a
+            // 64-token chunk at a deep context can take a few hundred ms).
             for (l, lw) in self.w.layers.iter().enumerate() {
-                if !between_layers() {
-                    return Err(ModelError::Interrupted { layer: l });
+                for half in [Half::Attention, Half::Ffn] {
+                    if !between_layers() {
+                        return Err(ModelError::Interrupted { layer: l });
+                    }
+                    rt.install(|| layer(l, lw, half))?;
                 }
-                rt.install(|| layer(l, lw))?;
             }
         }
         for cache in caches.iter_mut() {

@@ -31,7 +31,7 @@ pub struct Forward<'a> {
 impl Forward<'_> {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
     /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
-    /// `between_layers` runs before each layer on this thread; false cancels the call.
+    /// `between_layers` runs before each half layer on this thread; false cancels the call.
     fn logits(
         &self,
         kv: &mut KvCache,
