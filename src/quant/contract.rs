@@ -195,7 +195,11 @@ mod tests {
             lanes[8 + k] = 2.0 * (k + 1) as f32;
         }
         assert_eq!(q.finish(), fold16(lanes) + (1.0 + 0.25));
-        assert_eq!(quad_sums(|i| i as i32), [6, 22, 38, 54, 70, 86, 102, 118]);
+        // Weights 0..32 against activations of 1: quad q sums 4q..4q+3.
+        let w: [i32; 32] = std::array::from_fn(|i| i as i32);
+        assert_eq!(quad_sums(&w, &[1u8; 32]), [6, 22, 38, 54, 70, 86, 102, 118]);
+        // i8 activations: 0xFF is -1.
+        assert_eq!(quad_sums(&[1i8; 32], &[0xFFu8; 32]), [-4; 8]);
     }
 
     /// `dot16` is unfused: each product is rounded before it is added.
