@@ -367,8 +367,10 @@ fn kept_rows_give_the_same_repairs_and_branches_with_fewer_prompt_tokens() {
         kept.tokens.prefill - kept.tokens.prompt,
         fresh.tokens.prefill - fresh.tokens.prompt
     );
+    // How many depends on where the answers part (7 tokens on this question under the numeric
+    // contract, more before): fewer, never more.
     assert!(
-        kept.tokens.prefill + 8 <= fresh.tokens.prefill,
+        kept.tokens.prefill < fresh.tokens.prefill,
         "{} vs {}",
         kept.tokens.prefill,
         fresh.tokens.prefill
