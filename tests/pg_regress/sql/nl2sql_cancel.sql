@@ -45,7 +45,7 @@ SELECT dblink_disconnect('worker');
 
 -- Deep in a long prefill (Qwen 0.5B, a 7000-token schema prompt, 12 s in: thousands of positions,
 -- where one 64-token chunk takes hundreds of ms), a cancel still ends the call within 200 ms:
--- interrupts are checked before every layer. Twice, on the same backend; the latency is measured
+-- interrupts are checked before every half layer. Twice, on the same backend; the latency is measured
 -- in the server, from pg_cancel_backend until the backend's query is no longer active.
 SELECT dblink_connect('deep', format('dbname=%s port=%s host=%s', current_database(),
                       current_setting('port'), current_setting('unix_socket_directories')));
@@ -86,8 +86,11 @@ SELECT count(*) AS result_rows FROM dblink_get_result('deep', false) AS t(sql te
 UPDATE latency SET cancelled = dblink_error_message('deep') LIKE '%canceling statement due to user request%' WHERE cancelled IS NULL;
 SELECT count(*) AS drained FROM dblink_get_result('deep', false) AS t(sql text);
 RESET client_min_messages;
--- Both calls were cancelled mid-work (not finished before the signal) and ended within 200 ms.
-SELECT cancelled, latency < interval '200 ms' AS prompt FROM latency;
+-- Both calls were cancelled mid-work (not finished before the signal) and ended within 200 ms
+-- (1 s on the scalar kernel tier, where half a layer of a 64-token chunk at this depth, between
+-- two checks, takes up to a few hundred ms).
+SELECT cancelled, latency < CASE turboinfer_info()->>'kernel_tier' WHEN 'scalar' THEN interval '1 s'
+                                 ELSE interval '200 ms' END AS prompt FROM latency;
 SELECT dblink_disconnect('deep');
 SET client_min_messages = warning;
 DROP SCHEMA cancel CASCADE;
