@@ -321,6 +321,13 @@ impl Model {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
         let hn = self.hidden(rt, cache, tokens, which, between_layers)?;
+        self.lm_head(rt, &hn)
+    }
+
+    /// The full LM head over final-normed hidden states `hn` (`[n_out, dim]`): logits
+    /// `[n_out, vocab]`, then the check that the mapped files did not change under the pass.
+    fn lm_head(&self, rt: &Runtime, hn: &[f32]) -> Result<Vec<f32>, ModelError> {
+        let vocab = self.cfg.vocab_size;
         rt.install(|| {
             let mut logits =
                 try_zeroed(hn.len() / self.cfg.dim * vocab).map_err(ModelError::oom("logits"))?; // [n_out, vocab]
@@ -328,7 +335,7 @@ impl Model {
                 &self.file,
                 self.packed.as_deref(),
                 &self.w.output,
-                &mut SharedActs::new(&hn, self.cfg.dim, self.kernels),
+                &mut SharedActs::new(hn, self.cfg.dim, self.kernels),
                 &mut logits,
             )?;
             Ok(logits)
@@ -362,18 +369,7 @@ impl Model {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
         let hn = self.hidden_seqs(rt, caches, tokens, Logits::Last, between_layers)?;
-        rt.install(|| {
-            let mut logits = try_zeroed(tokens.len() * vocab).map_err(ModelError::oom("logits"))?; // [n_seq, vocab]
-            mul(
-                &self.file,
-                self.packed.as_deref(),
-                &self.w.output,
-                &mut SharedActs::new(&hn, self.cfg.dim, self.kernels),
-                &mut logits,
-            )?;
-            Ok(logits)
-        })
-        .and_then(|l| self.unchanged().map(|()| l))
+        self.lm_head(rt, &hn) // [n_seq, vocab]
     }
 
     /// Err when the model or pack file changed under its mapping since it was opened (see
