@@ -23,7 +23,7 @@ impl KernelSet {
     ) -> Result<&'static KernelSet, KernelError> {
         tier.check(features)?;
         Ok(match tier {
-            Tier::Scalar => &super::scalar::SET,
+            Tier::Scalar => super::scalar::for_cpu(features),
             #[cfg(target_arch = "x86_64")]
             Tier::Avx2 => &super::x86::AVX2,
             #[cfg(target_arch = "x86_64")]

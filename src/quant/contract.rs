@@ -53,35 +53,107 @@ pub fn fold16(l: [f32; 16]) -> f32 {
     fold8(std::array::from_fn(|i| l[i] + l[i + 8]))
 }
 
-/// The sixteen quad lanes and two offset chains of the 32-element formats (shape 2 above).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct QuadLanes {
-    lanes: [f32; ELEMENT_LANES],
-    off: [f32; 2],
+/// Where a piece of code gets its fused multiply-add from. Both routes give the same bits (IEEE
+/// fused multiply-add); they differ only in speed, and in where they may be used.
+pub trait Fused: Default + Copy + std::fmt::Debug {
+    /// `a · b + c` rounded once.
+    fn fma(a: f32, b: f32, c: f32) -> f32;
 }
 
-impl QuadLanes {
-    /// Adds block `b`'s eight exact quad sums scaled by `scale` (= `d_w · d_a`, already rounded).
+/// [`fma`]: the instruction where the build targets a CPU with FMA, else the exact emulation.
+/// Usable anywhere.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Portable;
+
+impl Fused for Portable {
     #[inline(always)]
-    pub fn add(&mut self, b: usize, quads: [i32; 8], scale: f32) {
-        let lanes = &mut self.lanes[8 * (b % 2)..8 * (b % 2) + 8];
-        for (l, &q) in lanes.iter_mut().zip(&quads) {
-            *l = fma(q as f32, scale, *l);
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        fma(a, b, c)
+    }
+}
+
+/// `f32::mul_add`: the FMA instruction when inlined into a function compiled with
+/// `#[target_feature(enable = "fma")]` (the scalar tier's table on an x86-64 CPU with FMA,
+/// `kernels::scalar`); anywhere else in a baseline x86-64 build it is a call into the runtime's
+/// `fmaf`, so use [`Portable`] there.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Instruction;
+
+impl Fused for Instruction {
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+/// One 32-element block's terms in a dot product of shape 2: its eight exact quad sums, its
+/// scale `d_w · d_a` (already rounded), and, for Q4_1/Q5_1, its offset factors `(m_w, s_a)`.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockTerms {
+    pub quads: [i32; 8],
+    pub scale: f32,
+    pub offset: (f32, f32),
+}
+
+/// One parity's eight quad lanes and offset chain.
+#[derive(Debug, Default, Clone, Copy)]
+struct Parity {
+    lanes: [f32; 8],
+    off: f32,
+}
+
+impl Parity {
+    /// Adds one block's terms with the fused multiply-add of `F` (the offset term if `offsets`).
+    #[inline(always)]
+    fn add<F: Fused>(&mut self, offsets: bool, t: BlockTerms) {
+        for (l, &q) in self.lanes.iter_mut().zip(&t.quads) {
+            *l = F::fma(q as f32, t.scale, *l);
+        }
+        if offsets {
+            self.off = F::fma(t.offset.0, t.offset.1, self.off);
         }
     }
+}
 
-    /// Adds block `b`'s offset term `m · s` (Q4_1/Q5_1: the weight block's minimum times the
-    /// activation block's scaled sum) to its parity's chain.
-    #[inline(always)]
-    pub fn add_offset(&mut self, b: usize, m: f32, s: f32) {
-        let l = &mut self.off[b % 2];
-        *l = fma(m, s, *l);
+/// A 32-element weight format as the dot product of shape 2 sees it (`quad_dot`).
+pub trait QuadBlock {
+    /// A weight block's bytes.
+    type W;
+    /// An activation block's bytes.
+    type A;
+    /// Whether the format has the offset term (Q4_1/Q5_1).
+    const OFFSETS: bool;
+    /// One block pair's terms (implementations are `#[inline(always)]`, so that the code compiles
+    /// with the target features of the function it ends up in).
+    fn terms(w: &Self::W, a: &Self::A) -> BlockTerms;
+}
+
+/// The dot product of shape 2 of the weight blocks `w` with the activation blocks `a` (as many),
+/// block `i`'s terms given by `B::terms(&w[i], &a[i])`, with the fused multiply-add of `F`: the
+/// sixteen quad lanes (block `b`'s quad `q` into lane `8·(b mod 2) + q`,
+/// `lane = fma(quad, scale, lane)`), folded by [`fold16`]; with `OFFSETS` (Q4_1/Q5_1) also the two
+/// chains `off[b mod 2] = fma(m_w, s_a, off[b mod 2])`, and the result is
+/// `fold16(lanes) + (off[0] + off[1])`. Blocks are taken in pairs, so each parity's lanes have a
+/// fixed place (registers, not an indexed array).
+#[inline(always)]
+pub fn quad_dot<F: Fused, B: QuadBlock>(w: &[B::W], a: &[B::A]) -> f32 {
+    debug_assert_eq!(w.len(), a.len());
+    let (mut even, mut odd) = (Parity::default(), Parity::default());
+    let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
+    let (w_last, a_last) = (wp.remainder(), ap.remainder());
+    for (x, y) in wp.zip(ap) {
+        even.add::<F>(B::OFFSETS, B::terms(&x[0], &y[0]));
+        odd.add::<F>(B::OFFSETS, B::terms(&x[1], &y[1]));
     }
-
-    /// `fold16(lanes) + (off[0] + off[1])`.
-    #[inline(always)]
-    pub fn finish(self) -> f32 {
-        fold16(self.lanes) + (self.off[0] + self.off[1])
+    if let (Some(x), Some(y)) = (w_last.first(), a_last.first()) {
+        even.add::<F>(B::OFFSETS, B::terms(x, y));
+    }
+    let folded =
+        fold16(std::array::from_fn(|l| if l < 8 { even.lanes[l] } else { odd.lanes[l - 8] }));
+    if B::OFFSETS {
+        folded + (even.off + odd.off)
+    } else {
+        folded
     }
 }
 
@@ -90,13 +162,40 @@ impl QuadLanes {
 /// magnitude, so also exact as an f32). Plain loops over arrays, which the compiler vectorizes.
 #[inline(always)]
 pub fn quad_sums<W: Copy + Into<i32>>(w: &[W; 32], a: &[u8; 32]) -> [i32; 8] {
-    let mut p = [0i32; 32];
-    for ((p, &w), &a) in p.iter_mut().zip(w).zip(a) {
-        *p = w.into() * a as i8 as i32;
-    }
+    let w16: [i16; 32] = std::array::from_fn(|i| w[i].into() as i16);
+    let a16: [i16; 32] = std::array::from_fn(|i| a[i] as i8 as i16);
+    pair_quads(&w16, &a16)
+}
+
+/// The eight quad sums of two blocks of 8-bit codes widened to i16.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn pair_quads(w: &[i16; 32], a: &[i16; 32]) -> [i32; 8] {
+    let p: [i32; 32] = std::array::from_fn(|i| w[i] as i32 * a[i] as i32);
+    std::array::from_fn(|q| (p[4 * q] + p[4 * q + 1]) + (p[4 * q + 2] + p[4 * q + 3]))
+}
+
+/// The eight quad sums of two blocks of 8-bit codes widened to i16, with SSE2's `pmaddwd` (part of
+/// every x86-64 CPU): the compiler turned the plain loop into i32 multiplies and shuffles, 2-3×
+/// slower in the scalar tier. Integer sums: any grouping gives the same result.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn pair_quads(w: &[i16; 32], a: &[i16; 32]) -> [i32; 8] {
+    use std::arch::x86_64::*;
     let mut q = [0i32; 8];
-    for (q, p) in q.iter_mut().zip(p.chunks_exact(4)) {
-        *q = p[0] + p[1] + p[2] + p[3];
+    // SAFETY: SSE2 is in the x86-64 baseline; every load and store is within the arrays
+    // (4 × 8 i16 in, 2 × 4 i32 out), unaligned.
+    unsafe {
+        let ld = |v: &[i16; 32], k: usize| _mm_loadu_si128(v.as_ptr().add(8 * k) as *const __m128i);
+        for h in 0..2 {
+            // Pair sums: lane j of `p0` is elements 2j, 2j+1 of the first 8, and so on.
+            let p0 = _mm_castsi128_ps(_mm_madd_epi16(ld(w, 2 * h), ld(a, 2 * h)));
+            let p1 = _mm_castsi128_ps(_mm_madd_epi16(ld(w, 2 * h + 1), ld(a, 2 * h + 1)));
+            // Even pairs plus odd pairs: the four quads of these 16 elements.
+            let even = _mm_castps_si128(_mm_shuffle_ps::<0b10_00_10_00>(p0, p1));
+            let odd = _mm_castps_si128(_mm_shuffle_ps::<0b11_01_11_01>(p0, p1));
+            _mm_storeu_si128(q.as_mut_ptr().add(4 * h) as *mut __m128i, _mm_add_epi32(even, odd));
+        }
     }
     q
 }
@@ -179,22 +278,31 @@ mod tests {
         assert_eq!(fold16(l16), 3.0);
     }
 
+    /// A test format: the "weight block" is its scale and offset factors, quads fixed.
+    struct Test<const OFFSETS: bool>;
+    impl<const O: bool> QuadBlock for Test<O> {
+        type W = (f32, (f32, f32));
+        type A = ();
+        const OFFSETS: bool = O;
+        fn terms(&(scale, offset): &Self::W, _: &()) -> BlockTerms {
+            BlockTerms { quads: [1, 2, 3, 4, 5, 6, 7, 8], scale, offset }
+        }
+    }
+
     /// Quad lanes: block b's quads land in the lanes of its parity; offsets in two chains.
     #[test]
     fn quad_lanes_accumulate_per_parity() {
-        let mut q = QuadLanes::default();
-        for b in 0..3 {
-            q.add(b, [1, 2, 3, 4, 5, 6, 7, 8], (b + 1) as f32);
-        }
-        q.add_offset(0, 2.0, 0.5);
-        q.add_offset(1, 1.0, 0.25);
+        let blocks = [(1.0, (2.0, 0.5)), (2.0, (1.0, 0.25)), (3.0, (0.0, 0.0))];
         // Even lanes: (1 + 3) * k, odd lanes: 2 * k, for quad k = 1..8.
         let mut lanes = [0.0f32; 16];
         for k in 0..8 {
             lanes[k] = 4.0 * (k + 1) as f32;
             lanes[8 + k] = 2.0 * (k + 1) as f32;
         }
-        assert_eq!(q.finish(), fold16(lanes) + (1.0 + 0.25));
+        let want = fold16(lanes) + (1.0 + 0.25);
+        assert_eq!(quad_dot::<Portable, Test<true>>(&blocks, &[(); 3]), want);
+        assert_eq!(quad_dot::<Instruction, Test<true>>(&blocks, &[(); 3]), want);
+        assert_eq!(quad_dot::<Portable, Test<false>>(&blocks, &[(); 3]), fold16(lanes));
         // Weights 0..32 against activations of 1: quad q sums 4q..4q+3.
         let w: [i32; 32] = std::array::from_fn(|i| i as i32);
         assert_eq!(quad_sums(&w, &[1u8; 32]), [6, 22, 38, 54, 70, 86, 102, 118]);

@@ -7,7 +7,7 @@
 //! Dotted with Q8_0 activations.
 
 use super::bytes::f16_at;
-use super::contract::{quad_sums, QuadLanes};
+use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
 use super::{q8_0, QK};
 
 /// Bytes per block.
@@ -27,13 +27,30 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 }
 
 /// Dot product of a Q4_0 row with Q8_0 activations: per block the exact integer sums of its quads, in
-/// the contract's sixteen quad lanes (`contract::QuadLanes`).
+/// the contract's sixteen quad lanes (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    vec_dot_with::<Portable>(n, w, act)
+}
+
+/// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
+/// features decide how `F::fma` compiles (`kernels::scalar`).
+#[inline(always)]
+pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
-    let mut acc = QuadLanes::default();
-    for (i, (x, y)) in
-        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_0::BLOCK }>().0).enumerate()
-    {
+    let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_0::BLOCK }>().0);
+    quad_dot::<F, Block>(w, a)
+}
+
+/// The format as the contract's dot product sees it.
+pub(crate) struct Block;
+
+impl QuadBlock for Block {
+    type W = [u8; BLOCK];
+    type A = [u8; q8_0::BLOCK];
+    const OFFSETS: bool = false;
+
+    #[inline(always)]
+    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
         let qs = &x[2..BLOCK];
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
         let mut v = [0i8; QK];
@@ -43,7 +60,6 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         }
         let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        acc.add(i, quads, f16_at(x) * f16_at(y));
+        BlockTerms { quads, scale: f16_at(x) * f16_at(y), offset: (0.0, 0.0) }
     }
-    acc.finish()
 }

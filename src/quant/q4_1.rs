@@ -8,7 +8,7 @@
 //! Dotted with Q8_1 activations: sum(w*a) = d_w*d_a*sum(q_w*q_a) + m_w * (d_a*sum(q_a)) = … + m_w*s_a.
 
 use super::bytes::f16_at;
-use super::contract::{quad_sums, QuadLanes};
+use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
 use super::{q8_1, QK};
 
 /// Bytes per block.
@@ -28,13 +28,30 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 }
 
 /// Dot product of a Q4_1 row with Q8_1 activations: per block the exact integer dot and the offset
-/// term `m_w · s_a`, in the contract's sixteen quad lanes (`contract::QuadLanes`).
+/// term `m_w · s_a`, in the contract's sixteen quad lanes (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    vec_dot_with::<Portable>(n, w, act)
+}
+
+/// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
+/// features decide how `F::fma` compiles (`kernels::scalar`).
+#[inline(always)]
+pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
-    let mut acc = QuadLanes::default();
-    for (i, (x, y)) in
-        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0).enumerate()
-    {
+    let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_1::BLOCK }>().0);
+    quad_dot::<F, Block>(w, a)
+}
+
+/// The format as the contract's dot product sees it.
+pub(crate) struct Block;
+
+impl QuadBlock for Block {
+    type W = [u8; BLOCK];
+    type A = [u8; q8_1::BLOCK];
+    const OFFSETS: bool = true;
+
+    #[inline(always)]
+    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
         // Element e < 16 is the low nibble of qs[e], element e >= 16 the high nibble of qs[e - 16].
@@ -45,8 +62,10 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         }
         let q8: &[u8; QK] = q8.try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        acc.add(i, quads, f16_at(&x[0..2]) * f16_at(&y[0..2]));
-        acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
+        BlockTerms {
+            quads,
+            scale: f16_at(&x[0..2]) * f16_at(&y[0..2]),
+            offset: (f16_at(&x[2..4]), f16_at(&y[2..4])),
+        }
     }
-    acc.finish()
 }

@@ -9,7 +9,7 @@
 //! Dotted with Q8_1 activations (offset folded in through the activation block's `s`).
 
 use super::bytes::f16_at;
-use super::contract::{quad_sums, QuadLanes};
+use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
 use super::{q8_1, QK};
 use crate::fileio::le;
 
@@ -42,19 +42,38 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of a Q5_1 row with Q8_1 activations: as Q4_1 (`contract::QuadLanes`).
+/// Dot product of a Q5_1 row with Q8_1 activations: as Q4_1 (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
+    vec_dot_with::<Portable>(n, w, act)
+}
+
+/// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
+/// features decide how `F::fma` compiles (`kernels::scalar`).
+#[inline(always)]
+pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
-    let mut acc = QuadLanes::default();
-    for (i, (x, y)) in
-        w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_1::BLOCK }>().0).enumerate()
-    {
+    let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_1::BLOCK }>().0);
+    quad_dot::<F, Block>(w, a)
+}
+
+/// The format as the contract's dot product sees it.
+pub(crate) struct Block;
+
+impl QuadBlock for Block {
+    type W = [u8; BLOCK];
+    type A = [u8; q8_1::BLOCK];
+    const OFFSETS: bool = true;
+
+    #[inline(always)]
+    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
         // Unpack to codes in element order, then one u8×i8 dot (the shape that vectorizes well).
         let v = codes(x);
         let q8: &[u8; QK] = y[4..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        acc.add(i, quads, f16_at(&x[0..2]) * f16_at(&y[0..2]));
-        acc.add_offset(i, f16_at(&x[2..4]), f16_at(&y[2..4]));
+        BlockTerms {
+            quads,
+            scale: f16_at(&x[0..2]) * f16_at(&y[0..2]),
+            offset: (f16_at(&x[2..4]), f16_at(&y[2..4])),
+        }
     }
-    acc.finish()
 }

@@ -2,7 +2,7 @@
 //! Q4_1 (unsigned codes + offset · Q8_1). One 32-byte register holds a block's 32 codes in element
 //! order; per block and activation vector: one integer dot (exact: i32 lane `q` is the sum of
 //! quad `q`), one convert, one FMA by `d_w*d_a` into the accumulator of the block's parity. That
-//! is the numeric contract's sixteen quad lanes (`quant::contract::QuadLanes`) in two registers,
+//! is the numeric contract's sixteen quad lanes (`quant::contract::quad_dot`) in two registers,
 //! even blocks in lanes 0..8 and odd ones in 8..16, folded by `fold16` at the end.
 
 use std::arch::x86_64::*;
@@ -87,6 +87,32 @@ pub(crate) unsafe fn sym_block<T: SymBlock, D: Dot256, const B: usize>(
     }
 }
 
+/// Batches of more than this many vectors take the blocks of each parity in a pass of their own
+/// (`sym`, `q4_1`): the two parities' accumulators of eight vectors (16 registers, 32 for Q4_1
+/// with its offset chains) would not fit the 16 vector registers, and spilling them in the
+/// block loop made prompt processing up to 1.7× slower on this tier. A second pass over a row
+/// reads it from L1/L2 (a row is at most a few KiB); each lane sees the same operations in the
+/// same order either way, so the bits do not change.
+const INTERLEAVED_MAX: usize = 4;
+
+/// The accumulators of `B` Q8_0 vectors over the blocks `first, first + 2, …` of `nb`.
+///
+/// Safety: as `sym`.
+#[inline(always)]
+unsafe fn sym_parity<T: SymBlock, D: Dot256, const B: usize>(
+    first: usize,
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+) -> [__m256; B] {
+    let mut acc = [_mm256_setzero_ps(); B];
+    for i in (first..nb).step_by(2) {
+        sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut acc);
+    }
+    acc
+}
+
 /// `out[k] = Σ_blocks d_w*d_a[k] * Σ code*q8` for `B` Q8_0 vectors at `a + k*stride`, `nb` blocks,
 /// in the contract's quad lanes (even and odd blocks in two accumulators, folded at the end).
 ///
@@ -100,16 +126,21 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
     stride: usize,
     out: *mut f32,
 ) {
-    let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
-    for i in (0..nb / 2 * 2).step_by(2) {
-        let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
-        sym_block::<T, D, B>(x, y, stride, &mut even);
-        sym_block::<T, D, B>(x.add(T::BYTES), y.add(Q8_0_BYTES), stride, &mut odd);
-    }
-    if nb % 2 == 1 {
-        let i = nb - 1;
-        sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut even);
-    }
+    let (even, odd) = if B > INTERLEAVED_MAX {
+        (sym_parity::<T, D, B>(0, nb, w, a, stride), sym_parity::<T, D, B>(1, nb, w, a, stride))
+    } else {
+        let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+        for i in (0..nb / 2 * 2).step_by(2) {
+            let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
+            sym_block::<T, D, B>(x, y, stride, &mut even);
+            sym_block::<T, D, B>(x.add(T::BYTES), y.add(Q8_0_BYTES), stride, &mut odd);
+        }
+        if nb % 2 == 1 {
+            let i = nb - 1;
+            sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut even);
+        }
+        (even, odd)
+    };
     for k in 0..B {
         *out.add(k) = fold8(_mm256_add_ps(even[k], odd[k]));
     }
@@ -137,8 +168,58 @@ pub(crate) unsafe fn q4_1_block<D: Dot256, const B: usize>(
     }
 }
 
+/// The quad-lane accumulators of `B` Q8_1 vectors over the Q4_1 blocks `first, first + 2, …`.
+///
+/// Safety: as `q4_1`.
+#[inline(always)]
+unsafe fn q4_1_quads<D: Dot256, const B: usize>(
+    first: usize,
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+) -> [__m256; B] {
+    const W: usize = block_bytes::Q4_1;
+    let mut acc = [_mm256_setzero_ps(); B];
+    for i in (first..nb).step_by(2) {
+        let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
+        let dw = f16x8_at(x);
+        let u = nibbles(x.add(4));
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let y = y.add(k * stride);
+            let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
+        }
+    }
+    acc
+}
+
+/// The offset chain `m_w · s_a` of `B` Q8_1 vectors over the Q4_1 blocks `first, first + 2, …`
+/// (lane 0 is used; all lanes are equal).
+///
+/// Safety: as `q4_1`.
+#[inline(always)]
+unsafe fn q4_1_offsets<const B: usize>(
+    first: usize,
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+) -> [__m256; B] {
+    const W: usize = block_bytes::Q4_1;
+    let mut off = [_mm256_setzero_ps(); B];
+    for i in (first..nb).step_by(2) {
+        let m = f16x8_at(w.add(i * W + 2));
+        for (k, off) in off.iter_mut().enumerate() {
+            *off = _mm256_fmadd_ps(m, f16x8_at(a.add(k * stride + i * Q8_1_BYTES + 2)), *off);
+        }
+    }
+    off
+}
+
 /// Q4_1 × Q8_1: `Σ d_w*d_a * Σ nibble*q8 + m_w * s_a` per block, for `B` vectors, in the
-/// contract's quad lanes and two offset chains (`QuadLanes`).
+/// contract's quad lanes and two offset chains (`quant::contract::quad_dot`). Up to two vectors in one pass
+/// (eight accumulators); more in four (quads and offsets of each parity: `INTERLEAVED_MAX`).
 ///
 /// Safety: as `sym`, with 20-byte Q4_1 weight blocks and 36-byte Q8_1 activation blocks.
 #[inline(always)]
@@ -150,17 +231,27 @@ pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     const W: usize = block_bytes::Q4_1;
-    let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
-    let (mut off_e, mut off_o) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
-    for i in (0..nb / 2 * 2).step_by(2) {
-        let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
-        q4_1_block::<D, B>(x, y, stride, &mut even, &mut off_e);
-        q4_1_block::<D, B>(x.add(W), y.add(Q8_1_BYTES), stride, &mut odd, &mut off_o);
-    }
-    if nb % 2 == 1 {
-        let i = nb - 1;
-        q4_1_block::<D, B>(w.add(i * W), a.add(i * Q8_1_BYTES), stride, &mut even, &mut off_e);
-    }
+    let (even, odd, off_e, off_o) = if B > INTERLEAVED_MAX / 2 {
+        (
+            q4_1_quads::<D, B>(0, nb, w, a, stride),
+            q4_1_quads::<D, B>(1, nb, w, a, stride),
+            q4_1_offsets::<B>(0, nb, w, a, stride),
+            q4_1_offsets::<B>(1, nb, w, a, stride),
+        )
+    } else {
+        let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+        let (mut off_e, mut off_o) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+        for i in (0..nb / 2 * 2).step_by(2) {
+            let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
+            q4_1_block::<D, B>(x, y, stride, &mut even, &mut off_e);
+            q4_1_block::<D, B>(x.add(W), y.add(Q8_1_BYTES), stride, &mut odd, &mut off_o);
+        }
+        if nb % 2 == 1 {
+            let i = nb - 1;
+            q4_1_block::<D, B>(w.add(i * W), a.add(i * Q8_1_BYTES), stride, &mut even, &mut off_e);
+        }
+        (even, odd, off_e, off_o)
+    };
     for k in 0..B {
         let offsets = _mm256_cvtss_f32(off_e[k]) + _mm256_cvtss_f32(off_o[k]);
         *out.add(k) = fold8(_mm256_add_ps(even[k], odd[k])) + offsets;

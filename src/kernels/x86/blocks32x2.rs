@@ -5,7 +5,7 @@
 //! pair of Q8_0/Q8_1 activation blocks loaded as two 32-byte halves. Integer dots are exact as in
 //! `blocks32`; the per-block scales `d_w*d_a` are applied as one 16-lane vector `[s_b ×8, s_b+1 ×8]`.
 //! With `b` even that is exactly the numeric contract's sixteen quad lanes
-//! (`quant::contract::QuadLanes`: even blocks in lanes 0..8, odd ones in 8..16); an odd last block
+//! (`quant::contract::quad_dot`: even blocks in lanes 0..8, odd ones in 8..16); an odd last block
 //! goes into the low half, as the 256-bit kernels put it, so every tier gets the same bits.
 
 use std::arch::x86_64::*;
@@ -150,7 +150,7 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
 }
 
 /// Q4_1 × Q8_1 for `B` vectors, two blocks per step (quad lanes and the two offset chains of
-/// `QuadLanes`, the chains in lanes 0 and 8).
+/// `quant::contract::quad_dot`, the chains in lanes 0 and 8).
 ///
 /// Safety: as `blocks32::q4_1`, plus AVX-512 F/BW/VL and the features of `D`/`D2`.
 #[inline(always)]

@@ -272,7 +272,8 @@ macro_rules! tier {
                 q4_0: q4_0::KERNELS,
                 q4_1: q4_1::KERNELS,
                 q5_0: q5_0::KERNELS,
-                q5_1: crate::kernels::scalar::SET.q5_1,
+                // Every x86 tier has FMA: the scalar reference compiled with it.
+                q5_1: crate::kernels::scalar::SET_FMA.q5_1,
                 q8_0: q8_0::KERNELS,
                 q4_k: q4_k::KERNELS,
                 q6_k: q6_k::KERNELS,
