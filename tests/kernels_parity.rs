@@ -22,15 +22,21 @@ use turboinfer::quant::{self, GgmlType};
 /// Safety factor over the first-order reordering bound.
 const BUDGET_FACTOR: f64 = 2.0;
 
-/// The weight types of our models plus the other types the reference supports.
-const TYPES: [GgmlType; 8] = [
+/// Every weight type with a kernel slot (`KernelSet::get`): the types of our models and the
+/// others the reference supports.
+const TYPES: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
+    GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
 
@@ -157,7 +163,9 @@ fn every_tier_matches_reference_on_extreme_codes() {
 fn restore_scales(ty: GgmlType, dst: &mut [u8], src: &[u8]) {
     let fields: &[usize] = match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
         _ => &[],
     };
@@ -496,15 +504,13 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
             let dot = k.vec_dot(ty).unwrap();
             let short = std::panic::catch_unwind(|| dot(n, &w[..w.len() - 1], &a));
             let short_a = std::panic::catch_unwind(|| dot(n, &w, &a[..a.len() - 1]));
-            // The scalar reference slices (panics) or stops early; SIMD entry points assert. Either way
-            // no out-of-bounds read happens; a result is only acceptable from the scalar tier.
-            if k.tier() != Tier::Scalar {
-                assert!(
-                    short.is_err() && short_a.is_err(),
-                    "tier {} {ty} accepted a short buffer",
-                    k.tier()
-                );
-            }
+            // Every entry point checks lengths (the scalar reference too): no result from a
+            // buffer of the wrong length, and so no out-of-bounds read.
+            assert!(
+                short.is_err() && short_a.is_err(),
+                "tier {} {ty} accepted a short buffer",
+                k.tier()
+            );
         }
     }
 }

@@ -12,13 +12,22 @@ use super::tier::Tier;
 use super::vector;
 use crate::quant::{self, bytes, GgmlType};
 
+/// The reference dot product of weight type `ty`, its lengths checked: a short buffer panics,
+/// as the SIMD entry points' assertions do (the kernel contract: never a result from a buffer
+/// of the wrong length).
+fn checked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    match quant::vec_dot(ty, n, w, a) {
+        Ok(v) => v,
+        Err(e) => panic!("kernel called with a buffer of the wrong length: {e}"),
+    }
+}
+
 /// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
 fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
     let ty = GgmlType::from_id(ID).expect("scalar batch instantiated for a known type");
-    let dot = quant::vec_dot_fn(ty).expect("scalar batch instantiated for a type with a vec_dot");
     let ab = quant::row_size(quant::activation_type(ty), n).expect("n is a whole number of blocks");
     for (k, o) in out.iter_mut().enumerate() {
-        *o = dot(n, w, &acts[k * stride..k * stride + ab]);
+        *o = checked(ty, n, w, &acts[k * stride..k * stride + ab]);
     }
 }
 
@@ -26,10 +35,7 @@ fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mu
 macro_rules! reference {
     ($ty:ident) => {
         TypeKernels {
-            vec_dot: |n, w, a| match quant::vec_dot_fn(GgmlType::$ty) {
-                Some(f) => f(n, w, a),
-                None => unreachable!(),
-            },
+            vec_dot: |n, w, a| checked(GgmlType::$ty, n, w, a),
             vec_dot_batch: batch::<{ GgmlType::$ty.id() }>,
         }
     };
@@ -101,7 +107,10 @@ pub(crate) static SET: KernelSet = KernelSet {
     q5_0: reference!(Q5_0),
     q5_1: reference!(Q5_1),
     q8_0: reference!(Q8_0),
+    q2_k: reference!(Q2_K),
+    q3_k: reference!(Q3_K),
     q4_k: reference!(Q4_K),
+    q5_k: reference!(Q5_K),
     q6_k: reference!(Q6_K),
     q8_k: reference!(Q8_K),
     quant_q8_0,
@@ -131,15 +140,25 @@ mod fused {
     use super::*;
     use crate::quant::contract::Instruction;
 
+    /// Panics unless `w` and `a` are exactly a row of `n` elements of `ty` and its activations.
+    fn lengths(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) {
+        let ok = |t, len| quant::row_size(t, n).is_ok_and(|b| b == len);
+        assert!(
+            ok(ty, w.len()) && ok(quant::activation_type(ty), a.len()),
+            "kernel called with a buffer of the wrong length ({ty}, {n} elements)"
+        );
+    }
+
     /// Kernels for a 32-element format whose reference dot product is `quant::$m::vec_dot_with::<F>`, dotted with
     /// activations of type `$act`.
     macro_rules! fused {
-        ($m:ident, $act:ident) => {{
+        ($m:ident, $ty:ident, $act:ident) => {{
             /// The reference dot product, compiled with FMA.
             ///
             /// Safety: the CPU must have FMA (`for_cpu` hands this table out only then).
             #[target_feature(enable = "fma")]
             unsafe fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
+                lengths(GgmlType::$ty, n, w, a);
                 quant::$m::vec_dot_with::<Instruction>(n, w, a)
             }
             /// The batch: the reference dot product once per vector.
@@ -167,11 +186,11 @@ mod fused {
 
     /// `SET` with the 32-element formats' dot products compiled with FMA.
     pub(crate) static SET_FMA: KernelSet = KernelSet {
-        q4_0: fused!(q4_0, Q8_0),
-        q4_1: fused!(q4_1, Q8_1),
-        q5_0: fused!(q5_0, Q8_0),
-        q5_1: fused!(q5_1, Q8_1),
-        q8_0: fused!(q8_0, Q8_0),
+        q4_0: fused!(q4_0, Q4_0, Q8_0),
+        q4_1: fused!(q4_1, Q4_1, Q8_1),
+        q5_0: fused!(q5_0, Q5_0, Q8_0),
+        q5_1: fused!(q5_1, Q5_1, Q8_1),
+        q8_0: fused!(q8_0, Q8_0, Q8_0),
         ..SET
     };
 }

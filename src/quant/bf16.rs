@@ -2,9 +2,24 @@
 //! Dotted with f32 activations.
 
 use super::bytes::bf16_at;
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per element.
 pub(crate) const SIZE: usize = 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct BF16;
+
+impl Format for BF16 {
+    const TYPE: GgmlType = GgmlType::BF16;
+    const ELEMENTS: usize = 1;
+    const BYTES: usize = SIZE;
+    const ACTIVATION: GgmlType = GgmlType::F32;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Decodes `dst.len()` bf16 values from `src` (`src.len() == 2 * dst.len()`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {

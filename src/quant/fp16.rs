@@ -1,9 +1,24 @@
 //! F16: IEEE-754 half precision, 2 little-endian bytes per element. Dotted with f32 activations.
 
 use super::bytes::{f16_at, f16_to_f32};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per element.
 pub(crate) const SIZE: usize = 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct F16;
+
+impl Format for F16 {
+    const TYPE: GgmlType = GgmlType::F16;
+    const ELEMENTS: usize = 1;
+    const BYTES: usize = SIZE;
+    const ACTIVATION: GgmlType = GgmlType::F32;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Decodes `dst.len()` f16 values from `src` (`src.len() == 2 * dst.len()`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {

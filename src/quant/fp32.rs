@@ -1,9 +1,24 @@
 //! F32: plain little-endian IEEE-754 singles, 4 bytes per element. Also the activation format of F32/F16/BF16.
 
 use super::bytes::f32_at;
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per element.
 pub(crate) const SIZE: usize = 4;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct F32;
+
+impl Format for F32 {
+    const TYPE: GgmlType = GgmlType::F32;
+    const ELEMENTS: usize = 1;
+    const BYTES: usize = SIZE;
+    const ACTIVATION: GgmlType = GgmlType::F32;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = Some(quantize);
+}
 
 /// Decodes `dst.len()` little-endian f32 values from `src` (`src.len() == 4 * dst.len()`).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {

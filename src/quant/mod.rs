@@ -4,9 +4,11 @@
 //! Weights: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (and Q8_K).
 //! Activations: Q8_0, Q8_1, Q8_K, F32.
 //!
-//! Every format lives in its own file with its block layout documented. The functions here validate
-//! lengths and dispatch; the `*_fn` accessors hand out plain function pointers for the hot path (the
-//! caller validates once, then calls many times), so SIMD tiers can later be swapped in per type.
+//! Every format lives in its own file with its block layout documented, and implements `Format`
+//! there (geometry, reference dequantizer and dot product, activation type, quantizer): `info` is
+//! the one table made from them. The functions here validate lengths and dispatch; the `*_fn`
+//! accessors hand out plain function pointers for the hot path (the caller validates once, then
+//! calls many times).
 //!
 //! Accuracy (checked by tests/quant_*.rs):
 //! - dequantization is bit-identical to ggml / gguf-py (same f32 operations in the same order);
@@ -22,6 +24,7 @@
 mod bf16;
 pub(crate) mod bytes;
 pub mod contract;
+mod format;
 mod fp16;
 mod fp32;
 mod q2_k;
@@ -38,28 +41,69 @@ mod q8_1;
 mod q8_k;
 mod types;
 
+pub(crate) use format::{Format, Info};
 pub use types::{GgmlType, QK, QK_K};
+
+/// The format table: every format this engine reads, once, each with its implementation.
+macro_rules! formats {
+    ($($ty:ident => $imp:ty),* $(,)?) => {
+        /// The entry of `ty`, or `None` for a type this engine does not read (the integer types,
+        /// F64).
+        pub(crate) fn info(ty: GgmlType) -> Option<&'static Info> {
+            match ty {
+                $(GgmlType::$ty => Some(&const { format::info::<$imp>() }),)*
+                _ => None,
+            }
+        }
+        // Each implementation is the format it is listed as.
+        $(const _: () = assert!(matches!(<$imp as Format>::TYPE, GgmlType::$ty));)*
+    };
+}
+
+formats! {
+    F32 => fp32::F32,
+    F16 => fp16::F16,
+    BF16 => bf16::BF16,
+    Q4_0 => q4_0::Q4_0,
+    Q4_1 => q4_1::Q4_1,
+    Q5_0 => q5_0::Q5_0,
+    Q5_1 => q5_1::Q5_1,
+    Q8_0 => q8_0::Q8_0,
+    Q8_1 => q8_1::Q8_1,
+    Q2_K => q2_k::Q2_K,
+    Q3_K => q3_k::Q3_K,
+    Q4_K => q4_k::Q4_K,
+    Q5_K => q5_k::Q5_K,
+    Q6_K => q6_k::Q6_K,
+    Q8_K => q8_k::Q8_K,
+}
 
 /// Bytes per block of each block format: the one place the kernels and packers take block sizes
 /// from (a block holds [`QK`] elements for the 32-element formats, [`QK_K`] for the K formats).
 pub(crate) mod block_bytes {
-    pub(crate) use super::fp16::SIZE as F16;
-    pub(crate) use super::fp32::SIZE as F32;
-    pub(crate) use super::q4_0::BLOCK as Q4_0;
-    pub(crate) use super::q4_1::BLOCK as Q4_1;
-    pub(crate) use super::q4_k::BLOCK as Q4_K;
-    pub(crate) use super::q5_0::BLOCK as Q5_0;
-    pub(crate) use super::q6_k::BLOCK as Q6_K;
-    pub(crate) use super::q8_0::BLOCK as Q8_0;
-    pub(crate) use super::q8_1::BLOCK as Q8_1;
-    pub(crate) use super::q8_k::BLOCK as Q8_K;
+    use super::Format;
+
+    /// Bytes per block of `F` (`Format::BYTES`).
+    const fn of<F: Format>() -> usize {
+        F::BYTES
+    }
+    pub(crate) const F16: usize = of::<super::fp16::F16>();
+    pub(crate) const F32: usize = of::<super::fp32::F32>();
+    pub(crate) const Q4_0: usize = of::<super::q4_0::Q4_0>();
+    pub(crate) const Q4_1: usize = of::<super::q4_1::Q4_1>();
+    pub(crate) const Q4_K: usize = of::<super::q4_k::Q4_K>();
+    pub(crate) const Q5_0: usize = of::<super::q5_0::Q5_0>();
+    pub(crate) const Q6_K: usize = of::<super::q6_k::Q6_K>();
+    pub(crate) const Q8_0: usize = of::<super::q8_0::Q8_0>();
+    pub(crate) const Q8_1: usize = of::<super::q8_1::Q8_1>();
+    pub(crate) const Q8_K: usize = of::<super::q8_k::Q8_K>();
 
     // The sizes of ggml's C structs (`sizeof(block_q4_0)`, ... in ggml-common.h), which the
     // files on disk and llama.cpp's kernels use: a layout change here fails the build.
     const _: () = assert!(Q4_0 == 18 && Q4_1 == 20 && Q5_0 == 22 && Q8_0 == 34 && Q8_1 == 36);
-    const _: () = assert!(super::q5_1::BLOCK == 24);
-    const _: () = assert!(Q4_K == 144 && super::q5_k::BLOCK == 176 && Q6_K == 210);
-    const _: () = assert!(super::q2_k::BLOCK == 84 && super::q3_k::BLOCK == 110);
+    const _: () = assert!(of::<super::q5_1::Q5_1>() == 24);
+    const _: () = assert!(Q4_K == 144 && of::<super::q5_k::Q5_K>() == 176 && Q6_K == 210);
+    const _: () = assert!(of::<super::q2_k::Q2_K>() == 84 && of::<super::q3_k::Q3_K>() == 110);
     const _: () = assert!(Q8_K == 292);
 }
 
@@ -114,25 +158,7 @@ fn check_len(what: &'static str, ty: GgmlType, n: usize, got: usize) -> Result<(
 
 /// The unchecked dequantizer for `ty`, or `None` if `ty` cannot be dequantized here.
 pub fn dequantize_row_fn(ty: GgmlType) -> Option<DequantizeFn> {
-    use GgmlType::*;
-    Some(match ty {
-        F32 => fp32::dequantize,
-        F16 => fp16::dequantize,
-        BF16 => bf16::dequantize,
-        Q4_0 => q4_0::dequantize,
-        Q4_1 => q4_1::dequantize,
-        Q5_0 => q5_0::dequantize,
-        Q5_1 => q5_1::dequantize,
-        Q8_0 => q8_0::dequantize,
-        Q8_1 => q8_1::dequantize,
-        Q2_K => q2_k::dequantize,
-        Q3_K => q3_k::dequantize,
-        Q4_K => q4_k::dequantize,
-        Q5_K => q5_k::dequantize,
-        Q6_K => q6_k::dequantize,
-        Q8_K => q8_k::dequantize,
-        _ => return None,
-    })
+    info(ty).map(|f| f.dequantize)
 }
 
 /// Dequantizes `dst.len()` elements stored as `ty` in `src` (`src.len()` must equal `ty.row_bytes(dst.len())`).
@@ -147,25 +173,12 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1/Q8_1, Q8_K for the K-quants, F32 for everything else
 /// (F32/F16/BF16 and the integer types). Whether a dot product exists is `vec_dot_fn(weight).is_some()`.
 pub fn activation_type(weight: GgmlType) -> GgmlType {
-    use GgmlType::*;
-    match weight {
-        Q4_0 | Q5_0 | Q8_0 => Q8_0,
-        Q4_1 | Q5_1 | Q8_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => Q8_K,
-        F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => F32,
-    }
+    info(weight).map_or(GgmlType::F32, |f| f.activation)
 }
 
 /// The unchecked activation quantizer for `ty` (Q8_0, Q8_1, Q8_K or F32), or `None`.
 pub fn quantize_row_fn(ty: GgmlType) -> Option<QuantizeFn> {
-    use GgmlType::*;
-    Some(match ty {
-        F32 => fp32::quantize,
-        Q8_0 => q8_0::quantize,
-        Q8_1 => q8_1::quantize,
-        Q8_K => q8_k::quantize,
-        _ => return None,
-    })
+    info(ty).and_then(|f| f.quantize)
 }
 
 /// Quantizes f32 activations `x` into `dst` in format `ty` (Q8_0, Q8_1, Q8_K or F32), as ggml's `*_ref` does.
@@ -178,24 +191,7 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], dst: &mut [u8]) -> Result<(), Quant
 
 /// The unchecked scalar dot product for weight type `weight` against `activation_type(weight)`, or `None`.
 pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
-    use GgmlType::*;
-    Some(match weight {
-        F32 => fp32::vec_dot,
-        F16 => fp16::vec_dot,
-        BF16 => bf16::vec_dot,
-        Q4_0 => q4_0::vec_dot,
-        Q4_1 => q4_1::vec_dot,
-        Q5_0 => q5_0::vec_dot,
-        Q5_1 => q5_1::vec_dot,
-        Q8_0 => q8_0::vec_dot,
-        Q2_K => q2_k::vec_dot,
-        Q3_K => q3_k::vec_dot,
-        Q4_K => q4_k::vec_dot,
-        Q5_K => q5_k::vec_dot,
-        Q6_K => q6_k::vec_dot,
-        Q8_K => q8_k::vec_dot,
-        _ => return None,
-    })
+    info(weight).and_then(|f| f.vec_dot)
 }
 
 /// Scalar reference dot product of one weight row `w` (type `weight`, `n` elements) with activations

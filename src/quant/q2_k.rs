@@ -11,9 +11,24 @@
 use super::bytes::{f16_at, f32_at};
 use super::contract::chain;
 use super::{q8_k, QK_K};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per super-block.
 pub(crate) const BLOCK: usize = QK_K / 16 + QK_K / 4 + 2 + 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q2_K;
+
+impl Format for Q2_K {
+    const TYPE: GgmlType = GgmlType::Q2_K;
+    const ELEMENTS: usize = QK_K;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_K;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Unpacks the 256 codes (0..=3) of a super-block in element order.
 #[inline(always)]

@@ -11,9 +11,24 @@
 use super::bytes::{f16_at, f32_at};
 use super::contract::chain;
 use super::{q8_k, QK_K};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per super-block.
 pub(crate) const BLOCK: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q3_K;
+
+impl Format for Q3_K {
+    const TYPE: GgmlType = GgmlType::Q3_K;
+    const ELEMENTS: usize = QK_K;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_K;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// The signed scale (−32..=31) of sub-block `g` (0..16) from the 12 packed bytes `s`: the low 4 bits are
 /// a nibble of bytes 0..8 (sub-blocks 0..4 and 8..12 use bytes 0..4, low then high nibble; 4..8 and

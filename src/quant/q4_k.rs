@@ -12,9 +12,24 @@
 use super::bytes::{f16_at, f32_at};
 use super::contract::chain;
 use super::{q8_k, QK_K};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per super-block.
 pub(crate) const BLOCK: usize = 2 + 2 + 12 + QK_K / 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q4_K;
+
+impl Format for Q4_K {
+    const TYPE: GgmlType = GgmlType::Q4_K;
+    const ELEMENTS: usize = QK_K;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_K;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Unpacks the 6-bit scale and min of sub-block `j` (0..8) from the 12 packed bytes `q`
 /// (ggml `get_scale_min_k4`): bytes 0..4 hold sc[0..4] in their low 6 bits, bytes 4..8 hold m[0..4];

@@ -10,10 +10,25 @@
 use super::bytes::f16_at;
 use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
 use super::{q8_0, QK};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 use crate::fileio::le;
 
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 2 + 4 + QK / 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q5_0;
+
+impl Format for Q5_0 {
+    const TYPE: GgmlType = GgmlType::Q5_0;
+    const ELEMENTS: usize = QK;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_0;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Unpacks the 32 signed 5-bit codes (-16..=15) of a block in element order.
 #[inline(always)]
@@ -53,13 +68,11 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_0::BLOCK }>().0);
-    quad_dot::<F, Block>(w, a)
+    quad_dot::<F, Q5_0>(w, a)
 }
 
 /// The format as the contract's dot product sees it.
-pub(crate) struct Block;
-
-impl QuadBlock for Block {
+impl QuadBlock for Q5_0 {
     type W = [u8; BLOCK];
     type A = [u8; q8_0::BLOCK];
     const OFFSETS: bool = false;

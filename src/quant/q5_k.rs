@@ -13,9 +13,24 @@
 use super::bytes::f16_at;
 use super::q4_k::{add_block, scale_min};
 use super::{q8_k, QK_K};
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per super-block.
 pub(crate) const BLOCK: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q5_K;
+
+impl Format for Q5_K {
+    const TYPE: GgmlType = GgmlType::Q5_K;
+    const ELEMENTS: usize = QK_K;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_K;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = None;
+}
 
 /// Unpacks the 64 codes (0..=31) of chunk `c` (sub-blocks 2c and 2c+1) in element order.
 #[inline(always)]

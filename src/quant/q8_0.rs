@@ -8,9 +8,24 @@
 use super::bytes::{f16_at, put_f16};
 use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
 use super::QK;
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 2 + QK;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q8_0;
+
+impl Format for Q8_0 {
+    const TYPE: GgmlType = GgmlType::Q8_0;
+    const ELEMENTS: usize = QK;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_0;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = Some(quantize);
+}
 
 /// Dequantizes whole Q8_0 blocks from `src` into `dst` (`dst.len()` a multiple of 32).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
@@ -50,13 +65,11 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ BLOCK }>().0);
-    quad_dot::<F, Block>(w, a)
+    quad_dot::<F, Q8_0>(w, a)
 }
 
 /// The format as the contract's dot product sees it.
-pub(crate) struct Block;
-
-impl QuadBlock for Block {
+impl QuadBlock for Q8_0 {
     type W = [u8; BLOCK];
     type A = [u8; BLOCK];
     const OFFSETS: bool = false;

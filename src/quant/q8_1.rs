@@ -8,9 +8,24 @@
 
 use super::bytes::{f16_at, put_f16};
 use super::QK;
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per block.
 pub(crate) const BLOCK: usize = 4 + QK;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q8_1;
+
+impl Format for Q8_1 {
+    const TYPE: GgmlType = GgmlType::Q8_1;
+    const ELEMENTS: usize = QK;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_1;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = None;
+    const QUANTIZE: Option<QuantizeFn> = Some(quantize);
+}
 
 /// Dequantizes whole Q8_1 blocks (ignores `s`, which is derived).
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {

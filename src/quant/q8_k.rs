@@ -7,9 +7,24 @@
 
 use super::bytes::{f32_at, i16_at};
 use super::QK_K;
+use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
 /// Bytes per super-block.
 pub(crate) const BLOCK: usize = 4 + QK_K + QK_K / 16 * 2;
+
+/// The format (`quant::Format`).
+#[allow(non_camel_case_types)]
+pub(crate) struct Q8_K;
+
+impl Format for Q8_K {
+    const TYPE: GgmlType = GgmlType::Q8_K;
+    const ELEMENTS: usize = QK_K;
+    const BYTES: usize = BLOCK;
+    const ACTIVATION: GgmlType = GgmlType::Q8_K;
+    const DEQUANTIZE: DequantizeFn = dequantize;
+    const VEC_DOT: Option<VecDotFn> = Some(vec_dot);
+    const QUANTIZE: Option<QuantizeFn> = Some(quantize);
+}
 /// Offset of `qs` in a block.
 pub(crate) const QS: usize = 4;
 /// Offset of `bsums` in a block.

@@ -89,40 +89,26 @@ impl GgmlType {
     }
 
     /// Elements per block (1 for plain types).
+    /// Elements per block (1 for the float and integer types): `quant::Format::ELEMENTS`.
     pub fn block_size(self) -> usize {
-        use GgmlType::*;
-        match self {
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => QK,
-            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => QK_K,
-            _ => 1,
-        }
+        super::info(self).map_or(1, |f| f.elements)
     }
 
-    /// Bytes per block, as laid out in ggml's `block_*` structs.
+    /// Bytes per block: `quant::Format::BYTES`, or the element size of a type the engine does not
+    /// read.
     pub fn type_size(self) -> usize {
         use GgmlType::*;
-        match self {
-            F32 | I32 => 4,
-            F16 | BF16 | I16 => 2,
-            I8 => 1,
-            I64 | F64 => 8,
-            Q4_0 => 2 + QK / 2,         // f16 d, 16 nibble bytes
-            Q4_1 => 2 + 2 + QK / 2,     // f16 d, f16 m, 16 nibble bytes
-            Q5_0 => 2 + 4 + QK / 2,     // f16 d, 32 high bits, 16 nibble bytes
-            Q5_1 => 2 + 2 + 4 + QK / 2, // f16 d, f16 m, high bits, nibbles
-            Q8_0 => 2 + QK,             // f16 d, 32 i8
-            Q8_1 => 2 + 2 + QK,         // f16 d, f16 s (= d * sum q), 32 i8
-            Q2_K => QK_K / 16 + QK_K / 4 + 2 + 2,
-            Q3_K => QK_K / 8 + QK_K / 4 + 12 + 2,
-            Q4_K => 2 + 2 + 12 + QK_K / 2, // f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
-            Q5_K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
-            Q6_K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, // ql, qh, i8 scales, f16 d
-            Q8_K => 4 + QK_K + QK_K / 16 * 2,            // f32 d, 256 i8, 16 i16 block sums
+        match super::info(self) {
+            Some(f) => f.bytes,
+            None => match self {
+                I8 => 1,
+                I16 => 2,
+                I32 => 4,
+                _ => 8, // I64, F64
+            },
         }
     }
 
-    /// Bytes taken by a row of `n` elements, or `None` when `n` is not a whole number of blocks
-    /// or the size overflows.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let bs = self.block_size() as u64;
         if !n.is_multiple_of(bs) {

@@ -275,7 +275,11 @@ macro_rules! tier {
                 // Every x86 tier has FMA: the scalar reference compiled with it.
                 q5_1: crate::kernels::scalar::SET_FMA.q5_1,
                 q8_0: q8_0::KERNELS,
+                // Formats none of the available models use: the scalar reference (same bits).
+                q2_k: crate::kernels::scalar::SET.q2_k,
+                q3_k: crate::kernels::scalar::SET.q3_k,
                 q4_k: q4_k::KERNELS,
+                q5_k: crate::kernels::scalar::SET.q5_k,
                 q6_k: q6_k::KERNELS,
                 q8_k: crate::kernels::scalar::SET.q8_k,
                 quant_q8_0: quantize::quant_q8_0,
