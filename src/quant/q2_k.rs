@@ -72,9 +72,10 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let v = codes(x);
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let (mut isum, mut summs) = (0i32, 0i32);
+        let sums = q8_k::group_sums(&v, q8);
         // The first 16 bytes: each group's scale (low nibble) and min (high nibble).
         for (g, &sm) in x[..QK_K / 16].iter().enumerate() {
-            isum += (sm & 0x0F) as i32 * q8_k::group16(&v, q8, g);
+            isum += (sm & 0x0F) as i32 * sums[g];
             summs += (sm >> 4) as i32 * q8_k::bsum(y, g);
         }
         let dy = f32_at(y);

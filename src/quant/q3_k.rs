@@ -86,8 +86,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         let v = codes(x);
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let mut total = 0i32;
-        for g in 0..QK_K / 16 {
-            let s = q8_k::group16(&v, q8, g);
+        let sums = q8_k::group_sums(&v, q8);
+        for (g, &s) in sums.iter().enumerate() {
             total += scale(g, &x[96..108]) * s;
         }
         acc = chain(acc, total, f16_at(&x[108..110]) * f32_at(y));

@@ -10,7 +10,7 @@
 //! Dotted with Q8_K activations.
 
 use super::bytes::{f16_at, f32_at};
-use super::contract::chain;
+use super::contract::{chain, quad_sums};
 use super::{q8_k, QK_K};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
@@ -74,34 +74,33 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * q8_k::BLOCK);
     let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ q8_k::BLOCK }>().0) {
-        let qs = &x[16..BLOCK];
-        let mut codes = [0u8; QK_K];
-        for c in 0..4 {
-            for l in 0..32 {
-                codes[64 * c + l] = qs[32 * c + l] & 0x0F;
-                codes[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        let q8 = &y[q8_k::QS..q8_k::BSUMS];
+        // Chunk c's low nibbles are sub-block 2c, its high nibbles sub-block 2c + 1.
+        let mut sums = [0i32; QK_K / 16];
+        for (c, qs) in x[16..BLOCK].as_chunks::<32>().0.iter().enumerate() {
+            for (h, codes) in [qs.map(|b| b & 0x0F), qs.map(|b| b >> 4)].iter().enumerate() {
+                let j = 2 * c + h;
+                let a: &[u8; 32] = q8[32 * j..32 * j + 32].try_into().expect("32 quants");
+                let q = quad_sums(codes, a);
+                sums[2 * j] = (q[0] + q[1]) + (q[2] + q[3]);
+                sums[2 * j + 1] = (q[4] + q[5]) + (q[6] + q[7]);
             }
         }
-        acc = add_block(acc, &codes, x, y);
+        acc = add_block(acc, &sums, x, y);
     }
     acc
 }
 
 /// `acc` plus one super-block's two chain steps, for the K-quants with a `d, dmin, 12 packed 6-bit
-/// scales/mins` header (Q4_K, Q5_K); `codes` are the block's unsigned weight codes in element
-/// order (`[QK_K]`), `x` the weight block, `y` the Q8_K activation block.
-pub(super) fn add_block(acc: f32, codes: &[u8; QK_K], x: &[u8], y: &[u8]) -> f32 {
+/// scales/mins` header (Q4_K, Q5_K); `sums` are the block's 16-element group sums
+/// (`q8_k::group_sums`), `x` the weight block, `y` the Q8_K activation block.
+#[inline(always)]
+pub(super) fn add_block(acc: f32, sums: &[i32; QK_K / 16], x: &[u8], y: &[u8]) -> f32 {
     let scales = &x[4..16];
-    let q8 = &y[q8_k::QS..q8_k::BSUMS];
     let (mut isum, mut msum) = (0i32, 0i32);
     for j in 0..8 {
         let (sc, m) = scale_min(j, scales);
-        let s: i32 = codes[32 * j..32 * j + 32]
-            .iter()
-            .zip(&q8[32 * j..32 * j + 32])
-            .map(|(&c, &a)| c as i32 * a as i8 as i32)
-            .sum();
-        isum += sc as i32 * s;
+        isum += sc as i32 * (sums[2 * j] + sums[2 * j + 1]);
         msum += m as i32 * (q8_k::bsum(y, 2 * j) + q8_k::bsum(y, 2 * j + 1));
     }
     let dy = f32_at(y);

@@ -78,7 +78,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         for c in 0..4 {
             codes[64 * c..64 * c + 64].copy_from_slice(&chunk_codes(x, c));
         }
-        acc = add_block(acc, &codes, x, y);
+        let sums = q8_k::group_sums(&codes, &y[q8_k::QS..q8_k::BSUMS]);
+        acc = add_block(acc, &sums, x, y);
     }
     acc
 }

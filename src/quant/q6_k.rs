@@ -78,8 +78,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
         codes(x, &mut q);
         let q8 = &y[q8_k::QS..q8_k::BSUMS];
         let mut total = 0i32;
-        for g in 0..QK_K / 16 {
-            let s = q8_k::group16(&q, q8, g);
+        let sums = q8_k::group_sums(&q, q8);
+        for (g, &s) in sums.iter().enumerate() {
             total += x[192 + g] as i8 as i32 * s;
         }
         acc = chain(acc, total, f16_at(&x[208..210]) * f32_at(y));

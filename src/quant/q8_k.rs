@@ -80,16 +80,19 @@ pub(crate) fn bsum(b: &[u8], g: usize) -> i32 {
     i16_at(&b[BSUMS + 2 * g..]) as i32
 }
 
-/// The exact integer sum `Σ code_i · q8_i` over the 16 elements of group `g` of one super-block:
+/// The exact integer sums `Σ code_i · q8_i` over each 16-element group `g` of one super-block:
 /// `codes` are a K-quant block's unpacked weight codes, `q8` the Q8_K block's `qs` (Q2_K, Q3_K and
-/// Q6_K weigh each 16-element group by its own scale).
+/// Q6_K weigh each group by its own scale; Q4_K/Q5_K each pair of groups). Built from
+/// `contract::quad_sums` (the multiply-add shape the compiler vectorizes).
 #[inline(always)]
-pub(crate) fn group16<T: Copy + Into<i32>>(codes: &[T], q8: &[u8], g: usize) -> i32 {
-    codes[16 * g..16 * g + 16]
-        .iter()
-        .zip(&q8[16 * g..16 * g + 16])
-        .map(|(&c, &a)| c.into() * a as i8 as i32)
-        .sum()
+pub(crate) fn group_sums<T: Copy + Into<i32>>(codes: &[T; QK_K], q8: &[u8]) -> [i32; QK_K / 16] {
+    let mut g = [0i32; QK_K / 16];
+    for (c, (w, a)) in codes.as_chunks::<32>().0.iter().zip(q8.as_chunks::<32>().0).enumerate() {
+        let q = super::contract::quad_sums(w, a);
+        g[2 * c] = (q[0] + q[1]) + (q[2] + q[3]);
+        g[2 * c + 1] = (q[4] + q[5]) + (q[6] + q[7]);
+    }
+    g
 }
 
 /// Dot product of a Q8_K row with Q8_K activations (not a ggml pairing, but makes Q8_K usable as
@@ -98,10 +101,9 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK_K * BLOCK && act.len() == n / QK_K * BLOCK);
     let mut acc = 0.0f32;
     for (x, y) in w.as_chunks::<BLOCK>().0.iter().zip(act.as_chunks::<{ BLOCK }>().0) {
-        let mut sumi = 0i32;
-        for j in QS..BSUMS {
-            sumi += x[j] as i8 as i32 * y[j] as i8 as i32;
-        }
+        let codes: &[u8; QK_K] = x[QS..BSUMS].try_into().expect("256 codes");
+        let codes: [i8; QK_K] = codes.map(|c| c as i8);
+        let sumi = group_sums(&codes, &y[QS..BSUMS]).iter().sum();
         acc = super::contract::chain(acc, sumi, f32_at(x) * f32_at(y));
     }
     acc
