@@ -49,6 +49,7 @@ pub(crate) mod block_bytes {
     pub(crate) use super::q4_1::BLOCK as Q4_1;
     pub(crate) use super::q4_k::BLOCK as Q4_K;
     pub(crate) use super::q5_0::BLOCK as Q5_0;
+    pub(crate) use super::q5_1::BLOCK as Q5_1;
     pub(crate) use super::q6_k::BLOCK as Q6_K;
     pub(crate) use super::q8_0::BLOCK as Q8_0;
     pub(crate) use super::q8_1::BLOCK as Q8_1;
@@ -57,7 +58,7 @@ pub(crate) mod block_bytes {
     // The sizes of ggml's C structs (`sizeof(block_q4_0)`, ... in ggml-common.h), which the
     // files on disk and llama.cpp's kernels use: a layout change here fails the build.
     const _: () = assert!(Q4_0 == 18 && Q4_1 == 20 && Q5_0 == 22 && Q8_0 == 34 && Q8_1 == 36);
-    const _: () = assert!(super::q5_1::BLOCK == 24);
+    const _: () = assert!(Q5_1 == 24);
     const _: () = assert!(Q4_K == 144 && super::q5_k::BLOCK == 176 && Q6_K == 210);
     const _: () = assert!(super::q2_k::BLOCK == 84 && super::q3_k::BLOCK == 110);
     const _: () = assert!(Q8_K == 292);
