@@ -38,7 +38,6 @@ impl KernelSet {
             Tier::Dotprod => &super::aarch64::DOTPROD,
             #[cfg(target_arch = "aarch64")]
             Tier::I8mm => &super::aarch64::I8MM,
-            #[allow(unreachable_patterns)]
             _ => unreachable!("Tier::check refuses the other architecture's tiers"),
         })
     }
