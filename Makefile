@@ -203,7 +203,7 @@ test-engine:
 ## (scripts/setup-aarch64.sh), cross build, every kernel slot and SmolLM2 logits bitwise x86's.
 test-aarch64:
 	@$(TIMED) "aarch64 kernel tiers under QEMU (bitwise x86)" \
-	  env TURBOINFER_REQUIRE_MODELS=smollm2-135m scripts/test-aarch64.sh
+	  env TURBOINFER_REQUIRE_MODELS=smollm2-135m,qwen2.5-coder-0.5b scripts/test-aarch64.sh
 
 ## No backtrace reaches a client: restarts the cluster with RUST_BACKTRACE=1 for a few seconds,
 ## checks two ERRORs raised through Rust, then restarts it with its former environment.

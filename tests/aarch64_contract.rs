@@ -12,7 +12,8 @@
 //!    writes them (run on x86-64: the spec); `--digest FILE` compares (run on each aarch64 tier).
 //!
 //! Options: `--write-digest FILE` | `--digest FILE`, `--expect-tiers a,b,..` (the exact list of
-//! tiers this CPU must run), `--no-model`. Prints `N passed, N failed`; exits 1 on a failure.
+//! tiers this CPU must run), `--runs a,b,..` (model runs, default all: `RUNS`), `--no-model`.
+//! Prints `N passed, N failed`; exits 1 on a failure.
 
 mod common;
 #[path = "quant_support/mod.rs"]
@@ -45,8 +46,6 @@ const TYPES: [GgmlType; 11] = [
     GgmlType::Q8_K,
 ];
 
-/// Decoded continuation tokens per fixture prompt.
-const STEPS: usize = 3;
 /// Prompt tokens used at most (the fixture's long prompts cut short: QEMU is slow).
 const PROMPT_MAX: usize = 20;
 
@@ -422,25 +421,36 @@ fn elementwise(r: &mut Report, tiers: &[&'static KernelSet], scalar: &KernelSet)
     r.digest("fma".into(), &fma_bits);
 }
 
-/// SmolLM2-135M logits on short fixture prompts, on the process's tier: prefill (every
-/// position), `STEPS` decode steps, the same steps verified as one batch; f32 and f16 caches.
-fn model(r: &mut Report, rt: &Runtime) {
-    let name = "smollm2-135m";
-    let Some(path) = common::model_path(name) else { return };
-    let Some(fx) = common::load_fixture(name) else { return };
-    let file = Arc::new(GgufFile::open(&path).expect("model opens"));
+/// The model runs: (name, model, cache type, fixture prompts, decode steps). SmolLM2 (Q4_1/Q8_0:
+/// the 32-element kernels, F32/F16 attention) with both cache types; the 0.5B model (Q4_K/Q6_K/
+/// Q5_0/Q8_0) once, short, with its packed weights attached when present (the i8mm tier's `smmla`
+/// kernels; the other tiers dot the same matrices unpacked). `--runs a,b` selects some.
+const RUNS: [(&str, &str, KvDtype, &[usize], usize); 3] = [
+    ("smollm2", "smollm2-135m", KvDtype::F32, &[2, 3], 3),
+    ("smollm2-f16", "smollm2-135m", KvDtype::F16, &[2], 3),
+    ("qwen-0.5b", "qwen2.5-coder-0.5b", KvDtype::F32, &[3], 2),
+];
+
+/// Model logits on short fixture prompts, on the process's tier: prefill (every position), a few
+/// decode steps, the same steps verified as one batch (`RUNS`).
+fn model(r: &mut Report, rt: &Runtime, runs: &[&str]) {
     let set = kernels::kernels();
-    let gens = fx["generate"].as_array().unwrap();
-    for (kv, prompts) in [(KvDtype::F32, &[2usize, 3][..]), (KvDtype::F16, &[2usize][..])] {
+    for (run, name, kv, prompts, steps) in RUNS.into_iter().filter(|x| runs.contains(&x.0)) {
+        let Some(path) = common::model_path(name) else { continue };
+        let Some(fx) = common::load_fixture(name) else { continue };
+        let file = Arc::new(GgufFile::open(&path).expect("model opens"));
+        let gens = fx["generate"].as_array().unwrap();
         let opts = ModelOptions { kv_dtype: kv, ..ModelOptions::default() };
-        let model = Model::from_gguf_on(file.clone(), set).expect("model loads").with_options(opts);
+        let mut model = Model::from_gguf_on(file, set).expect("model loads").with_options(opts);
+        model.attach_default_pack();
         for &g in prompts {
             let prompt: Vec<u32> =
                 common::ids(&gens[g]["prompt_ids"]).into_iter().take(PROMPT_MAX).collect();
             let cont: Vec<u32> =
-                common::ids(&gens[g]["output_ids"]).into_iter().take(STEPS).collect();
+                common::ids(&gens[g]["output_ids"]).into_iter().take(steps).collect();
             let mut cache = model.new_cache(prompt.len() + cont.len() + 1);
-            let key = |pass: &str| format!("model/{name}/{kv:?}/prompt{g}/{pass}");
+            let key = |pass: &str| format!("model/{run}/{name}/prompt{g}/{pass}");
+            let t0 = std::time::Instant::now();
             let pre = model.forward(rt, &mut cache, &prompt, Logits::All).unwrap();
             r.digest(key("prefill"), &bits(&pre));
             let mut dec = Vec::new();
@@ -456,10 +466,12 @@ fn model(r: &mut Report, rt: &Runtime) {
                 format!("{} batch verification = decode", key(""))
             });
             println!(
-                "  {} prompt {g} ({} tokens) + {} steps, {kv:?} cache: done",
+                "  {} {name} prompt {g} ({} tokens) + {} steps, {kv:?} cache, packed weights: {}: {:.1}s",
                 set.tier(),
                 prompt.len(),
-                cont.len()
+                cont.len(),
+                model.pack_status(),
+                t0.elapsed().as_secs_f64()
             );
         }
     }
@@ -510,9 +522,16 @@ fn main() {
     attention(&mut r, &tiers, scalar);
     elementwise(&mut r, &tiers, scalar);
     println!("  kernel slots: {} checks ({:.1}s)", r.passed + r.failed, t0.elapsed().as_secs_f64());
-    if !args.iter().any(|a| a == "--no-model") {
+    let all_runs = RUNS.map(|x| x.0).join(",");
+    let runs_arg = if args.iter().any(|a| a == "--no-model") {
+        String::new()
+    } else {
+        arg("--runs").unwrap_or(all_runs)
+    };
+    let runs: Vec<&str> = runs_arg.split(',').filter(|s| !s.is_empty()).collect();
+    if !runs.is_empty() {
         let t1 = std::time::Instant::now();
-        model(&mut r, &rt);
+        model(&mut r, &rt, &runs);
         println!("  model: {:.1}s", t1.elapsed().as_secs_f64());
     }
     if let Some(path) = write {
@@ -525,7 +544,10 @@ fn main() {
         let want: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once(' ')).collect();
         for (k, v) in &want {
             let got = r.digests.get(*k).cloned();
-            let skipped = args.iter().any(|a| a == "--no-model") && k.starts_with("model/");
+            // Model digests of runs not selected here are not compared.
+            let skipped = k
+                .strip_prefix("model/")
+                .is_some_and(|m| !runs.iter().any(|run| m.starts_with(&format!("{run}/"))));
             if !skipped {
                 r.check(got.as_deref() == Some(*v), || {
                     format!("{k}: digest {got:?}, reference {v} ({path})")
