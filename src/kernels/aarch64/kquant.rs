@@ -75,14 +75,13 @@ pub(crate) unsafe fn q4_k<D: IntDot, const B: usize>(
         let (sc, mn) = q4k_scales_mins(x.add(4));
         // codes[2c + h][r]: chunk c's 32 bytes, low (h = 0) or high (h = 1) nibbles, bytes
         // 16r..16r+16: sub-block 2c + h, elements 16r..16r+16.
-        let mut codes = [[vdupq_n_s8(0); 2]; 8];
-        for c in 0..4 {
-            for r in 0..2 {
-                let v = load_u8(x.add(16 + 32 * c + 16 * r));
-                codes[2 * c][r] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
-                codes[2 * c + 1][r] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(v));
-            }
-        }
+        let codes: [[int8x16_t; 2]; 8] = std::array::from_fn(|j| {
+            std::array::from_fn(|r| {
+                let v = load_u8(x.add(16 + 32 * (j / 2) + 16 * r));
+                let v = if j % 2 == 0 { vandq_u8(v, vdupq_n_u8(0x0F)) } else { vshrq_n_u8::<4>(v) };
+                vreinterpretq_s8_u8(v)
+            })
+        });
         for (k, acc) in acc.iter_mut().enumerate() {
             let y = a.add(k * stride + i * Q8K_BYTES);
             let q = y.add(Q8K_QS);

@@ -112,10 +112,10 @@ pub(crate) unsafe fn q4_k_x16(
                 }
                 for (i, isum) in isum.iter_mut().enumerate() {
                     let (ra, rb) = (&sm[2 * i].0, &sm[2 * i + 1].0);
-                    for h in 0..2 {
+                    for (h, &s) in s[i].iter().enumerate() {
                         let j = 2 * c + h;
                         let sc = per_row_i32(ra[j] as i32, rb[j] as i32);
-                        *isum = vmlaq_s32(*isum, s[i][h], sc);
+                        *isum = vmlaq_s32(*isum, s, sc);
                     }
                 }
             }
