@@ -9,7 +9,7 @@
 //! - `blocks32`: Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 in the sixteen quad lanes (`IntDot::quads`: `sdot` in
 //!   the dotprod and i8mm tiers; `smmla` sums 8-byte groups, not the contract's quads);
 //! - `kquant`: Q4_K/Q6_K super-block chains, integer sums by `sdot` or `smull`/`sadalp`;
-//! - `packed`: the `Q4_K×16`/`Q6_K×16` packed row groups with `smmla` (i8mm tier only).
+//! - `packed`: the `Q4_K×16` packed row groups with `smmla` (i8mm tier only).
 //!
 //! NEON is part of the aarch64 baseline, so the scalar tier's own loops (activation quantizers,
 //! SwiGLU, softmax, the sparse FFN's vector kernels) already compile to NEON code; the tables
@@ -23,7 +23,7 @@ mod kquant;
 mod packed;
 
 use super::bounds::{check, check_packed, check_wsum, Geometry};
-use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
+use super::packed::{PACKED_BLOCK, PACK_ROWS};
 use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
 use crate::quant::{block_bytes, QK, QK_K};
@@ -138,12 +138,11 @@ macro_rules! packed_entry {
     };
 }
 
-/// Defines the packed entries of a tier: `none`, or `smmla` (the i8mm kernels of `packed`).
+/// Defines the packed entries of a tier: `none`, or `smmla` (the i8mm kernel of `packed`).
 macro_rules! packed_fns {
     (none, $feat:literal) => {};
     (smmla, $feat:literal) => {
         packed_entry!(packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat);
-        packed_entry!(packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat);
     };
 }
 
@@ -245,7 +244,7 @@ macro_rules! tier {
                 wsum_f32,
                 wsum_f16,
                 packed_q4_k: packed_ptr!($p, packed_q4_k),
-                packed_q6_k: packed_ptr!($p, packed_q6_k),
+                packed_q6_k: None,
                 axpy: crate::kernels::scalar::SET.axpy,
                 axpy_q8_0: crate::kernels::scalar::SET.axpy_q8_0,
                 axpy4_q8_0: crate::kernels::scalar::SET.axpy4_q8_0,

@@ -1,5 +1,5 @@
-//! Packed `Q4_K×16` / `Q6_K×16` row groups (`kernels::packed`) with `smmla` (i8mm tier): two
-//! activation vectors (tokens) against the sixteen rows of a group.
+//! Packed `Q4_K×16` row groups (`kernels::packed`) with `smmla` (i8mm tier): two activation
+//! vectors (tokens) against the sixteen rows of a group.
 //!
 //! Shape: the packed layout keeps bytes `4q..4q+4` of the sixteen rows side by side, so two
 //! consecutive units `q`, `q+1` zipped as u32 (`zip1`/`zip2`) give eight consecutive code bytes of
@@ -10,13 +10,19 @@
 //! `bsums`, `kquant::min_term`). Per super-block and row pair, the float work is the contract's
 //! chain in the four lanes: `fmla` by `[d_r·d_t0, d_r'·d_t0, d_r·d_t1, d_r'·d_t1]` (Q4_K: then by
 //! `-(dmin·d_a)`), each lane exactly the reference's `fma`. Work per super-block, 16 rows × 2
-//! tokens: 256 `smmla` (Q4_K and Q6_K), where `sdot` needs 512.
+//! tokens: 256 `smmla` where `sdot` needs 512; about 2,600 instructions in all (81 per row and
+//! token, against 143 for one vector and 95 per vector for two in the unpacked dotprod kernel).
+//!
+//! Q6_K stays unpacked: a `Q6_K×16` kernel of the same shape (commit 06e5639, bitwise the
+//! reference) took about 175 instructions per row and token, more than the unpacked `sdot`
+//! kernel's 125 for two vectors (its per-row group scales cost more than `smmla` saves). The
+//! counts are from the disassembly; speed on ARM hardware is not measured yet.
 
 use std::arch::aarch64::*;
 
 use super::isa::{f16_at, f32_at, load_u8, smmla, u32_at};
 use super::kquant::{min_term, Q8K_BYTES, Q8K_QS};
-use crate::kernels::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, Q6X_QH, Q6X_QL, Q6X_SCALES};
+use crate::kernels::packed::PACKED_BLOCK;
 
 /// Offset of the code bytes in a packed Q4_K block.
 const Q4X_QS: usize = 256;
@@ -130,78 +136,6 @@ pub(crate) unsafe fn q4_k_x16(
                 let p = &mut acc[2 * g + i];
                 *p = vfmaq_f32(*p, vcvtq_f32_s32(*isum), d);
                 *p = vfmaq_f32(*p, vcvtq_f32_s32(vld1q_s32(msum.as_ptr())), vnegq_f32(dmin));
-            }
-        }
-    }
-    for (p, acc) in acc.iter().enumerate() {
-        store_pair(*acc, p, out0, out1);
-    }
-}
-
-/// Q6_K×16 · two Q8_K vectors (as `q4_k_x16`): per row and token the exact
-/// `Σ_g scales[g] · Σ_{i in g} (code_i - 32) · q8_i`, then the chain `fma(total, d·d_a, acc)`.
-///
-/// Safety: as `q4_k_x16`, with packed Q6_K blocks.
-#[inline(always)]
-pub(crate) unsafe fn q6_k_x16(
-    nb: usize,
-    w: *const u8,
-    a0: *const u8,
-    a1: *const u8,
-    out0: *mut f32,
-    out1: *mut f32,
-) {
-    let mut acc = [vdupq_n_f32(0.0); 8];
-    let (m4, m30, k32) = (vdupq_n_u8(0x0F), vdupq_n_u8(0x30), vdupq_n_u8(32));
-    let code = |n: uint8x16_t, b: uint8x16_t| vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(n, b), k32));
-    for b in 0..nb {
-        let pb = w.add(b * PACKED_BLOCK_Q6K);
-        let (y0, y1) = (a0.add(b * Q8K_BYTES), a1.add(b * Q8K_BYTES));
-        let dy = [f32_at(y0), f32_at(y1)];
-        // Scale of 16-element group `gr` of row `r`.
-        let scale =
-            |r: usize, gr: usize| *pb.add(Q6X_SCALES + 64 * (gr / 4) + 4 * r + gr % 4) as i8;
-        for g in 0..4 {
-            let mut total = [vdupq_n_s32(0); 2];
-            for h in 0..2 {
-                for vp in 0..2 {
-                    let mut s = [[vdupq_n_s32(0); 4]; 2]; // [pair][quarter]
-                    for v in 2 * vp..2 * vp + 2 {
-                        // Elements 128h + 32qd + 8v .. +8 of quarter qd (see quant/q6_k.rs).
-                        let acts: [int8x16_t; 4] = std::array::from_fn(|qd| {
-                            tokens(y0, y1, Q8K_QS + 128 * h + 32 * qd + 8 * v)
-                        });
-                        let ql_a = row_pairs(pb.add(Q6X_QL + 64 * (16 * h + 2 * v)), g);
-                        let ql_b = row_pairs(pb.add(Q6X_QL + 64 * (16 * h + 8 + 2 * v)), g);
-                        let qh = row_pairs(pb.add(Q6X_QH + 64 * (8 * h + 2 * v)), g);
-                        for i in 0..2 {
-                            let (a, b, q) = (ql_a[i], ql_b[i], qh[i]);
-                            let codes = [
-                                code(vandq_u8(a, m4), vandq_u8(vshlq_n_u8::<4>(q), m30)),
-                                code(vandq_u8(b, m4), vandq_u8(vshlq_n_u8::<2>(q), m30)),
-                                code(vshrq_n_u8::<4>(a), vandq_u8(q, m30)),
-                                code(vshrq_n_u8::<4>(b), vandq_u8(vshrq_n_u8::<2>(q), m30)),
-                            ];
-                            for qd in 0..4 {
-                                s[i][qd] = smmla(s[i][qd], acts[qd], codes[qd]);
-                            }
-                        }
-                    }
-                    for (i, total) in total.iter_mut().enumerate() {
-                        let (r, r1) = (4 * g + 2 * i, 4 * g + 2 * i + 1);
-                        for (qd, s) in s[i].iter().enumerate() {
-                            let gr = 8 * h + 2 * qd + vp;
-                            let sc = per_row_i32(scale(r, gr) as i32, scale(r1, gr) as i32);
-                            *total = vmlaq_s32(*total, *s, sc);
-                        }
-                    }
-                }
-            }
-            for (i, total) in total.iter().enumerate() {
-                let (r, r1) = (4 * g + 2 * i, 4 * g + 2 * i + 1);
-                let d = per_lane_scale(f16_at(pb.add(2 * r)), f16_at(pb.add(2 * r1)), dy);
-                let p = &mut acc[2 * g + i];
-                *p = vfmaq_f32(*p, vcvtq_f32_s32(*total), d);
             }
         }
     }
