@@ -57,4 +57,12 @@ cross max neon --runs smollm2,smollm2-f16
 cross max dotprod --no-model
 cross max i8mm --runs smollm2,qwen-0.5b
 cross cortex-a57 "" --no-model --expect-tiers scalar,neon
+echo "==> aarch64 (qemu -cpu cortex-a57): TURBOINFER_KERNELS=i8mm must be refused"
+if out=$(cross cortex-a57 i8mm --no-model 2>&1); then
+  echo "test-aarch64.sh: TURBOINFER_KERNELS=i8mm ran on a CPU without i8mm" >&2
+  exit 1
+fi
+grep -q "kernel tier i8mm is not available on this CPU: missing dotprod" <<<"$out" ||
+  { echo "$out" >&2; echo "test-aarch64.sh: no 'missing dotprod' refusal" >&2; exit 1; }
+echo "refused: $(grep -o 'kernel tier i8mm is not available[^"]*dotprod' <<<"$out" | head -1)"
 echo "==> aarch64 tiers: ok"

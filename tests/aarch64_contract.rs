@@ -26,7 +26,7 @@ use quant_support::{activations, random_row, Rng};
 use sha2::{Digest, Sha256};
 use turboinfer::cpu::cpu_features;
 use turboinfer::gguf::GgufFile;
-use turboinfer::kernels::{self, packed, KernelSet, Tier};
+use turboinfer::kernels::{self, packed, parse_override, KernelError, KernelSet, Tier};
 use turboinfer::model::{KvDtype, Logits, Model, ModelOptions};
 use turboinfer::quant::{self, GgmlType};
 use turboinfer::runtime::Runtime;
@@ -499,11 +499,15 @@ fn main() {
         let got: Vec<&str> = available.iter().map(|t| t.name()).collect();
         let want: Vec<&str> = want.split(',').collect();
         r.check(got == want, || format!("tiers {got:?}, expected {want:?}"));
-        // Every other tier is refused by name.
+        // Every other tier is refused, by `for_tier` and as a `TURBOINFER_KERNELS` value.
         for t in Tier::ALL.into_iter().filter(|t| !available.contains(t)) {
             r.check(KernelSet::for_tier(t).is_err(), || {
                 format!("tier {t} accepted on a CPU without it")
             });
+            r.check(
+                matches!(parse_override(t.name(), f), Err(KernelError::Unsupported { tier, .. }) if tier == t),
+                || format!("TURBOINFER_KERNELS={t} not refused on a CPU without it"),
+            );
         }
     }
     // Tiers under test: the forced one, else all; the scalar tier is the reference.

@@ -45,7 +45,7 @@ impl std::fmt::Display for Tier {
 }
 
 impl Tier {
-    /// Every tier, slowest first.
+    /// Every tier: the x86 ones, then the aarch64 ones, each architecture's slowest first.
     pub const ALL: [Tier; 8] = [
         Tier::Scalar,
         Tier::Avx2,
