@@ -35,13 +35,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
+        demo test test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
+	@echo "               test-aarch64"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
@@ -157,6 +158,7 @@ test:
 	@$(MAKE) --no-print-directory test-fetch
 	@$(MAKE) --no-print-directory test-scorecard
 	@$(MAKE) --no-print-directory test-engine
+	@$(MAKE) --no-print-directory test-aarch64
 	@$(MAKE) --no-print-directory install
 	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory test-package
@@ -196,6 +198,12 @@ test-engine:
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
 	@$(TIMED) "llama.cpp fixtures, batch invariance and packed = unpacked on every kernel tier" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
+
+## The aarch64 kernel tiers (neon, dotprod, i8mm) under user-mode QEMU: cross toolchain set-up
+## (scripts/setup-aarch64.sh), cross build, every kernel slot and SmolLM2 logits bitwise x86's.
+test-aarch64:
+	@$(TIMED) "aarch64 kernel tiers under QEMU (bitwise x86)" \
+	  env TURBOINFER_REQUIRE_MODELS=smollm2-135m,qwen2.5-coder-0.5b scripts/test-aarch64.sh
 
 ## No backtrace reaches a client: restarts the cluster with RUST_BACKTRACE=1 for a few seconds,
 ## checks two ERRORs raised through Rust, then restarts it with its former environment.

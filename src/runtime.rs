@@ -41,6 +41,19 @@ impl Runtime {
         Ok(Runtime { pool })
     }
 
+    /// A one-worker runtime that is the calling thread itself: no thread is created (for places
+    /// where creating one is impossible: user-mode QEMU hangs on it, see `tests/aarch64_contract.rs`).
+    /// The calling thread stays this pool's worker for the rest of its life (rayon leaks the
+    /// registry of such a pool), so make at most one per thread; a second one is an error.
+    pub fn on_current_thread() -> Result<Runtime, RuntimeError> {
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(1)
+            .use_current_thread()
+            .build()
+            .map_err(|source| RuntimeError::Pool { n_threads: 1, source })?;
+        Ok(Runtime { pool })
+    }
+
     /// Number of worker threads.
     pub fn n_threads(&self) -> usize {
         self.pool.current_num_threads()

@@ -8,9 +8,13 @@
 //! `quant::contract`: integer block sums exact, every float operation in one fixed order);
 //! `vector` holds the reference of the sparse FFN's f32 vector kernels.
 //!
-//! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`) <- `select`
+//! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`, `aarch64`) <- `select`
 //! (the one place that picks a tier, from the CPU and `TURBOINFER_KERNELS`).
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod bounds;
 mod elementwise;
 pub mod packed;
 mod scalar;

@@ -1,5 +1,5 @@
 //! The process-wide kernel selection (`kernels()`), made once from the CPU features and
-//! `TURBOINFER_KERNELS`: the one place that knows every implementation (`scalar`, `x86`).
+//! `TURBOINFER_KERNELS`: the one place that knows every implementation (`scalar`, `x86`, `aarch64`).
 
 use std::sync::OnceLock;
 
@@ -7,7 +7,7 @@ use super::table::KernelSet;
 use super::tier::{parse_override, KernelError, Tier};
 use crate::cpu::{cpu_features, CpuFeatures};
 
-/// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni`); a tier the CPU lacks is an error.
+/// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni|neon|dotprod|i8mm`); a tier the CPU lacks is an error.
 pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
 
 impl KernelSet {
@@ -32,8 +32,13 @@ impl KernelSet {
             Tier::Avx512 => &super::x86::AVX512,
             #[cfg(target_arch = "x86_64")]
             Tier::Avx512Vnni => &super::x86::AVX512_VNNI,
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => unreachable!("Tier::check refuses x86 tiers on other architectures"),
+            #[cfg(target_arch = "aarch64")]
+            Tier::Neon => &super::aarch64::NEON,
+            #[cfg(target_arch = "aarch64")]
+            Tier::Dotprod => &super::aarch64::DOTPROD,
+            #[cfg(target_arch = "aarch64")]
+            Tier::I8mm => &super::aarch64::I8MM,
+            _ => unreachable!("Tier::check refuses the other architecture's tiers"),
         })
     }
 }

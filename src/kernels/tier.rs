@@ -15,6 +15,13 @@ pub enum Tier {
     Avx512,
     /// x86-64 AVX-512 + AVX512-VNNI: 512-bit `vpdpbusd`/`vpdpwssd`.
     Avx512Vnni,
+    /// aarch64 Advanced SIMD (every aarch64 CPU): 128-bit float lanes, `smull`/`sadalp` integer sums.
+    Neon,
+    /// aarch64 NEON + `sdot` (Armv8.2+ dot product): one quad sum per i32 lane.
+    Dotprod,
+    /// aarch64 NEON + `sdot` + `smmla` (Armv8.6+ int8 matrix multiply): 2x2 row-token blocks in
+    /// the packed K-quant kernels, the dotprod kernels elsewhere.
+    I8mm,
 }
 
 /// Why a kernel tier could not be selected.
@@ -22,7 +29,7 @@ pub enum Tier {
 pub enum KernelError {
     /// The override names no known tier.
     #[error(
-        "unknown kernel tier {0:?} (expected one of: scalar, avx2, avxvnni, avx512, avx512vnni)"
+        "unknown kernel tier {0:?} (expected one of: scalar, avx2, avxvnni, avx512, avx512vnni, neon, dotprod, i8mm)"
     )]
     UnknownTier(String),
     /// The tier needs an instruction-set extension this CPU (or this build's architecture) lacks.
@@ -38,9 +45,17 @@ impl std::fmt::Display for Tier {
 }
 
 impl Tier {
-    /// Every tier, slowest first.
-    pub const ALL: [Tier; 5] =
-        [Tier::Scalar, Tier::Avx2, Tier::AvxVnni, Tier::Avx512, Tier::Avx512Vnni];
+    /// Every tier: the x86 ones, then the aarch64 ones, each architecture's slowest first.
+    pub const ALL: [Tier; 8] = [
+        Tier::Scalar,
+        Tier::Avx2,
+        Tier::AvxVnni,
+        Tier::Avx512,
+        Tier::Avx512Vnni,
+        Tier::Neon,
+        Tier::Dotprod,
+        Tier::I8mm,
+    ];
 
     /// The tier's name as accepted by `TURBOINFER_KERNELS`.
     pub fn name(self) -> &'static str {
@@ -50,12 +65,16 @@ impl Tier {
             Tier::AvxVnni => "avxvnni",
             Tier::Avx512 => "avx512",
             Tier::Avx512Vnni => "avx512vnni",
+            Tier::Neon => "neon",
+            Tier::Dotprod => "dotprod",
+            Tier::I8mm => "i8mm",
         }
     }
 
     /// `Ok` if `f` has every extension the tier needs, else the first missing one.
     pub fn check(self, f: &CpuFeatures) -> Result<(), KernelError> {
         let arch_x86 = cfg!(target_arch = "x86_64");
+        let arch_arm = cfg!(target_arch = "aarch64");
         // Each tier needs its base tier's extensions plus its own.
         let (base, own): (Option<Tier>, &[(&'static str, bool)]) = match self {
             Tier::Scalar => (None, &[]),
@@ -68,6 +87,9 @@ impl Tier {
                 &[("avx512f", f.avx512f), ("avx512bw", f.avx512bw), ("avx512vl", f.avx512vl)],
             ),
             Tier::Avx512Vnni => (Some(Tier::Avx512), &[("avx512vnni", f.avx512vnni)]),
+            Tier::Neon => (None, &[("aarch64", arch_arm), ("neon", f.neon)]),
+            Tier::Dotprod => (Some(Tier::Neon), &[("dotprod", f.dotprod)]),
+            Tier::I8mm => (Some(Tier::Dotprod), &[("i8mm", f.i8mm)]),
         };
         if let Some(Err(KernelError::Unsupported { missing, .. })) = base.map(|b| b.check(f)) {
             return Err(KernelError::Unsupported { tier: self, missing });
@@ -85,11 +107,20 @@ impl Tier {
 
     /// The fastest tier `f` supports.
     pub fn best(f: &CpuFeatures) -> Tier {
-        // Preference order, fastest first: 512-bit VNNI, 512-bit, 256-bit VNNI, 256-bit.
-        [Tier::Avx512Vnni, Tier::Avx512, Tier::AvxVnni, Tier::Avx2]
-            .into_iter()
-            .find(|t| t.supported(f))
-            .unwrap_or(Tier::Scalar)
+        // Preference order, fastest first: 512-bit VNNI, 512-bit, 256-bit VNNI, 256-bit; on aarch64
+        // i8mm, dotprod, NEON (a CPU has tiers of one architecture only).
+        [
+            Tier::Avx512Vnni,
+            Tier::Avx512,
+            Tier::AvxVnni,
+            Tier::Avx2,
+            Tier::I8mm,
+            Tier::Dotprod,
+            Tier::Neon,
+        ]
+        .into_iter()
+        .find(|t| t.supported(f))
+        .unwrap_or(Tier::Scalar)
     }
 
     /// Every tier `f` supports, slowest first.
@@ -132,6 +163,25 @@ mod tests {
             let e = parse_override("avx512vnni", &avx2).unwrap_err();
             assert_eq!(e, KernelError::Unsupported { tier: Tier::Avx512Vnni, missing: "avx512f" });
             assert!(e.to_string().contains("missing avx512f"), "{e}");
+            // ARM tiers are refused on x86 whatever the feature flags say.
+            let arm =
+                CpuFeatures { neon: true, dotprod: true, i8mm: true, ..CpuFeatures::default() };
+            let e = parse_override("neon", &arm).unwrap_err();
+            assert_eq!(e, KernelError::Unsupported { tier: Tier::Neon, missing: "aarch64" });
+        }
+        if cfg!(target_arch = "aarch64") {
+            let neon = CpuFeatures { neon: true, ..CpuFeatures::default() };
+            assert_eq!(parse_override("NEON", &neon), Ok(Tier::Neon));
+            assert_eq!(Tier::best(&neon), Tier::Neon);
+            let e = parse_override("i8mm", &neon).unwrap_err();
+            assert_eq!(e, KernelError::Unsupported { tier: Tier::I8mm, missing: "dotprod" });
+            let dot = CpuFeatures { dotprod: true, ..neon };
+            assert_eq!(Tier::best(&dot), Tier::Dotprod);
+            assert_eq!(Tier::best(&CpuFeatures { i8mm: true, ..dot }), Tier::I8mm);
+            assert!(matches!(
+                parse_override("avx2", &dot),
+                Err(KernelError::Unsupported { tier: Tier::Avx2, missing: "x86_64" })
+            ));
         }
     }
 }

@@ -93,6 +93,7 @@ pub(crate) mod block_bytes {
     pub(crate) const Q4_1: usize = of::<super::q4_1::Q4_1>();
     pub(crate) const Q4_K: usize = of::<super::q4_k::Q4_K>();
     pub(crate) const Q5_0: usize = of::<super::q5_0::Q5_0>();
+    pub(crate) const Q5_1: usize = of::<super::q5_1::Q5_1>();
     pub(crate) const Q6_K: usize = of::<super::q6_k::Q6_K>();
     pub(crate) const Q8_0: usize = of::<super::q8_0::Q8_0>();
     pub(crate) const Q8_1: usize = of::<super::q8_1::Q8_1>();
@@ -101,7 +102,7 @@ pub(crate) mod block_bytes {
     // The sizes of ggml's C structs (`sizeof(block_q4_0)`, ... in ggml-common.h), which the
     // files on disk and llama.cpp's kernels use: a layout change here fails the build.
     const _: () = assert!(Q4_0 == 18 && Q4_1 == 20 && Q5_0 == 22 && Q8_0 == 34 && Q8_1 == 36);
-    const _: () = assert!(of::<super::q5_1::Q5_1>() == 24);
+    const _: () = assert!(Q5_1 == 24);
     const _: () = assert!(Q4_K == 144 && of::<super::q5_k::Q5_K>() == 176 && Q6_K == 210);
     const _: () = assert!(of::<super::q2_k::Q2_K>() == 84 && of::<super::q3_k::Q3_K>() == 110);
     const _: () = assert!(Q8_K == 292);

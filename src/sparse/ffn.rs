@@ -445,6 +445,9 @@ fn prefetch(b: &[u8]) {
             )
         };
     }
+    // Elsewhere no hint: nothing to do.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
 }
 
 /// `out = acts · mᵀ` for one token through the dense kernels (the same arithmetic as the dense path).

@@ -14,42 +14,11 @@ mod packed512;
 mod quantize;
 mod vector;
 
+use super::bounds::{check, check_packed, check_wsum, Geometry};
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
 use super::table::{KernelSet, TypeKernels, MAX_BATCH};
 use super::tier::Tier;
 use crate::quant::{block_bytes, QK, QK_K};
-
-/// Block geometry of a (weight, activation) pairing.
-#[derive(Clone, Copy)]
-struct Geometry {
-    /// Elements per block.
-    qk: usize,
-    /// Weight bytes per block.
-    wb: usize,
-    /// Activation bytes per block.
-    ab: usize,
-}
-
-/// Validates one kernel call and returns the number of blocks: `n` whole blocks, `w` at least
-/// `nb*wb` bytes, and `count` activation vectors of `nb*ab` bytes at `stride` inside `acts_len` bytes.
-fn check(
-    n: usize,
-    g: Geometry,
-    w_len: usize,
-    acts_len: usize,
-    stride: usize,
-    count: usize,
-) -> usize {
-    let Geometry { qk, wb, ab } = g;
-    assert!(n.is_multiple_of(qk), "row length {n} is not a whole number of {qk}-element blocks");
-    let nb = n / qk;
-    assert!(nb.checked_mul(wb).is_some_and(|b| b <= w_len), "weight row too short");
-    if count > 0 {
-        let need = stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * ab));
-        assert!(need.is_some_and(|b| b <= acts_len), "activation buffer too short");
-    }
-    nb
-}
 
 /// Defines module `$name` with safe `vec_dot`/`vec_dot_batch` for kernel `$k::<$g.., B>` compiled
 /// with `$feat`; `$qk` elements per block, `$wb`/`$ab` weight/activation bytes per block.
@@ -103,15 +72,6 @@ macro_rules! entry {
     };
 }
 
-/// Validates one weighted-sum call: `hd` lanes out, `p.len()` rows of `hd` elements of `size` bytes in `v`.
-fn check_wsum(hd: usize, n: usize, size: usize, v_len: usize, out_len: usize) {
-    assert_eq!(out_len, hd, "weighted sum output length");
-    assert!(
-        n.checked_mul(hd).and_then(|e| e.checked_mul(size)).is_some_and(|b| b <= v_len),
-        "weighted sum rows too short"
-    );
-}
-
 /// Defines the safe weighted-sum entry `$name` over `$w` rows with kernel `float::$k`, compiled with `$feat`.
 macro_rules! wsum_entry {
     ($name:ident, $feat:literal, $k:ident, $w:ty) => {
@@ -128,32 +88,6 @@ macro_rules! wsum_entry {
             unsafe { run(hd, p.len(), p.as_ptr(), v.as_ptr(), out.as_mut_ptr()) }
         }
     };
-}
-
-/// Validates one packed-group call and returns the number of super-blocks: `n` whole 256-element
-/// blocks, `w` exactly one group of `block`-byte packed blocks, `out` whole 16-row outputs, every
-/// vector inside `acts`.
-fn check_packed(
-    n: usize,
-    block: usize,
-    w_len: usize,
-    acts_len: usize,
-    stride: usize,
-    out_len: usize,
-) -> usize {
-    assert!(
-        n.is_multiple_of(QK_K) && out_len.is_multiple_of(PACK_ROWS),
-        "packed call: row length {n}, outputs {out_len}"
-    );
-    let nb = n / QK_K;
-    assert!(nb.checked_mul(block) == Some(w_len), "packed group size");
-    let count = out_len / PACK_ROWS;
-    if count > 0 {
-        let need =
-            stride.checked_mul(count - 1).and_then(|s| s.checked_add(nb * kquant256::Q8K_BYTES));
-        assert!(need.is_some_and(|b| b <= acts_len), "activation buffer too short");
-    }
-    nb
 }
 
 /// Defines the safe packed entry `$name` (a `PackedDotFn`) over kernel `$k::$kf::<$d, B>` for packed
