@@ -16,6 +16,7 @@ mod aarch64;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod bounds;
 mod elementwise;
+mod entry;
 pub mod packed;
 mod scalar;
 mod select;

@@ -14,61 +14,16 @@ mod packed512;
 mod quantize;
 mod vector;
 
-use super::bounds::{check, check_packed, check_wsum, Geometry};
+use super::bounds::{check_packed, check_wsum};
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
-use super::table::{KernelSet, TypeKernels, MAX_BATCH};
+use super::table::{KernelSet, MAX_BATCH};
 use super::tier::Tier;
 use crate::quant::{block_bytes, QK, QK_K};
 
-/// Defines module `$name` with safe `vec_dot`/`vec_dot_batch` for kernel `$k::<$g.., B>` compiled
-/// with `$feat`; `$qk` elements per block, `$wb`/`$ab` weight/activation bytes per block.
+/// `entry!` with this architecture's batch chunk (MAX_BATCH vectors).
 macro_rules! entry {
-    ($name:ident, $feat:literal, $qk:expr, $wb:expr, $ab:expr, $($k:ident)::+, [$($g:ty),*]) => {
-        pub(crate) mod $name {
-            use super::*;
-
-            /// The kernel for `B` vectors, compiled for this tier.
-            #[target_feature(enable = $feat)]
-            unsafe fn run<const B: usize>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: *mut f32) {
-                $($k)::+::<$($g,)* B>(nb, w, a, stride, out)
-            }
-
-            /// One weight row · one activation vector.
-            pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-                let nb = check(n, Geometry { qk: $qk, wb: $wb, ab: $ab }, w.len(), act.len(), 0, 1);
-                let mut o = [0.0f32; 1];
-                // SAFETY: lengths checked above; this fn is only reachable through a KernelSet of a tier
-                // whose features (`$feat`) the CPU was detected to have.
-                unsafe { run::<1>(nb, w.as_ptr(), act.as_ptr(), 0, o.as_mut_ptr()) };
-                o[0]
-            }
-
-            /// One weight row · `out.len()` activation vectors `stride` bytes apart.
-            pub(crate) fn vec_dot_batch(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
-                let nb = check(n, Geometry { qk: $qk, wb: $wb, ab: $ab }, w.len(), acts.len(), stride, out.len());
-                for (c, o) in out.chunks_mut(MAX_BATCH).enumerate() {
-                    // SAFETY: every vector of this chunk lies inside `acts` (checked above); features as in `vec_dot`.
-                    unsafe {
-                        let a = acts.as_ptr().add(c * MAX_BATCH * stride);
-                        let (w, len, o) = (w.as_ptr(), o.len(), o.as_mut_ptr());
-                        match len {
-                            1 => run::<1>(nb, w, a, stride, o),
-                            2 => run::<2>(nb, w, a, stride, o),
-                            3 => run::<3>(nb, w, a, stride, o),
-                            4 => run::<4>(nb, w, a, stride, o),
-                            5 => run::<5>(nb, w, a, stride, o),
-                            6 => run::<6>(nb, w, a, stride, o),
-                            7 => run::<7>(nb, w, a, stride, o),
-                            8 => run::<8>(nb, w, a, stride, o),
-                            _ => unreachable!("chunks of at most MAX_BATCH"),
-                        }
-                    }
-                }
-            }
-
-            /// The pair as a table entry.
-            pub(crate) const KERNELS: TypeKernels = TypeKernels { vec_dot, vec_dot_batch };
-        }
+    ($name:ident, $feat:literal, $($rest:tt)*) => {
+        crate::kernels::entry::entry!($name, $feat, MAX_BATCH, [1 2 3 4 5 6 7 8], $($rest)*);
     };
 }
 
