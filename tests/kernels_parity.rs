@@ -504,10 +504,15 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
             let dot = k.vec_dot(ty).unwrap();
             let short = std::panic::catch_unwind(|| dot(n, &w[..w.len() - 1], &a));
             let short_a = std::panic::catch_unwind(|| dot(n, &w, &a[..a.len() - 1]));
+            let batch = k.vec_dot_batch(ty).unwrap();
+            let short_b = std::panic::catch_unwind(|| {
+                let mut out = [0.0f32; 2];
+                batch(n, &w[..w.len() - 1], &[a.clone(), a.clone()].concat(), a.len(), &mut out)
+            });
             // Every entry point checks lengths (the scalar reference too): no result from a
             // buffer of the wrong length, and so no out-of-bounds read.
             assert!(
-                short.is_err() && short_a.is_err(),
+                short.is_err() && short_a.is_err() && short_b.is_err(),
                 "tier {} {ty} accepted a short buffer",
                 k.tier()
             );

@@ -5,21 +5,28 @@
 //! baseline x86-64 build has no FMA instruction, so `SET` computes it exactly in f64 arithmetic
 //! (`quant::contract::fma`, about ten operations), and `SET_FMA` compiles the same reference dot
 //! products with the instruction (`contract::Instruction`). Both give the same bits (IEEE fused
-//! multiply-add, `tests/kernels_parity.rs`); `SET_FMA` is ~5× faster on those formats.
+//! multiply-add, `tests/kernels_parity.rs`).
 
 use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
 use super::vector;
 use crate::quant::{self, bytes, GgmlType};
 
-/// The reference dot product of weight type `ty`, its lengths checked: a short buffer panics,
-/// as the SIMD entry points' assertions do (the kernel contract: never a result from a buffer
-/// of the wrong length).
-fn checked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
-    match quant::vec_dot(ty, n, w, a) {
-        Ok(v) => v,
-        Err(e) => panic!("kernel called with a buffer of the wrong length: {e}"),
+/// Panics unless `w` and `a` are exactly a row of `n` elements of `ty` and of its activation
+/// type, as the SIMD entry points' assertions do (the kernel contract: never a result from a
+/// buffer of the wrong length).
+fn lengths(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) {
+    if let Err(e) = quant::check_dot_lengths(ty, n, w.len(), a.len()) {
+        panic!("kernel called with a buffer of the wrong length: {e}");
     }
+}
+
+/// The reference dot product of weight type `ty`, its lengths checked (`lengths`).
+fn checked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    lengths(ty, n, w, a);
+    (quant::vec_dot_fn(ty).expect("scalar kernels exist only for types with a dot product"))(
+        n, w, a,
+    )
 }
 
 /// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
@@ -140,15 +147,6 @@ mod fused {
     use super::*;
     use crate::quant::contract::Instruction;
 
-    /// Panics unless `w` and `a` are exactly a row of `n` elements of `ty` and its activations.
-    fn lengths(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) {
-        let ok = |t, len| quant::row_size(t, n).is_ok_and(|b| b == len);
-        assert!(
-            ok(ty, w.len()) && ok(quant::activation_type(ty), a.len()),
-            "kernel called with a buffer of the wrong length ({ty}, {n} elements)"
-        );
-    }
-
     /// Kernels for a 32-element format whose reference dot product is `quant::$m::vec_dot_with::<F>`, dotted with
     /// activations of type `$act`.
     macro_rules! fused {
@@ -168,11 +166,9 @@ mod fused {
             unsafe fn batch(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
                 let ab = quant::row_size(GgmlType::$act, n).expect("n is a whole number of blocks");
                 for (k, o) in out.iter_mut().enumerate() {
-                    *o = quant::$m::vec_dot_with::<Instruction>(
-                        n,
-                        w,
-                        &acts[k * stride..k * stride + ab],
-                    );
+                    let a = &acts[k * stride..k * stride + ab];
+                    lengths(GgmlType::$ty, n, w, a);
+                    *o = quant::$m::vec_dot_with::<Instruction>(n, w, a);
                 }
             }
             TypeKernels {

@@ -195,12 +195,23 @@ pub fn vec_dot_fn(weight: GgmlType) -> Option<VecDotFn> {
     info(weight).and_then(|f| f.vec_dot)
 }
 
+/// Checks that `w_len` and `act_len` bytes are exactly a row of `n` elements of `weight` and of
+/// its activation type.
+pub(crate) fn check_dot_lengths(
+    weight: GgmlType,
+    n: usize,
+    w_len: usize,
+    act_len: usize,
+) -> Result<(), QuantError> {
+    check_len("weights", weight, n, w_len)?;
+    check_len("activations", activation_type(weight), n, act_len)
+}
+
 /// Scalar reference dot product of one weight row `w` (type `weight`, `n` elements) with activations
 /// `act` (already quantized in `activation_type(weight)`).
 pub fn vec_dot(weight: GgmlType, n: usize, w: &[u8], act: &[u8]) -> Result<f32, QuantError> {
     let f = vec_dot_fn(weight).ok_or(QuantError::Unsupported { ty: weight, op: "vec_dot" })?;
-    check_len("weights", weight, n, w.len())?;
-    check_len("activations", activation_type(weight), n, act.len())?;
+    check_dot_lengths(weight, n, w.len(), act.len())?;
     Ok(f(n, w, act))
 }
 

@@ -146,10 +146,47 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
     }
 }
 
-/// One Q4_1 block's terms for `B` Q8_1 vectors: the quad sums into `acc[k]` and `m_w · s_a` into
-/// `off[k]` (lane 0 is used; all lanes are equal), both of the block's parity.
+/// One Q4_1 block's quad sums for `B` Q8_1 vectors into `acc[k]`, the accumulators of the block's
+/// parity.
 ///
 /// Safety: a Q4_1 block at `x`, a Q8_1 block at every `y + k*stride`; CPU as `q4_1`.
+#[inline(always)]
+unsafe fn q4_1_block_quads<D: Dot256, const B: usize>(
+    x: *const u8,
+    y: *const u8,
+    stride: usize,
+    acc: &mut [__m256; B],
+) {
+    let dw = f16x8_at(x);
+    let u = nibbles(x.add(4));
+    for (k, acc) in acc.iter_mut().enumerate() {
+        let y = y.add(k * stride);
+        let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
+    }
+}
+
+/// One Q4_1 block's offset terms `m_w · s_a` for `B` Q8_1 vectors into `off[k]` (lane 0 is used;
+/// all lanes are equal), the chains of the block's parity.
+///
+/// Safety: as `q4_1_block_quads`.
+#[inline(always)]
+unsafe fn q4_1_block_offsets<const B: usize>(
+    x: *const u8,
+    y: *const u8,
+    stride: usize,
+    off: &mut [__m256; B],
+) {
+    let m = f16x8_at(x.add(2));
+    for (k, off) in off.iter_mut().enumerate() {
+        *off = _mm256_fmadd_ps(m, f16x8_at(y.add(k * stride + 2)), *off);
+    }
+}
+
+/// One Q4_1 block's terms for `B` Q8_1 vectors: the quad sums into `acc[k]` and `m_w · s_a` into
+/// `off[k]`, both of the block's parity.
+///
+/// Safety: as `q4_1_block_quads`.
 #[inline(always)]
 pub(crate) unsafe fn q4_1_block<D: Dot256, const B: usize>(
     x: *const u8,
@@ -158,21 +195,17 @@ pub(crate) unsafe fn q4_1_block<D: Dot256, const B: usize>(
     acc: &mut [__m256; B],
     off: &mut [__m256; B],
 ) {
-    let (dw, m) = (f16x8_at(x), f16x8_at(x.add(2)));
-    let u = nibbles(x.add(4));
-    for k in 0..B {
-        let y = y.add(k * stride);
-        let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), acc[k]);
-        off[k] = _mm256_fmadd_ps(m, f16x8_at(y.add(2)), off[k]);
-    }
+    q4_1_block_quads::<D, B>(x, y, stride, acc);
+    q4_1_block_offsets::<B>(x, y, stride, off);
 }
 
-/// The quad-lane accumulators of `B` Q8_1 vectors over the Q4_1 blocks `first, first + 2, …`.
+/// The quad-lane accumulators (`quads`) or the offset chains (`!quads`) of `B` Q8_1 vectors over
+/// the Q4_1 blocks `first, first + 2, …`: one pass over the row.
 ///
 /// Safety: as `q4_1`.
 #[inline(always)]
-unsafe fn q4_1_quads<D: Dot256, const B: usize>(
+unsafe fn q4_1_parity<D: Dot256, const B: usize>(
+    quads: bool,
     first: usize,
     nb: usize,
     w: *const u8,
@@ -183,38 +216,13 @@ unsafe fn q4_1_quads<D: Dot256, const B: usize>(
     let mut acc = [_mm256_setzero_ps(); B];
     for i in (first..nb).step_by(2) {
         let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
-        let dw = f16x8_at(x);
-        let u = nibbles(x.add(4));
-        for (k, acc) in acc.iter_mut().enumerate() {
-            let y = y.add(k * stride);
-            let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
-            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
+        if quads {
+            q4_1_block_quads::<D, B>(x, y, stride, &mut acc);
+        } else {
+            q4_1_block_offsets::<B>(x, y, stride, &mut acc);
         }
     }
     acc
-}
-
-/// The offset chain `m_w · s_a` of `B` Q8_1 vectors over the Q4_1 blocks `first, first + 2, …`
-/// (lane 0 is used; all lanes are equal).
-///
-/// Safety: as `q4_1`.
-#[inline(always)]
-unsafe fn q4_1_offsets<const B: usize>(
-    first: usize,
-    nb: usize,
-    w: *const u8,
-    a: *const u8,
-    stride: usize,
-) -> [__m256; B] {
-    const W: usize = block_bytes::Q4_1;
-    let mut off = [_mm256_setzero_ps(); B];
-    for i in (first..nb).step_by(2) {
-        let m = f16x8_at(w.add(i * W + 2));
-        for (k, off) in off.iter_mut().enumerate() {
-            *off = _mm256_fmadd_ps(m, f16x8_at(a.add(k * stride + i * Q8_1_BYTES + 2)), *off);
-        }
-    }
-    off
 }
 
 /// Q4_1 × Q8_1: `Σ d_w*d_a * Σ nibble*q8 + m_w * s_a` per block, for `B` vectors, in the
@@ -233,10 +241,10 @@ pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     const W: usize = block_bytes::Q4_1;
     let (even, odd, off_e, off_o) = if B > INTERLEAVED_MAX / 2 {
         (
-            q4_1_quads::<D, B>(0, nb, w, a, stride),
-            q4_1_quads::<D, B>(1, nb, w, a, stride),
-            q4_1_offsets::<B>(0, nb, w, a, stride),
-            q4_1_offsets::<B>(1, nb, w, a, stride),
+            q4_1_parity::<D, B>(true, 0, nb, w, a, stride),
+            q4_1_parity::<D, B>(true, 1, nb, w, a, stride),
+            q4_1_parity::<D, B>(false, 0, nb, w, a, stride),
+            q4_1_parity::<D, B>(false, 1, nb, w, a, stride),
         )
     } else {
         let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
