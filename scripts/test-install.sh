@@ -148,6 +148,9 @@ res=$(q -c "${out#*$'\n'}" 2>&1) || true
 # Reinstalling while a backend has the library mapped: the new file replaces the old one by
 # rename, so that backend keeps mapping the old (now deleted) file and goes on working.
 coproc HOLD { "$bin/psql" -X -q -At -h "$run" -p "$PORT" -U postgres 2>&1; }
+# Bash unsets HOLD_PID as soon as the coproc has exited, which under `set -u` made the final
+# `wait` fail when psql quit quickly: keep the pid.
+hold_pid=$HOLD_PID
 echo "SELECT pg_backend_pid(), turboinfer_version() IS NOT NULL;" >&"${HOLD[1]}"
 line=""
 read -t 60 -r line <&"${HOLD[0]}" || true
@@ -169,7 +172,7 @@ else
     bad "holding session did not start" "$line"
 fi
 exec {HOLD[1]}>&-
-wait "$HOLD_PID" 2>/dev/null || true
+wait "$hold_pid" 2>/dev/null || true
 
 # Upgrade from the released 0.1.0: its install script (tests/upgrade/, frozen as released) next
 # to this version's; CREATE EXTENSION ... VERSION '0.1.0' in one database (every C symbol it
