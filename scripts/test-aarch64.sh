@@ -6,9 +6,10 @@
 # scalar reference, the scalar reference's results and SmolLM2-135M's logits bitwise x86's.
 #
 #   qemu -cpu max         (neon, dotprod, i8mm): every tier's kernel slots; model logits on the neon
-#                         tier (SmolLM2, f32 and f16 caches) and the i8mm tier (SmolLM2, and the
-#                         0.5B model with its packed Q4_K/Q6_K weights: the smmla kernels); the
-#                         dotprod tier runs the same 32-element kernels as i8mm
+#                         tier (SmolLM2, f32 and f16 caches), the dotprod tier (the 0.5B model,
+#                         its Q4_K/Q6_K/Q5_0/Q8_0 matrices unpacked through sdot) and the i8mm tier
+#                         (SmolLM2, and the 0.5B model with its packed Q4_K weights: the smmla
+#                         kernels)
 #   qemu -cpu cortex-a57  (Armv8.0, no dotprod/i8mm): detection must offer exactly scalar and neon,
 #                         the default tier is neon, every neon kernel slot runs (no SIGILL)
 #
@@ -54,7 +55,7 @@ RUSTC=/usr/bin/rustc CARGO_TARGET_DIR=${TURBOINFER_CROSS_TARGET_DIR:-target/cros
 
 cross max scalar --no-model --expect-tiers scalar,neon,dotprod,i8mm
 cross max neon --runs smollm2,smollm2-f16
-cross max dotprod --no-model
+cross max dotprod --runs qwen-0.5b
 cross max i8mm --runs smollm2,qwen-0.5b
 cross cortex-a57 "" --no-model --expect-tiers scalar,neon
 echo "==> aarch64 (qemu -cpu cortex-a57): TURBOINFER_KERNELS=i8mm must be refused"

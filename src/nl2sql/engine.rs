@@ -377,18 +377,8 @@ impl Engine {
             timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
             let kv = cache.kv.as_mut().expect("allocated above");
             // Stage 0: the question, checked first when refusals are on (`stages/question.rs`).
-            let threshold = opts.refusal.threshold(self.refusal_calibration);
-            let schema_text = match threshold {
-                Some(_) => {
-                    let r = Renderer::new(&shown);
-                    shown.tables.iter().map(|t| r.table(t)).collect()
-                }
-                None => String::new(),
-            };
-            let check = threshold.map(|threshold| stages::question::Check {
-                threshold,
-                schema_text: &schema_text,
-                question: &question,
+            let check = opts.refusal.threshold(self.refusal_calibration).map(|threshold| {
+                stages::question::Check { threshold, shown: &shown, question: &question }
             });
             let (logits, refusal, prefilled) = stages::question::prefill(
                 &self.forward(rt),
@@ -399,20 +389,12 @@ impl Engine {
                 hooks.progress,
             )?;
             let question_end = kv.len();
-            // Speculation verifies drafts in batches; it is exact only if a batch equals the same
-            // tokens one by one, which a sparse FFN hook that keeps batches dense breaks: then off.
             let speculate = opts.speculation && self.batch_invariant();
-            // The drafter lives next to the prefix it was built for.
-            if speculate
-                && cache.drafter.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint))
-            {
-                let t = Instant::now();
-                cache.drafter = Some(Drafter::for_schema(&self.tok, &shown, plan.fingerprint)?);
-                timings.prompt_ms += ms_since(t);
-            }
-            let focus = match (&cache.drafter, speculate) {
-                (Some(_), true) => focus_tokens(&self.tok, &shown, &question, &plan.question_ids)?,
-                _ => Vec::new(),
+            let focus = match speculate {
+                true => {
+                    self.ready_drafter(&mut cache.drafter, &shown, &question, &plan, &mut timings)?
+                }
+                false => Vec::new(),
             };
             let drafter = cache.drafter.as_ref().filter(|_| speculate);
             let mut call = CallState {
@@ -468,6 +450,27 @@ impl Engine {
             })
         };
         pipeline().map_err(with_plan)
+    }
+
+    /// Makes `slot` hold the drafter of `plan`'s schema prefix (the drafter lives next to the
+    /// prefix it was built for; building it counts as prompt time) and returns the question's
+    /// focus tokens. Called only when speculation is on: it verifies drafts in batches, exact
+    /// only if a batch equals the same tokens one by one, which a sparse FFN hook that keeps
+    /// batches dense breaks.
+    fn ready_drafter(
+        &self,
+        slot: &mut Option<Drafter>,
+        shown: &SchemaInfo,
+        question: &str,
+        plan: &Plan,
+        timings: &mut PhaseTimings,
+    ) -> Result<Vec<u32>, Nl2SqlError> {
+        if slot.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
+            let t = Instant::now();
+            *slot = Some(Drafter::for_schema(&self.tok, shown, plan.fingerprint)?);
+            timings.prompt_ms += ms_since(t);
+        }
+        Ok(focus_tokens(&self.tok, shown, question, &plan.question_ids)?)
     }
 
     /// Greedy continuation of `prompt` (any text, no chat template): prefills it into `kv`

@@ -53,36 +53,56 @@ pub fn fold16(l: [f32; 16]) -> f32 {
     fold8(std::array::from_fn(|i| l[i] + l[i + 8]))
 }
 
-/// Where a piece of code gets its fused multiply-add from. Both routes give the same bits (IEEE
-/// fused multiply-add); they differ only in speed, and in where they may be used.
-pub trait Fused: Default + Copy + std::fmt::Debug {
+/// Where a piece of code gets its fused multiply-add and its f16 → f32 conversion from. Both
+/// routes give the same bits (IEEE fused multiply-add; the conversion is exact); they differ only
+/// in speed, and in where they may be used.
+pub trait Arith: Default + Copy + std::fmt::Debug {
     /// `a · b + c` rounded once.
     fn fma(a: f32, b: f32, c: f32) -> f32;
+    /// The f16 stored little-endian at `b[0..2]`, as f32 (exact).
+    fn f16_at(b: &[u8]) -> f32;
 }
 
-/// [`fma`]: the instruction where the build targets a CPU with FMA, else the exact emulation.
-/// Usable anywhere.
+/// [`fma`]: the instruction where the build targets a CPU with FMA, else the exact emulation;
+/// the f16 conversion in integer arithmetic (`bytes::f16_at`). Usable anywhere.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Portable;
 
-impl Fused for Portable {
+impl Arith for Portable {
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         fma(a, b, c)
     }
+    #[inline(always)]
+    fn f16_at(b: &[u8]) -> f32 {
+        super::bytes::f16_at(b)
+    }
 }
 
-/// `f32::mul_add`: the FMA instruction when inlined into a function compiled with
-/// `#[target_feature(enable = "fma")]` (the scalar tier's table on an x86-64 CPU with FMA,
-/// `kernels::scalar`); anywhere else in a baseline x86-64 build it is a call into the runtime's
-/// `fmaf`, so use [`Portable`] there.
+/// The instructions: `f32::mul_add` (FMA) and, on x86-64, F16C's `vcvtph2ps`. Only for code
+/// inlined into a function compiled with `#[target_feature(enable = "fma,f16c")]` and reached only
+/// on a CPU with both (the scalar tier's table `kernels::scalar::SET_FMA`): elsewhere `mul_add` is
+/// a call into the runtime's `fmaf` and the conversion an instruction the CPU may lack. Hence
+/// crate-private, and x86-64 only (elsewhere the portable route is already the instruction for
+/// `fma`).
+#[cfg(target_arch = "x86_64")]
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Instruction;
+pub(crate) struct Instruction;
 
-impl Fused for Instruction {
+#[cfg(target_arch = "x86_64")]
+impl Arith for Instruction {
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
+    }
+    #[inline(always)]
+    fn f16_at(b: &[u8]) -> f32 {
+        use std::arch::x86_64::{_mm_cvtph_ps, _mm_cvtsi32_si128, _mm_cvtss_f32};
+        let h = u16::from_le_bytes([b[0], b[1]]);
+        // SAFETY: `Instruction` is used only inside functions compiled with F16C that are
+        // reached only on a CPU with it (`kernels::scalar::for_cpu`); the operands are
+        // registers.
+        unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32))) }
     }
 }
 
@@ -105,7 +125,7 @@ struct Parity {
 impl Parity {
     /// Adds one block's terms with the fused multiply-add of `F` (the offset term if `offsets`).
     #[inline(always)]
-    fn add<F: Fused>(&mut self, offsets: bool, t: BlockTerms) {
+    fn add<F: Arith>(&mut self, offsets: bool, t: BlockTerms) {
         for (l, &q) in self.lanes.iter_mut().zip(&t.quads) {
             *l = F::fma(q as f32, t.scale, *l);
         }
@@ -125,28 +145,28 @@ pub trait QuadBlock {
     const OFFSETS: bool;
     /// One block pair's terms (implementations are `#[inline(always)]`, so that the code compiles
     /// with the target features of the function it ends up in).
-    fn terms(w: &Self::W, a: &Self::A) -> BlockTerms;
+    fn terms<F: Arith>(w: &Self::W, a: &Self::A) -> BlockTerms;
 }
 
 /// The dot product of shape 2 of the weight blocks `w` with the activation blocks `a` (as many),
-/// block `i`'s terms given by `B::terms(&w[i], &a[i])`, with the fused multiply-add of `F`: the
+/// block `i`'s terms given by `B::terms::<F>(&w[i], &a[i])`, with the fused multiply-add of `F`: the
 /// sixteen quad lanes (block `b`'s quad `q` into lane `8·(b mod 2) + q`,
 /// `lane = fma(quad, scale, lane)`), folded by [`fold16`]; with `OFFSETS` (Q4_1/Q5_1) also the two
 /// chains `off[b mod 2] = fma(m_w, s_a, off[b mod 2])`, and the result is
 /// `fold16(lanes) + (off[0] + off[1])`. Blocks are taken in pairs, so each parity's lanes have a
 /// fixed place (registers, not an indexed array).
 #[inline(always)]
-pub fn quad_dot<F: Fused, B: QuadBlock>(w: &[B::W], a: &[B::A]) -> f32 {
+pub fn quad_dot<F: Arith, B: QuadBlock>(w: &[B::W], a: &[B::A]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
     let (mut even, mut odd) = (Parity::default(), Parity::default());
     let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
     let (w_last, a_last) = (wp.remainder(), ap.remainder());
     for (x, y) in wp.zip(ap) {
-        even.add::<F>(B::OFFSETS, B::terms(&x[0], &y[0]));
-        odd.add::<F>(B::OFFSETS, B::terms(&x[1], &y[1]));
+        even.add::<F>(B::OFFSETS, B::terms::<F>(&x[0], &y[0]));
+        odd.add::<F>(B::OFFSETS, B::terms::<F>(&x[1], &y[1]));
     }
     if let (Some(x), Some(y)) = (w_last.first(), a_last.first()) {
-        even.add::<F>(B::OFFSETS, B::terms(x, y));
+        even.add::<F>(B::OFFSETS, B::terms::<F>(x, y));
     }
     let folded =
         fold16(std::array::from_fn(|l| if l < 8 { even.lanes[l] } else { odd.lanes[l - 8] }));
@@ -284,7 +304,7 @@ mod tests {
         type W = (f32, (f32, f32));
         type A = ();
         const OFFSETS: bool = O;
-        fn terms(&(scale, offset): &Self::W, _: &()) -> BlockTerms {
+        fn terms<F: Arith>(&(scale, offset): &Self::W, _: &()) -> BlockTerms {
             BlockTerms { quads: [1, 2, 3, 4, 5, 6, 7, 8], scale, offset }
         }
     }
@@ -301,6 +321,7 @@ mod tests {
         }
         let want = fold16(lanes) + (1.0 + 0.25);
         assert_eq!(quad_dot::<Portable, Test<true>>(&blocks, &[(); 3]), want);
+        #[cfg(target_arch = "x86_64")]
         assert_eq!(quad_dot::<Instruction, Test<true>>(&blocks, &[(); 3]), want);
         assert_eq!(quad_dot::<Portable, Test<false>>(&blocks, &[(); 3]), fold16(lanes));
         // Weights 0..32 against activations of 1: quad q sums 4q..4q+3.
@@ -308,6 +329,25 @@ mod tests {
         assert_eq!(quad_sums(&w, &[1u8; 32]), [6, 22, 38, 54, 70, 86, 102, 118]);
         // i8 activations: 0xFF is -1.
         assert_eq!(quad_sums(&[1i8; 32], &[0xFFu8; 32]), [-4; 8]);
+    }
+
+    /// F16C's conversion is the portable one on every f16 (NaNs: both NaN; F16C quiets a
+    /// signalling NaN, which the contract leaves free, as IEEE arithmetic does).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn instruction_f16_is_the_portable_conversion() {
+        if !std::arch::is_x86_feature_detected!("f16c") {
+            return;
+        }
+        for h in 0..=u16::MAX {
+            let b = h.to_le_bytes();
+            let (want, got) = (Portable::f16_at(&b), Instruction::f16_at(&b));
+            if want.is_nan() {
+                assert!(got.is_nan(), "{h:#06x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{h:#06x}");
+            }
+        }
     }
 
     /// `dot16` is unfused: each product is rounded before it is added.

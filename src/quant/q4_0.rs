@@ -7,7 +7,7 @@
 //! Dotted with Q8_0 activations.
 
 use super::bytes::f16_at;
-use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
+use super::contract::{quad_dot, quad_sums, Arith, BlockTerms, Portable, QuadBlock};
 use super::{q8_0, QK};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
@@ -50,7 +50,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 /// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
 /// features decide how `F::fma` compiles (`kernels::scalar`).
 #[inline(always)]
-pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
+pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_0::BLOCK }>().0);
     quad_dot::<F, Q4_0>(w, a)
@@ -63,7 +63,7 @@ impl QuadBlock for Q4_0 {
     const OFFSETS: bool = false;
 
     #[inline(always)]
-    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
+    fn terms<F: Arith>(x: &Self::W, y: &Self::A) -> BlockTerms {
         let qs = &x[2..BLOCK];
         // Unpack to signed codes in element order, then one i8×i8 dot (the shape that vectorizes well).
         let mut v = [0i8; QK];
@@ -73,6 +73,6 @@ impl QuadBlock for Q4_0 {
         }
         let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        BlockTerms { quads, scale: f16_at(x) * f16_at(y), offset: (0.0, 0.0) }
+        BlockTerms { quads, scale: F::f16_at(x) * F::f16_at(y), offset: (0.0, 0.0) }
     }
 }

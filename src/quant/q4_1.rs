@@ -8,7 +8,7 @@
 //! Dotted with Q8_1 activations: sum(w*a) = d_w*d_a*sum(q_w*q_a) + m_w * (d_a*sum(q_a)) = … + m_w*s_a.
 
 use super::bytes::f16_at;
-use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
+use super::contract::{quad_dot, quad_sums, Arith, BlockTerms, Portable, QuadBlock};
 use super::{q8_1, QK};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
@@ -51,7 +51,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 /// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
 /// features decide how `F::fma` compiles (`kernels::scalar`).
 #[inline(always)]
-pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
+pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_1::BLOCK }>().0);
     quad_dot::<F, Q4_1>(w, a)
@@ -64,7 +64,7 @@ impl QuadBlock for Q4_1 {
     const OFFSETS: bool = true;
 
     #[inline(always)]
-    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
+    fn terms<F: Arith>(x: &Self::W, y: &Self::A) -> BlockTerms {
         let qs = &x[4..BLOCK];
         let q8 = &y[4..q8_1::BLOCK];
         // Element e < 16 is the low nibble of qs[e], element e >= 16 the high nibble of qs[e - 16].
@@ -77,8 +77,8 @@ impl QuadBlock for Q4_1 {
         let quads = quad_sums(&v, q8);
         BlockTerms {
             quads,
-            scale: f16_at(&x[0..2]) * f16_at(&y[0..2]),
-            offset: (f16_at(&x[2..4]), f16_at(&y[2..4])),
+            scale: F::f16_at(&x[0..2]) * F::f16_at(&y[0..2]),
+            offset: (F::f16_at(&x[2..4]), F::f16_at(&y[2..4])),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! Dotted with Q8_1 activations (offset folded in through the activation block's `s`).
 
 use super::bytes::f16_at;
-use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
+use super::contract::{quad_dot, quad_sums, Arith, BlockTerms, Portable, QuadBlock};
 use super::{q8_1, QK};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 use crate::fileio::le;
@@ -65,7 +65,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 /// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
 /// features decide how `F::fma` compiles (`kernels::scalar`).
 #[inline(always)]
-pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
+pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_1::BLOCK }>().0);
     quad_dot::<F, Q5_1>(w, a)
@@ -78,15 +78,15 @@ impl QuadBlock for Q5_1 {
     const OFFSETS: bool = true;
 
     #[inline(always)]
-    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
+    fn terms<F: Arith>(x: &Self::W, y: &Self::A) -> BlockTerms {
         // Unpack to codes in element order, then one u8×i8 dot (the shape that vectorizes well).
         let v = codes(x);
         let q8: &[u8; QK] = y[4..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
         BlockTerms {
             quads,
-            scale: f16_at(&x[0..2]) * f16_at(&y[0..2]),
-            offset: (f16_at(&x[2..4]), f16_at(&y[2..4])),
+            scale: F::f16_at(&x[0..2]) * F::f16_at(&y[0..2]),
+            offset: (F::f16_at(&x[2..4]), F::f16_at(&y[2..4])),
         }
     }
 }

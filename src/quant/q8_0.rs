@@ -6,7 +6,7 @@
 //! Both a weight format and the activation format of Q4_0/Q5_0/Q8_0 weights.
 
 use super::bytes::{f16_at, put_f16};
-use super::contract::{quad_dot, quad_sums, BlockTerms, Fused, Portable, QuadBlock};
+use super::contract::{quad_dot, quad_sums, Arith, BlockTerms, Portable, QuadBlock};
 use super::QK;
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
@@ -62,7 +62,7 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
 /// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
 /// features decide how `F::fma` compiles (`kernels::scalar`).
 #[inline(always)]
-pub(crate) fn vec_dot_with<F: Fused>(n: usize, w: &[u8], act: &[u8]) -> f32 {
+pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ BLOCK }>().0);
     quad_dot::<F, Q8_0>(w, a)
@@ -75,10 +75,10 @@ impl QuadBlock for Q8_0 {
     const OFFSETS: bool = false;
 
     #[inline(always)]
-    fn terms(x: &Self::W, y: &Self::A) -> BlockTerms {
+    fn terms<F: Arith>(x: &Self::W, y: &Self::A) -> BlockTerms {
         let xq: [i8; QK] = std::array::from_fn(|e| x[2 + e] as i8);
         let yq: &[u8; QK] = y[2..].try_into().expect("32 quants");
         let quads = quad_sums(&xq, yq);
-        BlockTerms { quads, scale: f16_at(x) * f16_at(y), offset: (0.0, 0.0) }
+        BlockTerms { quads, scale: F::f16_at(x) * F::f16_at(y), offset: (0.0, 0.0) }
     }
 }

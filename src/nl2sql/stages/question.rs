@@ -14,15 +14,17 @@ use crate::nl2sql::forward::Forward;
 use crate::nl2sql::outcome::PhaseTimings;
 use crate::nl2sql::progress::Progress;
 use crate::nl2sql::refusal::{self, AnswerTokens, Verdict};
+use crate::nl2sql::render::Renderer;
+use crate::nl2sql::schema::SchemaInfo;
 use std::time::Instant;
 
-/// What the check needs besides the question: its threshold and the schema text the model was
-/// shown (for `refusal::matched_words`).
+/// What the check needs besides the question: its threshold and the tables the model was shown
+/// (their rendered text for `refusal::matched_words`).
 pub struct Check<'a> {
     /// `turboinfer.refusal_margin`.
     pub threshold: f32,
-    /// The rendered tables of the prompt.
-    pub schema_text: &'a str,
+    /// The tables of the prompt.
+    pub shown: &'a SchemaInfo,
     /// The question, cleaned.
     pub question: &'a str,
 }
@@ -58,7 +60,7 @@ pub fn prefill(
     let row = forward.prefill(kv, &ids, progress)?;
     let verdict = Verdict {
         margin: answers.margin(&row),
-        matched: refusal::matched_words(check.schema_text, check.question),
+        matched: refusal::matched_words(&schema_text(check.shown), check.question),
         threshold: check.threshold,
     };
     kv.truncate(user_end);
@@ -72,4 +74,10 @@ pub fn prefill(
     };
     timings.prefill_ms += ms_since(t);
     Ok((logits, Some(verdict), prefilled))
+}
+
+/// The tables of `shown` as the prompt renders them.
+fn schema_text(shown: &SchemaInfo) -> String {
+    let r = Renderer::new(shown);
+    shown.tables.iter().map(|t| r.table(t)).collect()
 }
