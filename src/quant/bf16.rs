@@ -32,5 +32,5 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Dot product of a bf16 weight row with f32 activations, `n` elements each.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n * SIZE && act.len() == n * 4);
-    super::bytes::dot_f32_act::<SIZE>(n, w, act, |b| bf16_at(b))
+    super::contract::dot_f32_act::<SIZE>(n, w, act, |b| bf16_at(b))
 }

@@ -276,6 +276,22 @@ pub fn dot16(n: usize, w: impl Fn(usize) -> f32, a: impl Fn(usize) -> f32) -> f3
     s
 }
 
+/// Dot product of `n` weights (each `S` bytes, decoded by `conv`) with `n` little-endian f32
+/// activations in the contract's sixteen element lanes ([`dot16`]); lengths beyond `n` are
+/// ignored.
+#[inline(always)]
+pub(crate) fn dot_f32_act<const S: usize>(
+    n: usize,
+    w: &[u8],
+    act: &[u8],
+    conv: impl Fn(&[u8; S]) -> f32,
+) -> f32 {
+    let n = n.min(w.len() / S).min(act.len() / 4);
+    let (w, _) = w[..n * S].as_chunks::<S>();
+    let (a, _) = act[..n * 4].as_chunks::<4>();
+    dot16(n, |j| conv(&w[j]), |j| f32::from_le_bytes(a[j]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

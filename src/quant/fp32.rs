@@ -39,5 +39,5 @@ pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
 /// Dot product of an f32 weight row with f32 activations, `n` elements each.
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n * SIZE && act.len() == n * SIZE);
-    super::bytes::dot_f32_act::<SIZE>(n, w, act, |b| f32::from_le_bytes(*b))
+    super::contract::dot_f32_act::<SIZE>(n, w, act, |b| f32::from_le_bytes(*b))
 }
