@@ -577,10 +577,10 @@ fn contract_fma_is_the_fused_multiply_add() {
             // is the midpoint itself): only the rounding to odd gets these right, from either
             // side and with c of either parity.
             3 => {
-                let c = f32::from_bits(
-                    ((40 + (x >> 40) % 180) as u32) << 23 | (x as u32 & 0x807f_ffff),
-                );
-                let half_ulp = f32::from_bits((c.to_bits() >> 23 & 0xff).saturating_sub(24) << 23);
+                // c: any sign and mantissa, exponent field 40..220 (half an ulp stays normal).
+                let exponent = (40 + (x >> 40) % 180) as u32;
+                let c = f32::from_bits((exponent << 23) | (x as u32 & 0x807f_ffff));
+                let half_ulp = f32::from_bits((exponent - 24) << 23);
                 let sign = if x >> 63 == 0 { 1.0 } else { -1.0 };
                 (1.0 + f32::EPSILON, sign * half_ulp * (1.0 - f32::EPSILON), c)
             }
