@@ -7,8 +7,8 @@
 #   3. a fresh cluster of that installation (its own initdb and postgres, port
 #      $TURBOINFER_INSTALLTEST_PORT (default 54342), socket only, temporary directory): CREATE
 #      EXTENSION loads the library from there, and a question is answered with nothing set;
-#   4. the upgrade from the released 0.1.0 (tests/upgrade/turboinfer--0.1.0.sql): ALTER EXTENSION
-#      UPDATE gives the same objects as a fresh CREATE EXTENSION, and answers.
+#   4. the upgrade from each released version (0.1.0, 0.2.0: tests/upgrade/turboinfer--<v>.sql):
+#      ALTER EXTENSION UPDATE gives the same objects as a fresh CREATE EXTENSION, and answers.
 # The other installation is a private copy, in a temporary directory, of Debian's PostgreSQL 15
 # (/usr/lib/postgresql/15 and /usr/share/postgresql/15: PostgreSQL finds its directories relative
 # to its binaries, so the copy is a PostgreSQL of its own), or of the `usr` tree of a relocated
@@ -174,16 +174,16 @@ fi
 exec {HOLD[1]}>&-
 wait "$hold_pid" 2>/dev/null || true
 
-# Upgrade from the released 0.1.0: its install script (tests/upgrade/, frozen as released) next
-# to this version's; CREATE EXTENSION ... VERSION '0.1.0' in one database (every C symbol it
-# names must still exist in the new library), ALTER EXTENSION UPDATE, and the objects the
+# Upgrade from each released version: its install script (tests/upgrade/, frozen as released)
+# next to this version's; CREATE EXTENSION ... VERSION '<from>' in one database (every C symbol
+# it names must still exist in the new library), ALTER EXTENSION UPDATE, and the objects the
 # extension then owns must be those of a fresh CREATE EXTENSION in another database, down to
 # each function's definition (arguments, defaults, result, volatility, strictness, security,
-# parallel safety, cost, C symbol), comments and privileges.
+# parallel safety, cost, C symbol), each table's columns, row-level security and policies,
+# comments, privileges and the tables pg_dump dumps (extconfig).
 version=$(awk -F'"' '/^\[/ { sect = $0 } sect == "[package]" && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
-install -m 644 "$root/tests/upgrade/turboinfer--0.1.0.sql" "$extdir/"
-out=$(q -c "SELECT source || ' -> ' || target || ': ' || coalesce(path, 'none') FROM pg_extension_update_paths('turboinfer') WHERE source = '0.1.0' AND target = '$version'" 2>&1) || true
-[[ $out == "0.1.0 -> $version: 0.1.0--$version" ]] && ok "pg_extension_update_paths: $out" || bad "update path 0.1.0 -> $version" "$out"
+releases=(0.1.0 0.2.0)
+for r in "${releases[@]}"; do install -m 644 "$root/tests/upgrade/turboinfer--$r.sql" "$extdir/"; done
 objects="SELECT pg_describe_object(d.classid, d.objid, d.objsubid) || E'\n' || coalesce(
     CASE d.classid
       WHEN 'pg_proc'::regclass THEN (SELECT pg_get_functiondef(p.oid) || E'\n' || coalesce(p.proacl::text, 'default privileges')
@@ -191,34 +191,50 @@ objects="SELECT pg_describe_object(d.classid, d.objid, d.objsubid) || E'\n' || c
       WHEN 'pg_class'::regclass THEN (SELECT c.relkind::text || E'\n' || coalesce(pg_get_viewdef(c.oid), '') || E'\n' ||
                                        (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
                                         FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) || E'\n' ||
-                                       coalesce(c.relacl::text, 'default privileges')
+                                       coalesce(c.relacl::text, 'default privileges') || E'\n' ||
+                                       'row security ' || c.relrowsecurity::text || coalesce(E'\n' ||
+                                       (SELECT string_agg(pol.polname || ' ' || pol.polcmd::text || ' ' || coalesce(pg_get_expr(pol.polqual, pol.polrelid), '-')
+                                                          || ' ' || coalesce(pg_get_expr(pol.polwithcheck, pol.polrelid), '-'), E'\n' ORDER BY pol.polname)
+                                        FROM pg_policy pol WHERE pol.polrelid = c.oid), '')
                                      FROM pg_class c WHERE c.oid = d.objid)
     END, '') || E'\n' || coalesce('comment: ' || obj_description(d.objid, d.classid::regclass::name), 'no comment')
   FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
   WHERE e.extname = 'turboinfer' AND d.deptype = 'e'
-  UNION ALL SELECT 'extension ' || extname || ' ' || extversion || ' in schema ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'turboinfer'
+  UNION ALL SELECT 'extension ' || extname || ' ' || extversion || ' in schema ' || extnamespace::regnamespace
+                   || ', dumps ' || coalesce(extconfig::regclass[]::text, 'no table') FROM pg_extension WHERE extname = 'turboinfer'
   ORDER BY 1"
-q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
-out=$(q -d upgraded -c "CREATE EXTENSION turboinfer VERSION '0.1.0'" -c "SELECT extversion FROM pg_extension WHERE extname = 'turboinfer'" \
-    -c "ALTER EXTENSION turboinfer UPDATE" -c "SELECT extversion FROM pg_extension WHERE extname = 'turboinfer'" 2>&1) || true
-[[ $out == "0.1.0"$'\n'"$version" ]] && ok "CREATE EXTENSION turboinfer VERSION '0.1.0', then ALTER EXTENSION turboinfer UPDATE: $version" ||
-    bad "CREATE EXTENSION VERSION '0.1.0' + ALTER EXTENSION UPDATE" "$out"
-upgraded=$(q -d upgraded -c "$objects" 2>&1) || true
+q -c "CREATE DATABASE fresh"
 fresh=$(q -d fresh -c "CREATE EXTENSION turboinfer" -c "$objects" 2>&1) || true
 n=$(grep -c '^function ' <<<"$fresh" || true)
-if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* && $fresh == *"function nl2sql_review(text)"* ]]; then
-    ok "updated from 0.1.0 and freshly created: the same $n functions and other objects, definitions, comments and privileges"
-else
-    bad "objects after ALTER EXTENSION UPDATE differ from a fresh CREATE EXTENSION ($n functions)" "$(diff <(echo "$upgraded") <(echo "$fresh") || true)"
-fi
-q -d upgraded -c "CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL)" \
-    -c "INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 7) g"
-out=$(q -d upgraded -c "SELECT nl2sql('how many users are there?')" -c "SELECT * FROM nl2sql_run('how many users are there?')" 2>&1) || true
-if [[ $out =~ ^SELECT.*users.*$'\n'\{\"[a-z_()]+\":\ 7\}$ ]]; then
-    ok "after the update: nl2sql and nl2sql_run answer (${out//$'\n'/ -> })"
-else
-    bad "nl2sql / nl2sql_run after ALTER EXTENSION UPDATE" "$out"
-fi
+for i in "${!releases[@]}"; do
+    from=${releases[$i]}
+    # The path PostgreSQL must find: every later release in turn, then this version.
+    chain=$(IFS=-; echo "${releases[*]:$i}" | sed 's/-/--/g')--$version
+    out=$(q -c "SELECT source || ' -> ' || target || ': ' || coalesce(path, 'none') FROM pg_extension_update_paths('turboinfer') WHERE source = '$from' AND target = '$version'" 2>&1) || true
+    [[ $out == "$from -> $version: $chain" ]] && ok "pg_extension_update_paths: $out" || bad "update path $from -> $version" "$out"
+    db="upgraded_${from//./_}"
+    q -c "CREATE DATABASE $db"
+    out=$(q -d "$db" -c "CREATE EXTENSION turboinfer VERSION '$from'" -c "SELECT extversion FROM pg_extension WHERE extname = 'turboinfer'" \
+        -c "ALTER EXTENSION turboinfer UPDATE" -c "SELECT extversion FROM pg_extension WHERE extname = 'turboinfer'" 2>&1) || true
+    [[ $out == "$from"$'\n'"$version" ]] && ok "CREATE EXTENSION turboinfer VERSION '$from', then ALTER EXTENSION turboinfer UPDATE: $version" ||
+        bad "CREATE EXTENSION VERSION '$from' + ALTER EXTENSION UPDATE" "$out"
+    upgraded=$(q -d "$db" -c "$objects" 2>&1) || true
+    if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* && $fresh == *"function nl2sql_learn(text,text)"* \
+          && $fresh == *"nl2sql_examples_learn a"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
+        ok "updated from $from and freshly created: the same $n functions and other objects, definitions, policies, comments and privileges"
+    else
+        bad "objects after ALTER EXTENSION UPDATE from $from differ from a fresh CREATE EXTENSION ($n functions)" "$(diff <(echo "$upgraded") <(echo "$fresh") || true)"
+    fi
+    q -d "$db" -c "CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL)" \
+        -c "INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 7) g"
+    out=$(q -d "$db" -c "SELECT nl2sql('how many users are there?')" -c "SELECT * FROM nl2sql_run('how many users are there?')" \
+        -c "SELECT nl2sql_learn('count the users', 'SELECT count(*) FROM users') > 0" 2>&1) || true
+    if [[ $out =~ ^SELECT.*users.*$'\n'\{\"[a-z_()]+\":\ 7\}$'\n't$ ]]; then
+        ok "after the update from $from: nl2sql and nl2sql_run answer, nl2sql_learn stores (${out//$'\n'/ -> })"
+    else
+        bad "nl2sql / nl2sql_run / nl2sql_learn after ALTER EXTENSION UPDATE from $from" "$out"
+    fi
+done
 
 loglines=$(cat "$log")
 if grep -Eq 'terminated by signal|PANIC' <<<"$loglines"; then bad "server log reports a crash"; else ok "no crash in the copy's server log"; fi

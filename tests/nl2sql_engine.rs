@@ -69,7 +69,7 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     assert_eq!(cold.prompt.fingerprint, warm.prompt.fingerprint);
     // The reported prompt is the exact text of the tokens run (for feeding the same prompt to llama-server).
     let plan = e.plan(&schema, "How many users are there?", &opts).unwrap();
-    assert_eq!(warm.prompt.text, plan.text("How many users are there?"));
+    assert_eq!(warm.prompt.text, plan.text());
     assert!(warm
         .prompt
         .text
@@ -575,4 +575,77 @@ fn samples_are_decoded_together_deterministically_and_vote() {
     } else {
         assert_eq!(o.sql, first, "the first answer's group is as large: {w:?}");
     }
+}
+
+/// Approved examples: the most similar stored questions go into the question part as earlier
+/// exchanges, after a schema prefix that does not change; with none chosen the prompt is the
+/// plain one; the refusal check reads the plain question, so its verdict is the same bitwise.
+#[test]
+fn approved_examples_follow_the_unchanged_prefix_and_the_check_reads_the_plain_question() {
+    use turboinfer::nl2sql::examples::Example;
+    use turboinfer::nl2sql::prompt;
+    use turboinfer::nl2sql::refusal::RefusalMode;
+    let Some(e) = common::engine("smollm2-135m") else { return };
+    let q = "How many orders were placed by each user?";
+    let plain = common::users_orders(true);
+    let mut taught = plain.clone();
+    taught.examples = vec![
+        Example {
+            id: 7,
+            question: "How many orders are there?".into(),
+            sql: "SELECT count(*) FROM orders;".into(),
+        },
+        Example {
+            id: 8,
+            question: "List the users by country".into(),
+            sql: "SELECT name FROM users ORDER BY country".into(),
+        },
+        Example { id: 9, question: "Weather in Paris".into(), sql: "SELECT 1".into() },
+    ];
+    let opts = Options {
+        max_new_tokens: 4,
+        context_tokens: 1024,
+        repair_rounds: 0,
+        candidates: 1,
+        refusal: RefusalMode::Margin(100.0),
+        ..Options::default()
+    };
+    let without = e.plan(&plain, q, &opts).unwrap();
+    let with = e.plan(&taught, q, &opts).unwrap();
+    assert_eq!(with.fingerprint, without.fingerprint);
+    assert_eq!(with.prefix_ids, without.prefix_ids);
+    assert_eq!(without.question, prompt::question(q));
+    assert!(without.examples.is_empty() && without.plain_question_ids.is_none());
+    assert_eq!(
+        with.examples.iter().map(|x| x.0).collect::<Vec<_>>().len(),
+        2,
+        "{:?}",
+        with.examples
+    );
+    assert!(
+        with.examples.iter().all(|x| x.0 != 9 && x.1 > 0.0 && x.1 <= 1.0),
+        "{:?}",
+        with.examples
+    );
+    let text = with.question.text();
+    assert!(
+        text.contains("```sql\nSELECT count(*) FROM orders\n```"),
+        "trailing ; dropped: {text}"
+    );
+    assert!(text.ends_with(&prompt::question(q).text()), "{text}");
+    assert_eq!(with.plain_question_ids.as_deref(), Some(without.question_ids.as_slice()));
+    let none = Options { examples: 0, ..opts };
+    assert_eq!(e.plan(&taught, q, &none).unwrap().question, prompt::question(q));
+
+    let rt = Runtime::new(2).unwrap();
+    let mut accept = |_: &str| Ok(());
+    let mut go = |_: Progress| true;
+    let mut cache = PrefixCache::new();
+    let a = e.run(&rt, &mut cache, &plain, q, &opts, &mut go, &mut accept).unwrap();
+    let b = e.run(&rt, &mut cache, &taught, q, &opts, &mut go, &mut accept).unwrap();
+    let (va, vb) = (a.refusal.unwrap(), b.refusal.unwrap());
+    assert_eq!(va.margin.to_bits(), vb.margin.to_bits(), "the check reads the plain question");
+    assert_eq!(b.prompt.examples.len(), 2);
+    assert_eq!(b.tokens.prompt, with.prefix_ids.len() + with.question_ids.len());
+    assert!(b.prompt.text.ends_with(&text));
 }

@@ -488,7 +488,7 @@ mod tests {
             ref_table: "customers".into(),
             ref_columns: vec!["id".into()],
         }];
-        SchemaInfo { tables: vec![c, s], default_schema: Some("public".into()) }
+        SchemaInfo::new(vec![c, s], Some("public"))
     }
 
     fn c(t: &str, col: &str) -> ColumnRef {

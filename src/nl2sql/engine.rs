@@ -7,6 +7,7 @@ use super::constrain::Constrainer;
 use super::decode::{DecodeLimits, Decoded, SpecStats};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
+use super::examples;
 use super::forward::{Forward, PREFILL_CHUNK};
 use super::held::Held;
 use super::hooks::Hooks;
@@ -51,8 +52,17 @@ pub struct Plan {
     /// System turn + schema, up to the question.
     pub prefix: Segments,
     pub prefix_ids: Vec<u32>,
-    /// Question + start of the assistant turn.
+    /// The question part: the chosen examples as earlier turns, the question, the start of the
+    /// assistant turn (`prompt::question_with_examples`).
+    pub question: Segments,
+    /// Its tokens.
     pub question_ids: Vec<u32>,
+    /// The tokens of the question part without examples (`prompt::question`), when it has some:
+    /// what the refusal check reads (`stages::question::prefill`).
+    pub plain_question_ids: Option<Vec<u32>>,
+    /// The examples in the question part (`SchemaInfo::examples`), in prompt order: their ids
+    /// and similarity to the question.
+    pub examples: Vec<(i64, f64)>,
     /// Qualified names (`schema.table`) of the tables in the prompt, in prompt order.
     pub shown: Vec<String>,
     /// Qualified names of the tables left out for lack of room.
@@ -61,8 +71,8 @@ pub struct Plan {
 
 impl Plan {
     /// The whole prompt text (prefix and question part).
-    pub fn text(&self, question: &str) -> String {
-        self.prefix.text() + &prompt::question(question).text()
+    pub fn text(&self) -> String {
+        self.prefix.text() + &self.question.text()
     }
 }
 
@@ -245,7 +255,24 @@ impl Engine {
             return Err(Nl2SqlError::NoTables);
         }
         let capacity = self.context_capacity(opts);
-        let question_ids = prompt::question(question).encode(&self.tok)?;
+        // Stored questions are one line like asked ones (a direct INSERT may hold anything).
+        let turn = |e: &examples::Example| {
+            (sanitize_question(&e.question), examples::statement(&e.sql).to_string())
+        };
+        let chosen = examples::choose(question, &schema.examples, opts.examples, |e| {
+            let (q, sql) = turn(e);
+            prompt::example_turn(&q, &sql).encode(&self.tok).map(|ids| ids.len())
+        })?;
+        let owned: Vec<(String, String)> =
+            chosen.iter().map(|&(i, _)| turn(&schema.examples[i])).collect();
+        let pairs: Vec<(&str, &str)> =
+            owned.iter().map(|(q, s)| (q.as_str(), s.as_str())).collect();
+        let question_part = prompt::question_with_examples(question, &pairs);
+        let question_ids = question_part.encode(&self.tok)?;
+        let plain_question_ids = match pairs.is_empty() {
+            true => None,
+            false => Some(prompt::question(question).encode(&self.tok)?),
+        };
         let fixed = prompt::prefix_with_notes("").encode(&self.tok)?.len();
         let reserve = answer_reserve(opts.max_new_tokens, capacity);
         let renderer = Renderer::new(schema);
@@ -293,7 +320,10 @@ impl Engine {
             fingerprint,
             prefix,
             prefix_ids,
+            question: question_part,
             question_ids,
+            plain_question_ids,
+            examples: chosen.iter().map(|&(i, score)| (schema.examples[i].id, score)).collect(),
             shown: shown.iter().map(|&i| schema.tables[i].qualified_name()).collect(),
             dropped,
         })
@@ -384,6 +414,7 @@ impl Engine {
                 &self.forward(rt),
                 kv,
                 &plan.question_ids,
+                plan.plain_question_ids.as_deref(),
                 check,
                 &mut timings,
                 hooks.progress,
@@ -427,10 +458,11 @@ impl Engine {
             }
             Ok(Outcome {
                 prompt: PromptSummary {
-                    text: plan.text(&question),
+                    text: plan.text(),
                     fingerprint: plan.fingerprint,
                     shown: plan.shown,
                     dropped: plan.dropped,
+                    examples: plan.examples,
                 },
                 sql: answer.sql,
                 error: answer.error,
@@ -532,6 +564,8 @@ fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
             .cloned()
             .collect(),
         default_schema: schema.default_schema.clone(),
+        // The chosen examples are in the plan's question part; the stages need only tables.
+        examples: Vec::new(),
     }
 }
 

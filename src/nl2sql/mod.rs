@@ -13,6 +13,7 @@ pub mod doubt;
 pub mod draft;
 mod engine;
 mod error;
+pub mod examples;
 mod forward;
 mod held;
 mod hooks;
@@ -43,7 +44,8 @@ pub use forward::PREFILL_CHUNK;
 pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
 pub use options::{
-    Options, DEFAULT_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES,
+    Options, DEFAULT_CANDIDATES, DEFAULT_EXAMPLES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
+    DEFAULT_SAMPLES,
 };
 pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,

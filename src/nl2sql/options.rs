@@ -17,6 +17,10 @@ pub const DEFAULT_CANDIDATES: usize = 2;
 /// they gained and cost on the development split).
 pub const DEFAULT_SAMPLES: usize = 0;
 
+/// Default approved examples shown per question (`examples.rs`): the nearest few, as the
+/// few-shot text-to-SQL methods show (DAIL-SQL and its kin use 3-5).
+pub const DEFAULT_EXAMPLES: usize = 3;
+
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -49,6 +53,9 @@ pub struct Options {
     /// Whether and how the refusal check runs (`refusal.rs`); without it a question the shown
     /// tables cannot answer gets a query like any other.
     pub refusal: super::refusal::RefusalMode,
+    /// Most approved examples (`SchemaInfo::examples`) shown before the question, the most
+    /// similar ones within `examples::TOKEN_BUDGET`; 0 shows none.
+    pub examples: usize,
 }
 
 impl Default for Options {
@@ -68,6 +75,7 @@ impl Default for Options {
             samples: DEFAULT_SAMPLES,
             keep_rows: true,
             refusal: super::refusal::RefusalMode::Auto,
+            examples: DEFAULT_EXAMPLES,
         }
     }
 }

@@ -68,7 +68,7 @@ impl Outcome {
 }
 
 /// The prompt of a call, as reported.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PromptSummary {
     /// The first attempt's whole prompt text (`Plan::text`), for running the same prompt
     /// elsewhere.
@@ -79,6 +79,8 @@ pub struct PromptSummary {
     pub shown: Vec<String>,
     /// Qualified names of the tables left out for lack of room.
     pub dropped: Vec<String>,
+    /// The approved examples shown before the question (`Plan::examples`): id and similarity.
+    pub examples: Vec<(i64, f64)>,
 }
 
 /// Token counts of a call.

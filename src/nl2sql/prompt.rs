@@ -114,6 +114,31 @@ pub fn prefix_with_notes(ddl: &str) -> Segments {
     prefix(&format!("{ddl}{DIALECT_NOTES}"))
 }
 
+/// One approved example as a finished exchange, placed where the question would be: its
+/// question closing the user turn, the assistant's answer in a SQL fence (as the models write
+/// theirs), and the next user turn opened up to where the next question goes.
+pub fn example_turn(question: &str, sql: &str) -> Segments {
+    Segments(vec![
+        Segment::Text(question.to_string()),
+        Segment::Template("<|im_end|>\n<|im_start|>assistant\n"),
+        Segment::Text(format!("```sql\n{sql}\n```")),
+        Segment::Template("<|im_end|>\n<|im_start|>user\n"),
+        Segment::Text("### Question\n".to_string()),
+    ])
+}
+
+/// The question part with approved examples (`examples.rs`) before it, each as an earlier
+/// exchange ([`example_turn`]); with none it is [`question`] exactly, so a database without
+/// examples gets the prompt it always got. The schema prefix is the same either way.
+pub fn question_with_examples(q: &str, examples: &[(&str, &str)]) -> Segments {
+    let mut segments = Vec::new();
+    for (eq, sql) in examples {
+        segments.extend(example_turn(eq, sql).0);
+    }
+    segments.extend(question(q).0);
+    Segments(segments)
+}
+
 /// Text the assistant's repair answer starts with, already in the prompt: the answer then
 /// continues inside a SQL fence, so it cannot drift into prose about the error.
 pub const REPAIR_SEED: &str = "```sql\n";
@@ -161,6 +186,18 @@ CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id
         let text = prefix(ddl).text() + &question("How many users are there?").text();
         let want = "<|im_start|>system\nYou are a PostgreSQL expert. Given the database schema, write one PostgreSQL query that answers the question. Reply with only the SQL.<|im_end|>\n<|im_start|>user\n### Schema\nCREATE TABLE users (id integer PRIMARY KEY, name text NOT NULL, email text, country text, created_at timestamp);\nCREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id), amount numeric(10,2), status text, ordered_at timestamp);\n### Question\nHow many users are there?<|im_end|>\n<|im_start|>assistant\n";
         assert_eq!(text, want);
+    }
+
+    #[test]
+    fn examples_are_earlier_exchanges() {
+        assert_eq!(question_with_examples("q?", &[]), question("q?"));
+        let t =
+            question_with_examples("How many?", &[("Count users", "SELECT count(*) FROM users")])
+                .text();
+        assert_eq!(
+            t,
+            "Count users<|im_end|>\n<|im_start|>assistant\n```sql\nSELECT count(*) FROM users\n```<|im_end|>\n<|im_start|>user\n### Question\nHow many?<|im_end|>\n<|im_start|>assistant\n"
+        );
     }
 
     #[test]

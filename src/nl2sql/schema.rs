@@ -112,6 +112,17 @@ impl Table {
     }
 }
 
+/// One approved example (`examples.rs`), as the caller may see it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Example {
+    /// The store's identifier (what `nl2sql_explain` reports and `nl2sql_forget` takes).
+    pub id: i64,
+    /// The question, as asked.
+    pub question: String,
+    /// The approved statement (validated when it was stored, shown as stored).
+    pub sql: String,
+}
+
 /// Every table the model may see, plus how to name them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct SchemaInfo {
@@ -119,12 +130,19 @@ pub struct SchemaInfo {
     /// Tables in this schema are rendered without a schema prefix (the first schema of the
     /// search path, so the generated SQL resolves the same way); others are qualified.
     pub default_schema: Option<String>,
+    /// The approved examples the caller may see (`examples.rs`), in the store's order; empty for
+    /// a database without any. Not part of the schema prefix: the chosen ones go after it.
+    pub examples: Vec<Example>,
 }
 
 impl SchemaInfo {
     /// A schema of `tables` whose unqualified names live in `default_schema`.
     pub fn new(tables: Vec<Table>, default_schema: Option<&str>) -> SchemaInfo {
-        SchemaInfo { tables, default_schema: default_schema.map(str::to_string) }
+        SchemaInfo {
+            tables,
+            default_schema: default_schema.map(str::to_string),
+            examples: Vec::new(),
+        }
     }
 
     /// Sorts tables by (schema, name) and foreign keys by their columns, so that catalog read

@@ -32,6 +32,11 @@ pub static CANDIDATES: GucSetting<i32> =
 /// Most candidates: each is a prefill of its shared prefix plus a decode of its tail (and, with
 /// execution, one read-only run); past 8 the branches are at positions the model was sure of.
 const MAX_CANDIDATES: i32 = 8;
+/// `turboinfer.examples`: approved examples shown per question (`nl2sql::examples`).
+pub static EXAMPLES: GucSetting<i32> =
+    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_EXAMPLES as i32);
+/// More examples than this would not fit `nl2sql::examples::TOKEN_BUDGET` anyway.
+const MAX_EXAMPLES: i32 = 8;
 /// `turboinfer.samples`: sampled candidate answers decoded together (0 = none).
 pub static SAMPLES: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_SAMPLES as i32);
 /// Most samples: each holds its own copy of the question's cache rows (for the 1.5B model 28
@@ -347,6 +352,16 @@ pub fn register() {
         &CANDIDATES,
         1,
         MAX_CANDIDATES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.examples",
+        c"Approved examples (nl2sql_learn) nl2sql() shows per question, the most similar ones (0 = none).",
+        c"Only examples over relations the caller may read, within the schemas being searched; at most 768 prompt tokens of them.",
+        &EXAMPLES,
+        0,
+        MAX_EXAMPLES,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -11,6 +11,7 @@ mod candidates;
 mod catalog;
 mod encoding;
 mod errors;
+mod examples;
 mod facts;
 mod functions;
 mod gucs;

@@ -7,7 +7,7 @@
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
-use super::{catalog, gucs, progress, slots, track, validate};
+use super::{catalog, examples, gucs, progress, slots, track, validate};
 use crate::model::ModelError;
 use crate::nl2sql::{
     Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
@@ -54,6 +54,7 @@ fn options() -> Options {
         candidates: usize::try_from(gucs::CANDIDATES.get())
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
         samples: usize::try_from(gucs::SAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_SAMPLES),
+        examples: usize::try_from(gucs::EXAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_EXAMPLES),
         ..Options::default()
     }
 }
@@ -148,7 +149,10 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
         Err(e) => report(e),
     });
     let t1 = Instant::now();
-    let schema = catalog::read_schema(schemas);
+    let mut schema = catalog::read_schema(schemas);
+    if opts.examples > 0 {
+        schema.examples = examples::visible(&schema);
+    }
     let schema_ms = ms(t1);
     let target = target(sparsity);
     // The model work waits for an inference slot (turboinfer.max_concurrent); the catalog was read
@@ -239,6 +243,9 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "prefill_tokens": o.tokens.prefill,
         "tables_shown": o.prompt.shown,
         "tables_dropped": o.prompt.dropped,
+        "examples": o.prompt.examples.iter().map(|&(id, similarity)| json!({
+            "id": id, "similarity": (similarity * 1000.0).round() / 1000.0,
+        })).collect::<Vec<_>>(),
         "cache": o.prefix_source.name(),
         "model_loaded": a.reloaded,
         "generated_tokens": o.tokens.generated,

@@ -113,7 +113,7 @@ fn server_sql(sql: &str) -> Result<Vec<u8>, Rejection> {
 
 /// What the analysis step found (an error to re-raise is kept until the subtransaction is gone).
 enum Analysis {
-    Accepted(QueryFacts),
+    Accepted(Box<(QueryFacts, Vec<pg_sys::Oid>)>),
     Rejected(Rejection),
     Propagate(CaughtError),
 }
@@ -122,12 +122,28 @@ enum Analysis {
 /// always rolled back: the server's error for a statement that does not resolve, a privilege the
 /// caller lacks, or a function with side effects; for an accepted statement, its facts.
 pub fn analyze(sql: &str) -> Result<QueryFacts, Rejection> {
+    analyze_reading(sql).map(|(facts, _)| facts)
+}
+
+/// The relations (tables, views, ...) an accepted query reads, anywhere in it (sub-queries and
+/// CTEs included), each once in ascending OID order: [`check_query`], then the analysis of
+/// [`analyze`] (so the caller may read every one of them). What an approved example records.
+pub fn relations_read(sql: &str) -> Result<Vec<pg_sys::Oid>, Rejection> {
+    check_query(sql)?;
+    let (_, mut oids) = analyze_reading(sql)?;
+    oids.sort_by_key(|o| o.to_u32());
+    oids.dedup();
+    Ok(oids)
+}
+
+/// [`analyze`], with the relations the statement reads (unsorted, repeated).
+fn analyze_reading(sql: &str) -> Result<(QueryFacts, Vec<pg_sys::Oid>), Rejection> {
     let Ok(c) = CString::new(server_sql(sql)?) else {
         return Err("the answer contains a NUL character".into());
     };
     // SAFETY (of the call inside): parse analysis on the backend thread, in the subtransaction.
     let outcome = match super::subxact::rolled_back(|| unsafe { analyze_in_subtransaction(&c) }) {
-        Ok(Ok(facts)) => Analysis::Accepted(facts),
+        Ok(Ok(found)) => Analysis::Accepted(Box::new(found)),
         Ok(Err(r)) => Analysis::Rejected(r),
         Err(e) => match *e {
             CaughtError::PostgresError(ref r) | CaughtError::ErrorReport(ref r)
@@ -139,7 +155,7 @@ pub fn analyze(sql: &str) -> Result<QueryFacts, Rejection> {
         },
     };
     match outcome {
-        Analysis::Accepted(facts) => Ok(facts),
+        Analysis::Accepted(found) => Ok(*found),
         Analysis::Rejected(mut r) => {
             if r.sqlstate.as_deref() == Some("42883") {
                 r.facts.extend(function_signatures(&r.message));
@@ -152,7 +168,9 @@ pub fn analyze(sql: &str) -> Result<QueryFacts, Rejection> {
 
 /// Analyses the statement and checks privileges and functions (inside the subtransaction);
 /// reads the facts of an accepted statement.
-unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<QueryFacts, Rejection> {
+unsafe fn analyze_in_subtransaction(
+    sql: &CStr,
+) -> Result<(QueryFacts, Vec<pg_sys::Oid>), Rejection> {
     let list = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
     let stmts = list_ptrs(list);
     let [raw] = stmts.as_slice() else {
@@ -165,10 +183,11 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<QueryFacts, Rejection>
         0,
         std::ptr::null_mut(),
     );
-    let mut w = QueryWalk { functions: Vec::new() };
+    let mut w = QueryWalk { functions: Vec::new(), relations: Vec::new() };
     // The top query's privileges here, the rest through PostgreSQL's walker (which calls the
     // guarded callback, so an ERROR inside it comes back through this FFI call, to the catch).
     pg_sys::ExecCheckRTPerms((*query).rtable, true);
+    w.relations.extend(relations_of((*query).rtable));
     pg_sys::query_tree_walker(query, Some(query_walk), &mut w as *mut QueryWalk as *mut c_void, 0);
     for oid in w.functions {
         if let Some(reason) = side_effect(oid) {
@@ -179,7 +198,17 @@ unsafe fn analyze_in_subtransaction(sql: &CStr) -> Result<QueryFacts, Rejection>
             });
         }
     }
-    Ok(super::facts::query_facts(query))
+    Ok((super::facts::query_facts(query), w.relations))
+}
+
+/// The relations of a range table (its `RTE_RELATION` entries; a view is one, not expanded).
+unsafe fn relations_of(rtable: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    list_ptrs(rtable)
+        .into_iter()
+        .map(|p| p as *mut pg_sys::RangeTblEntry)
+        .filter(|&rte| (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
+        .map(|rte| (*rte).relid)
+        .collect()
 }
 
 /// Why calling function `oid` is not read-only, if it is not.
@@ -203,6 +232,8 @@ unsafe fn side_effect(oid: pg_sys::Oid) -> Option<String> {
 struct QueryWalk {
     /// Every function the statement calls (operators, casts and aggregates included).
     functions: Vec<pg_sys::Oid>,
+    /// Every relation its range tables read.
+    relations: Vec<pg_sys::Oid>,
 }
 
 /// Walks an analysed statement (called by PostgreSQL's walkers only, never directly: an ERROR
@@ -217,6 +248,8 @@ unsafe extern "C-unwind" fn query_walk(node: *mut pg_sys::Node, ctx: *mut c_void
     if (*node).type_ == pg_sys::NodeTag::T_Query {
         let q = node as *mut pg_sys::Query;
         pg_sys::ExecCheckRTPerms((*q).rtable, true);
+        let w = &mut *(ctx as *mut QueryWalk);
+        w.relations.extend(relations_of((*q).rtable));
         return pg_sys::query_tree_walker(q, Some(query_walk), ctx, 0);
     }
     pg_sys::check_functions_in_node(node, Some(collect_function), ctx);

@@ -33,16 +33,24 @@ pub struct Check<'a> {
 /// opening), checked first when `check` is given and there is room: the logits of the last
 /// prompt position (empty when refused), the verdict, and the prompt tokens run through the
 /// model. Times go to `timings` (prefill, and the check's share in `refusal_ms`).
+///
+/// `plain`: the question part without the approved examples, when `question_ids` has some
+/// (`Plan::plain_question_ids`). The check then runs on the plain question, as it was calibrated
+/// (after earlier exchanges the model judges differently: every development question was
+/// refused), its rows are cut off again, and the question part with its examples is prefilled
+/// whole: a few dozen prompt tokens more.
 pub fn prefill(
     forward: &Forward<'_>,
     kv: &mut KvCache,
     question_ids: &[u32],
+    plain: Option<&[u32]>,
     check: Option<Check<'_>>,
     timings: &mut PhaseTimings,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<(Vec<f32>, Option<Verdict>, usize), Nl2SqlError> {
     let t = Instant::now();
-    let split = refusal::assistant_start(forward.tok, question_ids);
+    let checked = plain.unwrap_or(question_ids);
+    let split = refusal::assistant_start(forward.tok, checked);
     let turn = refusal::check_turn().encode(forward.tok)?;
     let (check, split) = match (check, split) {
         // The check turn must fit next to the question (a nearly full context skips it).
@@ -54,8 +62,9 @@ pub fn prefill(
         }
     };
     let answers = AnswerTokens::new(forward.tok)?;
-    let user_end = kv.len() + split;
-    let mut ids = question_ids[..split].to_vec();
+    let start = kv.len();
+    let user_end = start + split;
+    let mut ids = checked[..split].to_vec();
     ids.extend_from_slice(&turn);
     let row = forward.prefill(kv, &ids, progress)?;
     let verdict = Verdict {
@@ -63,14 +72,16 @@ pub fn prefill(
         matched: refusal::matched_words(&schema_text(check.shown), check.question),
         threshold: check.threshold,
     };
-    kv.truncate(user_end);
+    // With examples the plain user turn goes too: the question part is prefilled whole below.
+    kv.truncate(if plain.is_some() { start } else { user_end });
     timings.refusal_ms += ms_since(t);
     let mut prefilled = ids.len();
     let logits = if verdict.refused() {
         Vec::new()
     } else {
-        prefilled += question_ids.len() - split;
-        forward.prefill(kv, &question_ids[split..], progress)?
+        let rest = if plain.is_some() { question_ids } else { &question_ids[split..] };
+        prefilled += rest.len();
+        forward.prefill(kv, rest, progress)?
     };
     timings.prefill_ms += ms_since(t);
     Ok((logits, Some(verdict), prefilled))

@@ -1,0 +1,69 @@
+-- TurboInfer 0.2.0 -> 0.3.0. Run by ALTER EXTENSION turboinfer UPDATE (TO '0.3.0') once the 0.3.0
+-- library and scripts are installed. Each object is the exact SQL pgrx generates for 0.3.0
+-- (cargo pgrx schema pg15 --features pg15), so an updated database and a fresh
+-- CREATE EXTENSION turboinfer end up with the same objects (scripts/test-install.sh checks it).
+\echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.3.0'" to load this file. \quit
+
+-- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
+-- nl2sql_forget. 0.3.0 drops and changes nothing of 0.2.0.
+
+CREATE  FUNCTION "nl2sql_example_relations"(
+	"sql" TEXT /* Text */
+) RETURNS oid[] /* Vec < pg_sys :: Oid > */
+STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'nl2sql_example_relations_wrapper';
+
+-- nl2sql_examples: approved question -> SQL pairs, shown to nl2sql() as worked examples
+-- (src/pg/examples.rs). Add with nl2sql_learn(question, sql), remove with nl2sql_forget(id).
+CREATE TABLE nl2sql_examples (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    question text NOT NULL CHECK (question <> ''),
+    sql text NOT NULL CHECK (sql <> ''),
+    relations regclass[] NOT NULL,
+    added_by name NOT NULL DEFAULT CURRENT_USER,
+    added_at timestamp with time zone NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE nl2sql_examples IS 'Approved question -> SQL examples nl2sql() shows for similar questions; each visible only to roles that may read every relation in "relations".';
+SELECT pg_catalog.pg_extension_config_dump('nl2sql_examples', '');
+SELECT pg_catalog.pg_extension_config_dump('nl2sql_examples_id_seq', '');
+ALTER TABLE nl2sql_examples ENABLE ROW LEVEL SECURITY;
+-- Seen (and forgotten) only by roles that may read every relation the example reads.
+CREATE POLICY nl2sql_examples_readable ON nl2sql_examples FOR SELECT
+    USING (NOT EXISTS (
+        SELECT FROM pg_catalog.unnest(relations) AS r(oid)
+        LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
+        WHERE c.oid IS NULL
+           OR NOT pg_catalog.has_table_privilege(c.oid, 'SELECT')
+           OR NOT pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')));
+CREATE POLICY nl2sql_examples_forget ON nl2sql_examples FOR DELETE
+    USING (NOT EXISTS (
+        SELECT FROM pg_catalog.unnest(relations) AS r(oid)
+        LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
+        WHERE c.oid IS NULL
+           OR NOT pg_catalog.has_table_privilege(c.oid, 'SELECT')
+           OR NOT pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')));
+-- A new row records exactly the relations its SQL reads, as the inserting role.
+CREATE POLICY nl2sql_examples_learn ON nl2sql_examples FOR INSERT
+    WITH CHECK (added_by OPERATOR(pg_catalog.=) CURRENT_USER
+        AND relations::pg_catalog.oid[] OPERATOR(pg_catalog.=) @extschema@.nl2sql_example_relations(sql));
+REVOKE ALL ON nl2sql_examples FROM PUBLIC;
+GRANT SELECT ON nl2sql_examples TO PUBLIC;
+
+-- nl2sql_forget(id): removes an example the caller can see (needs DELETE on nl2sql_examples);
+-- true when it was there.
+CREATE FUNCTION nl2sql_forget(example_id bigint) RETURNS boolean
+STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE sql
+AS $$
+WITH gone AS (DELETE FROM @extschema@.nl2sql_examples e WHERE e.id OPERATOR(pg_catalog.=) example_id RETURNING 1)
+SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM gone
+$$;
+
+CREATE  FUNCTION "nl2sql_learn"(
+	"question" TEXT, /* Text */
+	"sql" TEXT /* Text */
+) RETURNS bigint /* i64 */
+STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'nl2sql_learn_wrapper';
