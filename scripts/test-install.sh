@@ -220,7 +220,7 @@ for i in "${!releases[@]}"; do
         bad "CREATE EXTENSION VERSION '$from' + ALTER EXTENSION UPDATE" "$out"
     upgraded=$(q -d "$db" -c "$objects" 2>&1) || true
     if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* && $fresh == *"function nl2sql_learn(text,text)"* \
-          && $fresh == *"nl2sql_examples_learn a"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
+          && $fresh == *"nl2sql_examples_access *"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
         ok "updated from $from and freshly created: the same $n functions and other objects, definitions, policies, comments and privileges"
     else
         bad "objects after ALTER EXTENSION UPDATE from $from differ from a fresh CREATE EXTENSION ($n functions)" "$(diff <(echo "$upgraded") <(echo "$fresh") || true)"

@@ -15,8 +15,8 @@
 //!   recomputes those relations (`nl2sql_example_relations`), so a direct INSERT cannot record
 //!   fewer than the SQL reads, nor a SQL the inserting role could not run.
 //! * **Forgetting** one: DELETE on the table, for the examples the caller can see.
-//! * Nobody but the owner (the superuser who created the extension) may UPDATE: an example is
-//!   forgotten and learned again.
+//! * UPDATE is granted to nobody: an example is forgotten and learned again (where a DBA grants
+//!   it, one policy for every command checks the changed row as a new one).
 //!
 //! The rows are part of `pg_dump` (`pg_extension_config_dump`), like any table of the database.
 
@@ -209,23 +209,16 @@ COMMENT ON TABLE nl2sql_examples IS 'Approved question -> SQL examples nl2sql() 
 SELECT pg_catalog.pg_extension_config_dump('nl2sql_examples', '');
 SELECT pg_catalog.pg_extension_config_dump('nl2sql_examples_id_seq', '');
 ALTER TABLE nl2sql_examples ENABLE ROW LEVEL SECURITY;
--- Seen (and forgotten) only by roles that may read every relation the example reads.
-CREATE POLICY nl2sql_examples_readable ON nl2sql_examples FOR SELECT
+-- One policy for every command: a role sees, forgets (and, if ever granted UPDATE, changes) only
+-- the examples whose every relation it may read; a new or changed row records exactly the
+-- relations its SQL reads, as that role.
+CREATE POLICY nl2sql_examples_access ON nl2sql_examples
     USING (NOT EXISTS (
         SELECT FROM pg_catalog.unnest(relations) AS r(oid)
         LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
         WHERE c.oid IS NULL
            OR NOT pg_catalog.has_table_privilege(c.oid, 'SELECT')
-           OR NOT pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')));
-CREATE POLICY nl2sql_examples_forget ON nl2sql_examples FOR DELETE
-    USING (NOT EXISTS (
-        SELECT FROM pg_catalog.unnest(relations) AS r(oid)
-        LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
-        WHERE c.oid IS NULL
-           OR NOT pg_catalog.has_table_privilege(c.oid, 'SELECT')
-           OR NOT pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')));
--- A new row records exactly the relations its SQL reads, as the inserting role.
-CREATE POLICY nl2sql_examples_learn ON nl2sql_examples FOR INSERT
+           OR NOT pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')))
     WITH CHECK (added_by OPERATOR(pg_catalog.=) CURRENT_USER
         AND relations::pg_catalog.oid[] OPERATOR(pg_catalog.=) @extschema@.nl2sql_example_relations(sql));
 REVOKE ALL ON nl2sql_examples FROM PUBLIC;
