@@ -5,7 +5,8 @@
 # Env: REPS (default 3), PP (default 64), TG (default 64), THREADS (default 2), DEPTH (default 0:
 # both run after DEPTH cached tokens, llama-bench's -d; nl2sql decodes after a ~750-token schema).
 #   TIERS="avx2 avx512vnni"  run TurboInfer once per kernel tier (TURBOINFER_KERNELS), each next to
-#                            the same llama.cpp run; "all" = every tier this CPU has but scalar.
+#                            the same llama.cpp run; "all" = every tier this CPU has but scalar;
+#                            "scalar-portable" is the scalar tier of a CPU without F16C.
 #   BASELINE=REV             also run the e2e bench of git revision REV (built in a worktree under
 #                            target/baseline), interleaved with the current build: "before" and
 #                            "after" columns per tier, for changes that must not cost speed.
@@ -28,17 +29,18 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m["target"]["name"]=="e2e" and m.get("executable"): print(m["executable"])' | tail -n 1
 }
 after=$(e2e_binary .)
-before=
+before= before_portable=yes
 if [[ -n $BASELINE ]]; then
   wt=target/baseline
   rev=$(git rev-parse --verify "$BASELINE^{commit}")
   if [[ ! -d $wt ]]; then git worktree add -q --detach "$wt" "$rev"; else git -C "$wt" checkout -q --detach "$rev"; fi
   before=$(e2e_binary "$wt")
+  before_portable=yes; grep -q scalar-portable "$wt/src/kernels/select.rs" 2>/dev/null || before_portable=no
   [[ -x $before ]] || { echo "compare.sh: could not build the e2e bench of $BASELINE" >&2; exit 1; }
 fi
 cargo bench -q --bench kernels --no-run >/dev/null 2>&1
 if [[ $TIERS == all ]]; then
-  TIERS=$(cargo run -q --release --bin turboinfer -- tiers | awk '$2 == "yes" && $1 != "scalar" { print $1 }' | tr '\n' ' ')
+  TIERS=$(cargo run -q --release --bin turboinfer -- tiers | awk '$2 == "yes" && $1 != "scalar" && $1 != "scalar-portable" { print $1 }' | tr '\n' ' ')
 fi
 tiers=(${TIERS:-default})
 out=$(mktemp -d)
@@ -46,7 +48,11 @@ out=$(mktemp -d)
 bandwidth() { cargo bench -q --bench kernels -- --bandwidth-only | sed -n 's/.*2 thread(s): \([0-9.]*\) GB\/s/\1/p'; }
 # ours WHICH BINARY TIER MODEL: one e2e run (TIER "default": the process's own choice).
 ours() {
-  local env=(); [[ $3 == default ]] || env=(TURBOINFER_KERNELS="$3")
+  local tier=$3
+  # A BASELINE build older than the `scalar-portable` override has only its scalar table (before
+  # 0.3.0's F16C table that was the portable code).
+  if [[ $1 == before && $tier == scalar-portable && $before_portable == no ]]; then tier=scalar; fi
+  local env=(); [[ $tier == default ]] || env=(TURBOINFER_KERNELS="$tier")
   env "${env[@]}" "$2" --reps "$REPS" --pp "$PP" --tg "$TG" --depth "$DEPTH" -t "$THREADS" "$4"
 }
 for n in "${names[@]}"; do

@@ -10,13 +10,13 @@
 //!
 //! Rows labelled `x16` are the Q4_K / Q6_K matrix above them in the packed layout (`kernels::packed`), same bytes.
 //!
-//! Options: `--quick` (fewer samples, best tier only), `--tiers a,b`, `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
+//! Options: `--quick` (fewer samples, best tier only), `--tiers a,b` (`scalar-portable`: the scalar tier of a CPU without F16C), `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
 //! `--no-bandwidth`, `--bandwidth-only`.
 
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use turboinfer::kernels::{packed, KernelSet, Tier};
+use turboinfer::kernels::{packed, KernelSet, Tier, PORTABLE_OVERRIDE};
 
 #[path = "common/bandwidth.rs"]
 mod bandwidth_probe;
@@ -29,7 +29,8 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// Command-line options.
 struct Opts {
     samples: usize,
-    tiers: Vec<Tier>,
+    /// Kernel tables to time: tiers, and `scalar-portable` (`KernelSet::portable`).
+    tiers: Vec<&'static KernelSet>,
     types: Option<Vec<String>>,
     shapes: Option<String>,
     bandwidth: bool,
@@ -49,6 +50,7 @@ fn opts() -> Opts {
         only_bandwidth: false,
     };
     let mut quick = false;
+    let mut tier_names: Option<String> = None;
     let mut i = 0;
     while i < args.len() {
         let next = |i: usize| args.get(i + 1).cloned().unwrap_or_default();
@@ -57,15 +59,7 @@ fn opts() -> Opts {
             "--no-bandwidth" => o.bandwidth = false,
             "--bandwidth-only" => o.only_bandwidth = true,
             "--tiers" => {
-                o.tiers = next(i)
-                    .split(',')
-                    .map(|s| {
-                        Tier::ALL
-                            .into_iter()
-                            .find(|t| t.name() == s)
-                            .unwrap_or_else(|| panic!("unknown tier {s}"))
-                    })
-                    .collect();
+                tier_names = Some(next(i));
                 i += 1;
             }
             "--types" => {
@@ -81,16 +75,29 @@ fn opts() -> Opts {
         i += 1;
     }
     let f = turboinfer::cpu::cpu_features();
-    if o.tiers.is_empty() {
-        o.tiers = if quick { vec![Tier::best(f)] } else { Tier::available(f) };
-    }
-    o.tiers.retain(|t| {
-        let ok = t.supported(f);
-        if !ok {
-            println!("skipping tier {t}: not supported by this CPU");
+    let tiers: Vec<Tier> = match &tier_names {
+        Some(names) => names
+            .split(',')
+            .filter(|s| *s != PORTABLE_OVERRIDE)
+            .map(|s| {
+                Tier::ALL
+                    .into_iter()
+                    .find(|t| t.name() == s)
+                    .unwrap_or_else(|| panic!("unknown tier {s}"))
+            })
+            .collect(),
+        None if quick => vec![Tier::best(f)],
+        None => Tier::available(f),
+    };
+    for t in tiers {
+        match KernelSet::for_tier(t) {
+            Ok(k) => o.tiers.push(k),
+            Err(_) => println!("skipping tier {t}: not supported by this CPU"),
         }
-        ok
-    });
+    }
+    if tier_names.as_deref().is_some_and(|n| n.split(',').any(|s| s == PORTABLE_OVERRIDE)) {
+        o.tiers.push(KernelSet::portable());
+    }
     if quick {
         o.samples = 3;
     }
@@ -271,8 +278,7 @@ fn main() {
             let w = random_matrix(&mut rng, ty, *rows, *n);
             let mut out = vec![0f32; *rows];
             let reps = reps_for(w.len());
-            for &tier in &o.tiers {
-                let k = KernelSet::for_tier(tier).unwrap();
+            for &k in &o.tiers {
                 let act = activation(&mut rng, k, ty, *n);
                 let dot = k.vec_dot(ty).unwrap();
                 let rb = w.len() / rows;
@@ -303,7 +309,7 @@ fn main() {
                     format!("{n}x{rows}"),
                     ty.name(),
                     w.len() as f64 / 1e6,
-                    tier.name(),
+                    k.name(),
                     gbs(t1),
                     gbs(c1),
                     gbs(t2)
@@ -317,7 +323,7 @@ fn main() {
                         format!("{n}x{rows}"),
                         "x16",
                         w.len() as f64 / 1e6,
-                        tier.name(),
+                        k.name(),
                         gbs(t1),
                         gbs(c1),
                         gbs(t2)
@@ -388,8 +394,7 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
         let (n, rows) = if ty.block_size() == 256 { (1536, 8960) } else { (896, 4864) };
         let w = random_matrix(rng, ty, rows, n);
         let rb = w.len() / rows;
-        for &tier in &o.tiers {
-            let k = KernelSet::for_tier(tier).unwrap();
+        for &k in &o.tiers {
             let acts: Vec<u8> = (0..8).flat_map(|_| activation(rng, k, ty, n)).collect();
             let ab = acts.len() / 8;
             let batch = k.vec_dot_batch(ty).unwrap();
@@ -407,7 +412,7 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
             println!(
                 "{:<5} {:<11} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
                 ty.name(),
-                tier.name(),
+                k.name(),
                 times[0] * 1e3,
                 times[1] / times[0],
                 times[2] / times[0],
@@ -439,7 +444,7 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                 println!(
                     "{:<5} {:<11} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
                     "x16",
-                    tier.name(),
+                    k.name(),
                     times[0] * 1e3,
                     times[1] / times[0],
                     times[2] / times[0],

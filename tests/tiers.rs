@@ -23,7 +23,9 @@ const STEPS: usize = 6;
 /// Threads per pass (the machine has two cores; results do not depend on it).
 const THREADS: usize = 2;
 
-/// Every tier this CPU runs, the scalar reference first, printing the ones skipped.
+/// Every tier this CPU runs, the scalar reference first, printing the ones skipped; then the
+/// scalar tier's portable table where this CPU's scalar tier is another (what a CPU without F16C
+/// runs: the same reference code without the instruction).
 fn tiers() -> Vec<&'static KernelSet> {
     let mut v = Vec::new();
     for t in Tier::ALL {
@@ -33,7 +35,19 @@ fn tiers() -> Vec<&'static KernelSet> {
         }
     }
     assert_eq!(v[0].tier(), Tier::Scalar, "the scalar tier runs everywhere");
+    if !std::ptr::eq(v[0], KernelSet::portable()) {
+        v.push(KernelSet::portable());
+    }
     v
+}
+
+/// A table's name in the report: its tier, or `scalar-portable`.
+fn label(set: &'static KernelSet) -> String {
+    if std::ptr::eq(set, KernelSet::portable()) {
+        turboinfer::kernels::PORTABLE_OVERRIDE.to_string()
+    } else {
+        set.tier().to_string()
+    }
 }
 
 /// Every logit of the three passes over every fixture prompt of `name`, on `set`'s tier, as bits.
@@ -81,7 +95,7 @@ fn check(name: &str, opts: ModelOptions) {
                 passed += 1;
                 println!(
                     "{name} {opts:?}: tier {} = scalar, {} logits bitwise",
-                    set.tier(),
+                    label(set),
                     got.len()
                 );
             }
@@ -90,7 +104,7 @@ fn check(name: &str, opts: ModelOptions) {
                 let differ = got.iter().zip(&reference).filter(|(a, b)| a != b).count();
                 println!(
                     "{name} {opts:?}: tier {} differs from scalar at logit {i} ({} vs {}), {differ} of {} differ",
-                    set.tier(),
+                    label(set),
                     f32::from_bits(got[i]),
                     f32::from_bits(reference[i]),
                     got.len()

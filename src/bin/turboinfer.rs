@@ -207,13 +207,19 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
 /// picks without `TURBOINFER_KERNELS`) or `NAME no (why)` (scripts choose the tiers to test from
 /// this: the engine's own CPU detection, not a second copy of it).
 fn cmd_tiers() {
-    use turboinfer::kernels::Tier;
+    use turboinfer::kernels::{KernelSet, Tier, PORTABLE_OVERRIDE};
     let f = turboinfer::cpu::cpu_features();
     for t in Tier::ALL {
         match t.check(f) {
             Ok(()) if t == Tier::best(f) => println!("{t} yes default"),
             Ok(()) => println!("{t} yes"),
             Err(e) => println!("{t} no ({e})"),
+        }
+        // The scalar tier's portable table, where the scalar tier here is its F16C table: what a
+        // CPU without F16C runs, forced for tests and benchmarks.
+        let here = KernelSet::for_tier(t);
+        if t == Tier::Scalar && here.is_ok_and(|s| !std::ptr::eq(s, KernelSet::portable())) {
+            println!("{PORTABLE_OVERRIDE} yes");
         }
     }
 }

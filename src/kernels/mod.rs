@@ -27,7 +27,7 @@ mod vector;
 mod x86;
 
 pub use elementwise::{silu, softmax_in_place, swiglu};
-pub use select::{kernels, try_kernels, OVERRIDE_ENV};
+pub use select::{kernels, try_kernels, OVERRIDE_ENV, PORTABLE_OVERRIDE};
 pub use table::{
     Axpy4Q8Fn, AxpyFn, AxpyQ8Fn, DotF32Fn, KernelSet, SoftmaxFn, SwigluFn, TypeKernels,
     VecDotBatchFn, WeightedSumFn, MAX_BATCH,
@@ -47,7 +47,8 @@ pub use crate::quant::{QuantizeFn, VecDotFn};
 /// 3: Q4_K in the SIMD tiers is block-exact, packed or not.
 /// 4: one contract for every tier: quad lanes, super-block chains, unfused 16-lane float dots,
 ///    the engine's own exp/sin/cos.
-pub const NUMERICS_REVISION: u32 = 4;
+/// 5: the 32-element formats' quad lanes unfused (`lane + quad·scale`, the product rounded).
+pub const NUMERICS_REVISION: u32 = 5;
 
 /// The identity of this process's arithmetic: crate version and numerics revision.
 pub fn numerics_id() -> String {

@@ -1,13 +1,11 @@
 //! The scalar tier: the reference kernels of `crate::quant`, plus a batch form that loops over vectors.
 //!
-//! Two tables of the same code: `SET`, portable, and on x86-64 `SET_FMA`, chosen when the CPU has
-//! FMA and F16C (every x86 CPU with FMA has F16C). The 32-element formats' quad lanes take one
-//! fused multiply-add per four elements and two to four f16 scales per 32 elements; a baseline
-//! x86-64 build has neither instruction, so `SET` computes the fused result exactly in f64
-//! arithmetic (`quant::contract::fma`, about ten operations) and converts f16 with integer
-//! operations (about a dozen), and `SET_FMA` compiles the same reference dot products with the
-//! instructions (`contract::Instruction`). Both give the same bits (IEEE fused multiply-add, exact
-//! conversion; `tests/kernels_parity.rs`).
+//! Two tables of the same code: `SET`, portable, and on x86-64 `SET_F16C`, chosen when the CPU has
+//! F16C (Intel since Ivy Bridge, AMD since Piledriver). The 32-element formats take two to four f16
+//! scales per 32 elements; a baseline x86-64 build has no conversion instruction, so `SET` looks
+//! them up in a 256 KiB table (`quant::bytes::F16_TABLE`), and `SET_F16C` compiles the same
+//! reference dot products with `vcvtph2ps` (`contract::Instruction`) and AVX's wider registers.
+//! Both give the same bits (the conversion is exact; `tests/kernels_parity.rs`).
 
 use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
@@ -95,11 +93,11 @@ fn wsum_f16(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
     wsum::<2>(hd, p, v, out, bytes::f16_at)
 }
 
-/// The scalar tier's table for this CPU: `SET_FMA` where it has FMA and F16C.
+/// The scalar tier's table for this CPU: `SET_F16C` where it has F16C.
 pub(crate) fn for_cpu(features: &crate::cpu::CpuFeatures) -> &'static KernelSet {
     #[cfg(target_arch = "x86_64")]
-    if features.fma && features.f16c {
-        return &fused::SET_FMA;
+    if features.f16c {
+        return &f16c::SET_F16C;
     }
     let _ = features;
     &SET
@@ -138,26 +136,25 @@ pub(crate) static SET: KernelSet = KernelSet {
     softmax: super::elementwise::softmax_in_place,
 };
 
-/// The scalar table compiled with the FMA and F16C instructions for the 32-element formats (the
-/// only reference code with a fused multiply-add and f16 scales per few elements; the K-quants
-/// take one per 256).
+/// The scalar table compiled with F16C (and so AVX) for the 32-element formats (the only
+/// reference code with f16 scales every few elements; the K-quants take one or two per 256).
 #[cfg(target_arch = "x86_64")]
-pub(crate) use fused::SET_FMA;
+pub(crate) use f16c::SET_F16C;
 
-/// The scalar table compiled with FMA and F16C (x86-64).
+/// The scalar table compiled with F16C (x86-64).
 #[cfg(target_arch = "x86_64")]
-mod fused {
+mod f16c {
     use super::*;
     use crate::quant::contract::Instruction;
 
     /// Kernels for a 32-element format whose reference dot product is `quant::$m::vec_dot_with::<F>`, dotted with
     /// activations of type `$act`.
-    macro_rules! fused {
+    macro_rules! f16c {
         ($m:ident, $ty:ident, $act:ident) => {{
-            /// The reference dot product, compiled with FMA and F16C.
+            /// The reference dot product, compiled with F16C.
             ///
-            /// Safety: the CPU must have both (`for_cpu` hands this table out only then).
-            #[target_feature(enable = "fma,f16c")]
+            /// Safety: the CPU must have F16C (`for_cpu` hands this table out only then).
+            #[target_feature(enable = "f16c")]
             unsafe fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
                 lengths(GgmlType::$ty, n, w, a);
                 quant::$m::vec_dot_with::<Instruction>(n, w, a)
@@ -165,7 +162,7 @@ mod fused {
             /// The batch: the reference dot product once per vector.
             ///
             /// Safety: as `dot`.
-            #[target_feature(enable = "fma,f16c")]
+            #[target_feature(enable = "f16c")]
             unsafe fn batch(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
                 let ab = quant::row_size(GgmlType::$act, n).expect("n is a whole number of blocks");
                 for (k, o) in out.iter_mut().enumerate() {
@@ -175,21 +172,21 @@ mod fused {
                 }
             }
             TypeKernels {
-                // SAFETY (both): reachable only through SET_FMA, which `for_cpu` returns only on
-                // a CPU with FMA and F16C.
+                // SAFETY (both): reachable only through SET_F16C, which `for_cpu` returns only
+                // on a CPU with F16C.
                 vec_dot: |n, w, a| unsafe { dot(n, w, a) },
                 vec_dot_batch: |n, w, acts, stride, out| unsafe { batch(n, w, acts, stride, out) },
             }
         }};
     }
 
-    /// `SET` with the 32-element formats' dot products compiled with FMA and F16C.
-    pub(crate) static SET_FMA: KernelSet = KernelSet {
-        q4_0: fused!(q4_0, Q4_0, Q8_0),
-        q4_1: fused!(q4_1, Q4_1, Q8_1),
-        q5_0: fused!(q5_0, Q5_0, Q8_0),
-        q5_1: fused!(q5_1, Q5_1, Q8_1),
-        q8_0: fused!(q8_0, Q8_0, Q8_0),
+    /// `SET` with the 32-element formats' dot products compiled with F16C.
+    pub(crate) static SET_F16C: KernelSet = KernelSet {
+        q4_0: f16c!(q4_0, Q4_0, Q8_0),
+        q4_1: f16c!(q4_1, Q4_1, Q8_1),
+        q5_0: f16c!(q5_0, Q5_0, Q8_0),
+        q5_1: f16c!(q5_1, Q5_1, Q8_1),
+        q8_0: f16c!(q8_0, Q8_0, Q8_0),
         ..SET
     };
 }

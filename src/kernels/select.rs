@@ -10,10 +10,33 @@ use crate::cpu::{cpu_features, CpuFeatures};
 /// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni|neon|dotprod|i8mm`); a tier the CPU lacks is an error.
 pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
 
+/// `OVERRIDE_ENV` value forcing the scalar tier's portable table ([`KernelSet::portable`]) on a
+/// CPU that would get its F16C table: what a CPU without F16C runs, for tests and benchmarks.
+pub const PORTABLE_OVERRIDE: &str = "scalar-portable";
+
 impl KernelSet {
     /// The table of `tier`, or an error if this CPU cannot run it.
     pub fn for_tier(tier: Tier) -> Result<&'static KernelSet, KernelError> {
         Self::for_tier_with(tier, cpu_features())
+    }
+
+    /// The scalar tier's portable table: the reference code built for the baseline instruction
+    /// set, what the scalar tier is on an x86-64 CPU without F16C and on aarch64. Its bits are
+    /// every tier's; only its speed differs from `for_tier(Tier::Scalar)`.
+    pub fn portable() -> &'static KernelSet {
+        &super::scalar::SET
+    }
+
+    /// The table's name as `TURBOINFER_KERNELS` takes it: its tier's, or [`PORTABLE_OVERRIDE`]
+    /// for the portable scalar table where this CPU's scalar tier is another.
+    pub fn name(&self) -> &'static str {
+        let portable = KernelSet::portable();
+        let scalar = KernelSet::for_tier(Tier::Scalar).ok();
+        if std::ptr::eq(self, portable) && !scalar.is_some_and(|s| std::ptr::eq(s, portable)) {
+            PORTABLE_OVERRIDE
+        } else {
+            self.tier().name()
+        }
     }
 
     /// The table of `tier` if `features` (which must describe this CPU) support it.
@@ -52,6 +75,7 @@ pub fn try_kernels() -> Result<&'static KernelSet, KernelError> {
         .get_or_init(|| {
             let f = cpu_features();
             let tier = match std::env::var(OVERRIDE_ENV) {
+                Ok(s) if s.trim() == PORTABLE_OVERRIDE => return Ok(KernelSet::portable()),
                 Ok(s) if !s.trim().is_empty() => parse_override(&s, f)?,
                 _ => Tier::best(f),
             };

@@ -29,7 +29,7 @@ pub enum Tier {
 pub enum KernelError {
     /// The override names no known tier.
     #[error(
-        "unknown kernel tier {0:?} (expected one of: scalar, avx2, avxvnni, avx512, avx512vnni, neon, dotprod, i8mm)"
+        "unknown kernel tier {0:?} (expected one of: scalar, scalar-portable, avx2, avxvnni, avx512, avx512vnni, neon, dotprod, i8mm)"
     )]
     UnknownTier(String),
     /// The tier needs an instruction-set extension this CPU (or this build's architecture) lacks.

@@ -483,7 +483,7 @@ fn packed_status(model: &crate::model::Model) -> String {
 /// CPU supports), or why none could be chosen.
 fn kernel_tier() -> String {
     match crate::kernels::try_kernels() {
-        Ok(k) => k.tier().name().to_string(),
+        Ok(k) => k.name().to_string(),
         Err(e) => format!("none ({}: {e})", crate::kernels::OVERRIDE_ENV),
     }
 }

@@ -13,9 +13,11 @@
 //!      costs one fused multiply-add per 256 elements: nothing to gain from lanes.
 //!   2. *Sixteen quad lanes* (32-element formats): the exact integer sum of each quad (four
 //!      consecutive elements) `q` of block `b` goes to lane `8·(b mod 2) + q`,
-//!      `lane = fma(quad_sum, d_w·d_a, lane)`, the lanes folded by [`fold16`]; Q4_1/Q5_1 also keep
-//!      two offset chains, `off[b mod 2] = fma(m_w, s_a, off[b mod 2])`, added after the fold as
-//!      `fold16(lanes) + (off[0] + off[1])`. This is what the SIMD kernels compute natively: a
+//!      `lane = lane + quad_sum·(d_w·d_a)` (the product rounded, then the sum: no FMA, so that the
+//!      scalar tier on an x86 CPU without FMA runs it at full speed: an exact fused multiply-add
+//!      from f64 arithmetic cost it 2-3× of its speed, see `docs/numerics.md`), the lanes folded by
+//!      [`fold16`]; Q4_1/Q5_1 also keep two offset chains, `off[b mod 2] = off[b mod 2] + m_w·s_a`,
+//!      added after the fold as `fold16(lanes) + (off[0] + off[1])`. This is what the SIMD kernels compute natively: a
 //!      4-byte dot product (`vpdpbusd`, `maddubs`+`madd`, NEON `sdot`) gives a quad's sum per i32
 //!      lane, eight per block; a 512-bit register holds two blocks, an AVX2 tier alternates two
 //!      registers, a NEON tier four. (A lane per block would need a horizontal sum per block:
@@ -27,9 +29,9 @@
 //!      one. An 8-lane tier keeps two registers.
 //! - **Folds are trees**: [`fold16`] adds lane `l + 8` to lane `l`, then [`fold8`] adds `l + 4`, then
 //!   `l + 2`, then lane 1 to lane 0.
-//! - Products of two scales (`d_w·d_a`) are rounded f32 multiplications; `fma` is IEEE fused
-//!   multiply-add (one rounding): the instruction, or in the baseline x86-64 build of the scalar
-//!   tier an exact emulation from f64 arithmetic ([`fma`]).
+//! - Products of two scales (`d_w·d_a`) are rounded f32 multiplications; `fma` (shape 1 only, one
+//!   per 256 elements) is IEEE fused multiply-add (one rounding): the instruction, or in the
+//!   baseline x86-64 build of the scalar tier an exact emulation from f64 arithmetic ([`fma`]).
 //!
 //! Everything else in the forward pass is scalar code that all tiers share (norms, RoPE, softmax,
 //! SiLU, the residual adds) with the engine's own elementary functions (`crate::math`), and the
@@ -53,48 +55,36 @@ pub fn fold16(l: [f32; 16]) -> f32 {
     fold8(std::array::from_fn(|i| l[i] + l[i + 8]))
 }
 
-/// Where a piece of code gets its fused multiply-add and its f16 → f32 conversion from. Both
-/// routes give the same bits (IEEE fused multiply-add; the conversion is exact); they differ only
-/// in speed, and in where they may be used.
+/// Where a piece of code gets its f16 → f32 conversion (of the 32-element formats' two to four
+/// scales per block) from. Both routes give the same bits (the conversion is exact); they differ
+/// only in speed, and in where they may be used.
 pub trait Arith: Default + Copy + std::fmt::Debug {
-    /// `a · b + c` rounded once.
-    fn fma(a: f32, b: f32, c: f32) -> f32;
     /// The f16 stored little-endian at `b[0..2]`, as f32 (exact).
     fn f16_at(b: &[u8]) -> f32;
 }
 
-/// [`fma`]: the instruction where the build targets a CPU with FMA, else the exact emulation;
-/// the f16 conversion in integer arithmetic (`bytes::f16_at`). Usable anywhere.
+/// The f16 conversion by table lookup (`bytes::F16_TABLE`, the same bits as `bytes::f16_at`).
+/// Usable anywhere.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Portable;
 
 impl Arith for Portable {
     #[inline(always)]
-    fn fma(a: f32, b: f32, c: f32) -> f32 {
-        fma(a, b, c)
-    }
-    #[inline(always)]
     fn f16_at(b: &[u8]) -> f32 {
-        super::bytes::f16_at(b)
+        super::bytes::f16_at_table(b)
     }
 }
 
-/// The instructions: `f32::mul_add` (FMA) and, on x86-64, F16C's `vcvtph2ps`. Only for code
-/// inlined into a function compiled with `#[target_feature(enable = "fma,f16c")]` and reached only
-/// on a CPU with both (the scalar tier's table `kernels::scalar::SET_FMA`): elsewhere `mul_add` is
-/// a call into the runtime's `fmaf` and the conversion an instruction the CPU may lack. Hence
-/// crate-private, and x86-64 only (elsewhere the portable route is already the instruction for
-/// `fma`).
+/// F16C's `vcvtph2ps` (x86-64). Only for code inlined into a function compiled with
+/// `#[target_feature(enable = "f16c")]` and reached only on a CPU with F16C (the scalar tier's
+/// table `kernels::scalar::SET_F16C`): elsewhere the instruction may be missing. Hence
+/// crate-private.
 #[cfg(target_arch = "x86_64")]
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Instruction;
 
 #[cfg(target_arch = "x86_64")]
 impl Arith for Instruction {
-    #[inline(always)]
-    fn fma(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
     #[inline(always)]
     fn f16_at(b: &[u8]) -> f32 {
         use std::arch::x86_64::{_mm_cvtph_ps, _mm_cvtsi32_si128, _mm_cvtss_f32};
@@ -123,14 +113,14 @@ struct Parity {
 }
 
 impl Parity {
-    /// Adds one block's terms with the fused multiply-add of `F` (the offset term if `offsets`).
+    /// Adds one block's terms: each product rounded, then added (the offset term if `offsets`).
     #[inline(always)]
-    fn add<F: Arith>(&mut self, offsets: bool, t: BlockTerms) {
+    fn add(&mut self, offsets: bool, t: BlockTerms) {
         for (l, &q) in self.lanes.iter_mut().zip(&t.quads) {
-            *l = F::fma(q as f32, t.scale, *l);
+            *l += q as f32 * t.scale;
         }
         if offsets {
-            self.off = F::fma(t.offset.0, t.offset.1, self.off);
+            self.off += t.offset.0 * t.offset.1;
         }
     }
 }
@@ -149,10 +139,10 @@ pub trait QuadBlock {
 }
 
 /// The dot product of shape 2 of the weight blocks `w` with the activation blocks `a` (as many),
-/// block `i`'s terms given by `B::terms::<F>(&w[i], &a[i])`, with the fused multiply-add of `F`: the
-/// sixteen quad lanes (block `b`'s quad `q` into lane `8·(b mod 2) + q`,
-/// `lane = fma(quad, scale, lane)`), folded by [`fold16`]; with `OFFSETS` (Q4_1/Q5_1) also the two
-/// chains `off[b mod 2] = fma(m_w, s_a, off[b mod 2])`, and the result is
+/// block `i`'s terms given by `B::terms::<F>(&w[i], &a[i])` (`F`: where the f16 scales are
+/// converted): the sixteen quad lanes (block `b`'s quad `q` into lane `8·(b mod 2) + q`,
+/// `lane = lane + quad·scale`), folded by [`fold16`]; with `OFFSETS` (Q4_1/Q5_1) also the two
+/// chains `off[b mod 2] = off[b mod 2] + m_w·s_a`, and the result is
 /// `fold16(lanes) + (off[0] + off[1])`. Blocks are taken in pairs, so each parity's lanes have a
 /// fixed place (registers, not an indexed array).
 #[inline(always)]
@@ -162,11 +152,11 @@ pub fn quad_dot<F: Arith, B: QuadBlock>(w: &[B::W], a: &[B::A]) -> f32 {
     let (wp, ap) = (w.chunks_exact(2), a.chunks_exact(2));
     let (w_last, a_last) = (wp.remainder(), ap.remainder());
     for (x, y) in wp.zip(ap) {
-        even.add::<F>(B::OFFSETS, B::terms::<F>(&x[0], &y[0]));
-        odd.add::<F>(B::OFFSETS, B::terms::<F>(&x[1], &y[1]));
+        even.add(B::OFFSETS, B::terms::<F>(&x[0], &y[0]));
+        odd.add(B::OFFSETS, B::terms::<F>(&x[1], &y[1]));
     }
     if let (Some(x), Some(y)) = (w_last.first(), a_last.first()) {
-        even.add::<F>(B::OFFSETS, B::terms::<F>(x, y));
+        even.add(B::OFFSETS, B::terms::<F>(x, y));
     }
     let folded =
         fold16(std::array::from_fn(|l| if l < 8 { even.lanes[l] } else { odd.lanes[l - 8] }));
@@ -227,6 +217,8 @@ pub fn chain(acc: f32, isum: i32, scale: f32) -> f32 {
 }
 
 /// `fma(a, b, c)`: `a · b + c` rounded once, bitwise the fused instruction.
+///
+/// Used by the K-quants' chain (shape 1), one per 256 elements.
 ///
 /// A build for baseline x86-64 (the scalar tier of the shipped library) has no FMA instruction
 /// to inline: `f32::mul_add` becomes a call into the runtime's `fmaf` per operation (an indirect
@@ -351,6 +343,29 @@ mod tests {
         assert_eq!(quad_sums(&w, &[1u8; 32]), [6, 22, 38, 54, 70, 86, 102, 118]);
         // i8 activations: 0xFF is -1.
         assert_eq!(quad_sums(&[1i8; 32], &[0xFFu8; 32]), [-4; 8]);
+    }
+
+    /// A test format whose one nonzero quad is 5, scale from the "weight block".
+    struct Five;
+    impl QuadBlock for Five {
+        type W = f32;
+        type A = ();
+        const OFFSETS: bool = false;
+        fn terms<F: Arith>(&scale: &f32, _: &()) -> BlockTerms {
+            BlockTerms { quads: [5, 0, 0, 0, 0, 0, 0, 0], scale, offset: (0.0, 0.0) }
+        }
+    }
+
+    /// Quad lanes are unfused: each `quad · scale` is rounded before it is added.
+    #[test]
+    fn quad_lanes_round_each_product() {
+        let a = 1.0f32 + f32::EPSILON;
+        // Blocks 0 and 2 share lane 0: 5·1, then + 5·a. 5·a = 5 + 5ε rounds to 5 + 4ε, and
+        // 5 + (5 + 4ε) = 10 + 4ε is half an ulp of 10 above it: 10 (ties to even). Fused,
+        // 10 + 5ε would round up to 10 + 8ε.
+        let got = quad_dot::<Portable, Five>(&[1.0, 0.0, a], &[(); 3]);
+        assert_eq!(got, 10.0);
+        assert_eq!(5.0f32.mul_add(a, 5.0), 10.0 + 8.0 * f32::EPSILON, "fused differs");
     }
 
     /// F16C's conversion is the portable one on every f16 (NaNs: both NaN; F16C quiets a

@@ -59,8 +59,8 @@ pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
     vec_dot_with::<Portable>(n, w, act)
 }
 
-/// `vec_dot` with the fused multiply-add of `F`: always inlined, so that the caller's target
-/// features decide how `F::fma` compiles (`kernels::scalar`).
+/// `vec_dot` with the f16 conversion of `F`: always inlined, so that the caller's target features
+/// decide how it compiles (`kernels::scalar`).
 #[inline(always)]
 pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);

@@ -4,10 +4,11 @@
 //!
 //! Shape per block and activation vector: the 32 codes in two 16-byte registers (element order),
 //! two integer dots giving the block's eight quad sums in two i32x4 registers (`IntDot::quads`:
-//! one `sdot` each, or `smull`+`saddlp`+`addp`), two converts, two `fmla` by `d_w·d_a` into the
-//! lane registers of the block's parity: lanes 0..8 (registers 0, 1) for even blocks, 8..16
-//! (registers 2, 3) for odd ones. Q4_1/Q5_1 add `m_w · s_a` to the parity's offset chain (a scalar
-//! `fmadd`). At the end `fold16(lanes) + (off[0] + off[1])`, as the contract's `quad_dot` ends.
+//! one `sdot` each, or `smull`+`saddlp`+`addp`), two converts, two `fmul` by `d_w·d_a` and two
+//! `fadd` into the lane registers of the block's parity (unfused, as the contract's lanes):
+//! lanes 0..8 (registers 0, 1) for even blocks, 8..16 (registers 2, 3) for odd ones. Q4_1/Q5_1 add
+//! `m_w · s_a` to the parity's offset chain (a scalar `fmul` and `fadd`). At the end
+//! `fold16(lanes) + (off[0] + off[1])`, as the contract's `quad_dot` ends.
 
 use std::arch::aarch64::*;
 
@@ -125,10 +126,10 @@ unsafe fn block<T: Block32, D: IntDot, const B: usize>(
         let q0 = D::quads(zero, c[0], load_i8(y.add(qs))); // quads 0..4
         let q1 = D::quads(zero, c[1], load_i8(y.add(qs + 16))); // quads 4..8
         let s = vdupq_n_f32(dw * f16_at(y));
-        lanes[k][0] = vfmaq_f32(lanes[k][0], vcvtq_f32_s32(q0), s);
-        lanes[k][1] = vfmaq_f32(lanes[k][1], vcvtq_f32_s32(q1), s);
+        lanes[k][0] = vaddq_f32(lanes[k][0], vmulq_f32(vcvtq_f32_s32(q0), s));
+        lanes[k][1] = vaddq_f32(lanes[k][1], vmulq_f32(vcvtq_f32_s32(q1), s));
         if T::OFFSET {
-            off[k] = f16_at(x.add(2)).mul_add(f16_at(y.add(2)), off[k]);
+            off[k] += f16_at(x.add(2)) * f16_at(y.add(2));
         }
     }
 }

@@ -64,7 +64,7 @@ impl SymBlock for Q8_0 {
     }
 }
 
-/// One signed-code block's term for `B` Q8_0 vectors: `acc[k] = fma(quads(w·y_k), d_w·d_a, acc[k])`
+/// One signed-code block's term for `B` Q8_0 vectors: `acc[k] = acc[k] + quads(w·y_k)·(d_w·d_a)`
 /// where `acc[k]` is the accumulator of the block's parity.
 ///
 /// Safety: a `T` block at `x`, a Q8_0 block at every `y + k*stride`; CPU as `sym`.
@@ -83,7 +83,10 @@ pub(crate) unsafe fn sym_block<T: SymBlock, D: Dot256, const B: usize>(
         let y = y.add(k * stride);
         let s = _mm256_sign_epi8(load256(y.add(2)), q);
         let p = D::dpbusd(_mm256_setzero_si256(), aq, s);
-        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
+        *acc = _mm256_add_ps(
+            *acc,
+            _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y))),
+        );
     }
 }
 
@@ -162,7 +165,10 @@ unsafe fn q4_1_block_quads<D: Dot256, const B: usize>(
     for (k, acc) in acc.iter_mut().enumerate() {
         let y = y.add(k * stride);
         let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
-        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y)), *acc);
+        *acc = _mm256_add_ps(
+            *acc,
+            _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y))),
+        );
     }
 }
 
@@ -179,7 +185,7 @@ unsafe fn q4_1_block_offsets<const B: usize>(
 ) {
     let m = f16x8_at(x.add(2));
     for (k, off) in off.iter_mut().enumerate() {
-        *off = _mm256_fmadd_ps(m, f16x8_at(y.add(k * stride + 2)), *off);
+        *off = _mm256_add_ps(*off, _mm256_mul_ps(m, f16x8_at(y.add(k * stride + 2))));
     }
 }
 

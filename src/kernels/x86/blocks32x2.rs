@@ -140,10 +140,9 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
             let yv = load_pair(y.add(2), Q8_0_BYTES);
             let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
             let p = D::dpbusd(_mm512_setzero_si512(), aq, s);
-            *acc = _mm512_fmadd_ps(
-                _mm512_cvtepi32_ps(p),
-                _mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES)),
+            *acc = _mm512_add_ps(
                 *acc,
+                _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES))),
             );
         }
     }
@@ -191,8 +190,9 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
             let y = a.add(k * stride + 2 * j * Q8_1_BYTES);
             let p = D::dpbusd(_mm512_setzero_si512(), u, load_pair(y.add(4), Q8_1_BYTES));
             let (da, sa) = f16_pairs2(y, Q8_1_BYTES);
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da), acc[k]);
-            off[k] = _mm512_fmadd_ps(m, sa, off[k]);
+            acc[k] =
+                _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da)));
+            off[k] = _mm512_add_ps(off[k], _mm512_mul_ps(m, sa));
         }
     }
     if nb % 2 == 1 {

@@ -162,7 +162,7 @@ macro_rules! tier {
                 q4_1: q4_1::KERNELS,
                 q5_0: q5_0::KERNELS,
                 // Every x86 tier has FMA and F16C: the scalar reference compiled with them.
-                q5_1: crate::kernels::scalar::SET_FMA.q5_1,
+                q5_1: crate::kernels::scalar::SET_F16C.q5_1,
                 q8_0: q8_0::KERNELS,
                 // Formats none of the available models use: the scalar reference (same bits).
                 q2_k: crate::kernels::scalar::SET.q2_k,
