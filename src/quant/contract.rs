@@ -17,10 +17,10 @@
 //!      scalar tier on an x86 CPU without FMA runs it at full speed: an exact fused multiply-add
 //!      from f64 arithmetic cost it 2-3× of its speed, see `docs/numerics.md`), the lanes folded by
 //!      [`fold16`]; Q4_1/Q5_1 also keep two offset chains, `off[b mod 2] = off[b mod 2] + m_w·s_a`,
-//!      added after the fold as `fold16(lanes) + (off[0] + off[1])`. This is what the SIMD kernels compute natively: a
-//!      4-byte dot product (`vpdpbusd`, `maddubs`+`madd`, NEON `sdot`) gives a quad's sum per i32
-//!      lane, eight per block; a 512-bit register holds two blocks, an AVX2 tier alternates two
-//!      registers, a NEON tier four. (A lane per block would need a horizontal sum per block:
+//!      added after the fold as `fold16(lanes) + (off[0] + off[1])`. This is what the SIMD
+//!      kernels compute natively: a 4-byte dot product (`vpdpbusd`, `maddubs`+`madd`, NEON
+//!      `sdot`) gives a quad's sum per i32 lane, eight per block; a 512-bit register holds two
+//!      blocks, an AVX2 tier alternates two registers, a NEON tier four. (A lane per block would need a horizontal sum per block:
 //!      measured 1.2-2.4× slower on SmolLM2 and the 0.5B model.)
 //!   3. *Sixteen element lanes* (f32/f16/bf16 rows against f32 vectors, attention scores): element
 //!      `j` of every whole group of 16 goes to lane `j mod 16`, `lane = lane + w·a` (product rounded,

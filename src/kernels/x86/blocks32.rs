@@ -1,9 +1,10 @@
 //! 256-bit kernels for the 32-element block formats: Q4_0, Q5_0, Q8_0 (signed codes · Q8_0) and
 //! Q4_1 (unsigned codes + offset · Q8_1). One 32-byte register holds a block's 32 codes in element
 //! order; per block and activation vector: one integer dot (exact: i32 lane `q` is the sum of
-//! quad `q`), one convert, one FMA by `d_w*d_a` into the accumulator of the block's parity. That
-//! is the numeric contract's sixteen quad lanes (`quant::contract::quad_dot`) in two registers,
-//! even blocks in lanes 0..8 and odd ones in 8..16, folded by `fold16` at the end.
+//! quad `q`), one convert, a multiply by `d_w*d_a` and an add (unfused) into the accumulator of
+//! the block's parity. That is the numeric contract's sixteen quad lanes
+//! (`quant::contract::quad_dot`) in two registers, even blocks in lanes 0..8 and odd ones in
+//! 8..16, folded by `fold16` at the end.
 
 use std::arch::x86_64::*;
 
