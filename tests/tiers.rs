@@ -35,19 +35,11 @@ fn tiers() -> Vec<&'static KernelSet> {
         }
     }
     assert_eq!(v[0].tier(), Tier::Scalar, "the scalar tier runs everywhere");
-    if !std::ptr::eq(v[0], KernelSet::portable()) {
+    // Named `scalar-portable` exactly when it is not this CPU's scalar tier.
+    if KernelSet::portable().name() == turboinfer::kernels::PORTABLE_OVERRIDE {
         v.push(KernelSet::portable());
     }
     v
-}
-
-/// A table's name in the report: its tier, or `scalar-portable`.
-fn label(set: &'static KernelSet) -> String {
-    if std::ptr::eq(set, KernelSet::portable()) {
-        turboinfer::kernels::PORTABLE_OVERRIDE.to_string()
-    } else {
-        set.tier().to_string()
-    }
 }
 
 /// Every logit of the three passes over every fixture prompt of `name`, on `set`'s tier, as bits.
@@ -95,7 +87,7 @@ fn check(name: &str, opts: ModelOptions) {
                 passed += 1;
                 println!(
                     "{name} {opts:?}: tier {} = scalar, {} logits bitwise",
-                    label(set),
+                    set.name(),
                     got.len()
                 );
             }
@@ -104,7 +96,7 @@ fn check(name: &str, opts: ModelOptions) {
                 let differ = got.iter().zip(&reference).filter(|(a, b)| a != b).count();
                 println!(
                     "{name} {opts:?}: tier {} differs from scalar at logit {i} ({} vs {}), {differ} of {} differ",
-                    label(set),
+                    set.name(),
                     f32::from_bits(got[i]),
                     f32::from_bits(reference[i]),
                     got.len()
