@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use turboinfer::kernels::{packed, KernelSet, Tier, PORTABLE_OVERRIDE};
+use turboinfer::kernels::{act_row, packed, KernelSet, Tier, PORTABLE_OVERRIDE};
 
 #[path = "common/bandwidth.rs"]
 mod bandwidth_probe;
@@ -203,8 +203,8 @@ fn activation(rng: &mut Rng, k: &KernelSet, ty: GgmlType, n: usize) -> Vec<u8> {
     let x: Vec<f32> =
         (0..n).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
     let at = quant::activation_type(ty);
-    let mut a = vec![0u8; quant::row_size(at, n).unwrap()];
-    (k.quantize(at).unwrap())(&x, &mut a);
+    let mut a = vec![0u8; act_row::act_row_bytes(at, n).unwrap()];
+    act_row::quantize_with(k.quantize(at).unwrap(), at, &x, &mut a);
     a
 }
 

@@ -8,7 +8,10 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(rustc-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu qemu-user)
+# libc6-dev-arm64-cross: the cross libc's crti.o and libc.so, which linking the aarch64 cdylib
+# needs; only a Recommends of gcc-aarch64-linux-gnu, which --no-install-recommends skips (a fresh
+# machine failed with "cannot find crti.o").
+PACKAGES=(rustc-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 me="setup-aarch64.sh"
 t0=$(date +%s.%N)
 elapsed() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }

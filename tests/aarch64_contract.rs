@@ -87,12 +87,10 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|f| f.to_bits()).collect()
 }
 
-/// Quantizes `x` to `ty`'s activation format with the reference quantizer.
+/// Quantizes `x` to `ty`'s activation format with the reference quantizer, as the kernels read
+/// it (`kernels::act_row`: the blocks, then the 32-element formats' scales as f32).
 fn quantize_act(ty: GgmlType, x: &[f32]) -> Vec<u8> {
-    let at = quant::activation_type(ty);
-    let mut a = vec![0u8; quant::row_size(at, x.len()).unwrap()];
-    quant::quantize_row(at, x, &mut a).unwrap();
-    a
+    kernels::act_row::quantize(quant::activation_type(ty), x).unwrap()
 }
 
 /// A random valid row of `ty` (Q8_K rows, which `random_row` lacks, come from its quantizer).
@@ -148,7 +146,8 @@ fn dots(r: &mut Report, tiers: &[&'static KernelSet]) {
                 rows.extend([0x00u8, 0xFF, 0x80, 0x7F, 0x88].map(|f| extreme(ty, &base, f)));
             }
             // Eight activation vectors `stride` bytes apart, garbage in between.
-            let ab = quant::row_size(quant::activation_type(ty), n).unwrap();
+            let at = quant::activation_type(ty);
+            let ab = kernels::act_row::act_row_bytes(at, n).unwrap();
             let stride = ab + 24;
             let count = 7;
             let mut acts = vec![0xA5u8; stride * count];
@@ -163,8 +162,12 @@ fn dots(r: &mut Report, tiers: &[&'static KernelSet]) {
             }
             let act = |v: usize| &acts[v * stride..v * stride + ab];
             for w in &rows {
-                let want: Vec<f32> =
-                    (0..count).map(|v| quant::vec_dot(ty, n, w, act(v)).unwrap()).collect();
+                let want: Vec<f32> = (0..count)
+                    .map(|v| {
+                        let blocks = kernels::act_row::blocks(at, n, act(v));
+                        quant::vec_dot(ty, n, w, blocks).unwrap()
+                    })
+                    .collect();
                 reference_bits.extend(bits(&want));
                 for (t, k) in tiers.iter().enumerate() {
                     let single: Vec<f32> =
@@ -364,10 +367,11 @@ fn elementwise(r: &mut Report, tiers: &[&'static KernelSet], scalar: &KernelSet)
     let x: Vec<f32> = (0..m + 5).map(|i| ((i * 53 % 29) as f32 - 14.0) * 0.37).collect();
     let q8: Vec<Vec<u8>> = (0..4)
         .map(|s| {
-            quantize_act(
-                GgmlType::Q8_0,
-                &(0..m).map(|i| ((i * 7 + s * 13) % 31) as f32 - 15.5).collect::<Vec<_>>(),
-            )
+            let x: Vec<f32> = (0..m).map(|i| ((i * 7 + s * 13) % 31) as f32 - 15.5).collect();
+            // Q8_0 rows as stored (ggml's blocks only), not as activations.
+            let mut q = vec![0u8; quant::row_size(GgmlType::Q8_0, m).unwrap()];
+            quant::quantize_row(GgmlType::Q8_0, &x, &mut q).unwrap();
+            q
         })
         .collect();
     let q = [&q8[0][..], &q8[1][..], &q8[2][..], &q8[3][..]];

@@ -16,7 +16,7 @@ mod quant_support;
 use quant_support::{activations, random_row, Rng};
 use turboinfer::cpu::{cpu_features, CpuFeatures};
 use turboinfer::gguf::GgufFile;
-use turboinfer::kernels::{parse_override, KernelError, KernelSet, Tier};
+use turboinfer::kernels::{act_row, parse_override, KernelError, KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
 
 /// Safety factor over the first-order reordering bound.
@@ -78,19 +78,19 @@ fn terms(ty: GgmlType, n: usize) -> usize {
     n / ty.block_size()
 }
 
-/// Quantizes `x` to `ty`'s activation format with the reference quantizer.
+/// Quantizes `x` to `ty`'s activation format with the reference quantizer, as the kernels read
+/// it (`act_row`: the blocks, then the 32-element formats' scales as f32).
 fn quantize_act(ty: GgmlType, x: &[f32]) -> Vec<u8> {
-    let at = quant::activation_type(ty);
-    let mut a = vec![0u8; quant::row_size(at, x.len()).unwrap()];
-    quant::quantize_row(at, x, &mut a).unwrap();
-    a
+    act_row::quantize(quant::activation_type(ty), x).unwrap()
 }
 
 /// Checks one tier's `vec_dot` on (w, act): bitwise the reference, which is within the reordering
 /// budget of the f64 dot of the dequantized operands; returns err / (eps * magnitude).
-fn check_dot(k: &KernelSet, ty: GgmlType, n: usize, w: &[u8], act: &[u8], what: &str) -> f64 {
+fn check_dot(k: &KernelSet, ty: GgmlType, n: usize, w: &[u8], row: &[u8], what: &str) -> f64 {
+    let got = (k.vec_dot(ty).unwrap())(n, w, row);
+    // The reference reads the ggml blocks only.
+    let act = act_row::blocks(quant::activation_type(ty), n, row);
     let want = quant::vec_dot(ty, n, w, act).unwrap();
-    let got = (k.vec_dot(ty).unwrap())(n, w, act);
     assert_eq!(
         got.to_bits(),
         want.to_bits(),
@@ -197,7 +197,7 @@ fn batch_kernel_equals_repeated_single_kernel() {
         for ty in TYPES {
             for n in odd_lengths(ty) {
                 let w = random_row(&mut rng, ty, n);
-                let ab = quant::row_size(quant::activation_type(ty), n).unwrap();
+                let ab = act_row::act_row_bytes(quant::activation_type(ty), n).unwrap();
                 // Padding between vectors (filled with garbage) must be ignored.
                 let stride = ab + 40;
                 let count = 24; // three MAX_BATCH chunks
@@ -500,7 +500,7 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
         for ty in TYPES {
             let n = 256;
             let w = vec![0u8; quant::row_size(ty, n).unwrap()];
-            let a = vec![0u8; quant::row_size(quant::activation_type(ty), n).unwrap()];
+            let a = vec![0u8; act_row::act_row_bytes(quant::activation_type(ty), n).unwrap()];
             let dot = k.vec_dot(ty).unwrap();
             let short = std::panic::catch_unwind(|| dot(n, &w[..w.len() - 1], &a));
             let short_a = std::panic::catch_unwind(|| dot(n, &w, &a[..a.len() - 1]));

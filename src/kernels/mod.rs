@@ -8,11 +8,14 @@
 //! `quant::contract`: integer block sums exact, every float operation in one fixed order);
 //! `vector` holds the reference of the sparse FFN's f32 vector kernels.
 //!
+//! Activation rows are ggml's blocks plus f32 copies of the 32-element formats' scales (`act_row`).
+//!
 //! Layers: `table` (the `KernelSet` type) <- the implementations (`scalar`, `x86`, `aarch64`) <- `select`
 //! (the one place that picks a tier, from the CPU and `TURBOINFER_KERNELS`).
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+pub mod act_row;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod bounds;
 mod elementwise;

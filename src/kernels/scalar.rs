@@ -7,23 +7,57 @@
 //! reference dot products with `vcvtph2ps` (`contract::Instruction`) and AVX's wider registers.
 //! Both give the same bits (the conversion is exact; `tests/kernels_parity.rs`).
 
+use super::act_row;
 use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
 use super::vector;
 use crate::quant::{self, bytes, GgmlType};
 
-/// Panics unless `w` and `a` are exactly a row of `n` elements of `ty` and of its activation
-/// type, as the SIMD entry points' assertions do (the kernel contract: never a result from a
-/// buffer of the wrong length).
-fn lengths(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) {
-    if let Err(e) = quant::check_dot_lengths(ty, n, w.len(), a.len()) {
-        panic!("kernel called with a buffer of the wrong length: {e}");
-    }
+/// Byte lengths of one dot product over `n` elements.
+#[derive(Clone, Copy)]
+struct Lengths {
+    /// The weight row.
+    w: usize,
+    /// The activation row as the kernels read it (`act_row`).
+    act: usize,
+    /// Its ggml blocks, which the reference reads.
+    blocks: usize,
 }
 
-/// The reference dot product of weight type `ty`, its lengths checked (`lengths`).
+/// The lengths of a dot product of weight type `ty` over `n` elements; panics unless `n` is a
+/// whole number of blocks (the kernel contract, as the SIMD entry points' assertions: never a
+/// result from a buffer of the wrong length). From the format table directly, once per call: a
+/// decode step calls it once per weight row, and SmolLM2's rows are 18 blocks long, where going
+/// through `quant::row_size` three times took 8 % of the scalar tier's decoding time.
+fn lengths(ty: GgmlType, n: usize) -> Lengths {
+    let w = quant::info(ty).expect("scalar kernels exist only for known formats");
+    let a = quant::info(w.activation).expect("every weight format has an activation format");
+    assert!(
+        n.is_multiple_of(w.elements) && a.elements == w.elements,
+        "kernel called with {n} elements, not a whole number of {ty} blocks"
+    );
+    let nb = n / w.elements;
+    let size = |bytes: usize| nb.checked_mul(bytes).expect("a row length that fits in memory");
+    let blocks = size(a.bytes);
+    Lengths { w: size(w.bytes), act: blocks + act_row::scale_bytes(w.activation, n), blocks }
+}
+
+/// The blocks of activation row `a`, after panicking unless `w` and `a` are exactly a row of `l`.
+fn blocks<'a>(l: Lengths, w: &[u8], a: &'a [u8]) -> &'a [u8] {
+    assert!(
+        w.len() == l.w && a.len() == l.act,
+        "kernel called with a buffer of the wrong length: weights {} (not {}), activations {} (not {})",
+        w.len(),
+        l.w,
+        a.len(),
+        l.act
+    );
+    &a[..l.blocks]
+}
+
+/// The reference dot product of weight type `ty` on the blocks of `a`, lengths checked.
 fn checked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
-    lengths(ty, n, w, a);
+    let a = blocks(lengths(ty, n), w, a);
     (quant::vec_dot_fn(ty).expect("scalar kernels exist only for types with a dot product"))(
         n, w, a,
     )
@@ -32,9 +66,9 @@ fn checked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Batch dot product for the weight type with GGUF id `ID`: the reference `vec_dot` once per vector.
 fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
     let ty = GgmlType::from_id(ID).expect("scalar batch instantiated for a known type");
-    let ab = quant::row_size(quant::activation_type(ty), n).expect("n is a whole number of blocks");
+    let (l, f) = (lengths(ty, n), quant::vec_dot_fn(ty).expect("a type with a dot product"));
     for (k, o) in out.iter_mut().enumerate() {
-        *o = checked(ty, n, w, &acts[k * stride..k * stride + ab]);
+        *o = f(n, w, blocks(l, w, &acts[k * stride..k * stride + l.act]));
     }
 }
 
@@ -147,16 +181,16 @@ mod f16c {
     use super::*;
     use crate::quant::contract::Instruction;
 
-    /// Kernels for a 32-element format whose reference dot product is `quant::$m::vec_dot_with::<F>`, dotted with
-    /// activations of type `$act`.
+    /// Kernels for the 32-element format `$ty` whose reference dot product is
+    /// `quant::$m::vec_dot_with::<F>`.
     macro_rules! f16c {
-        ($m:ident, $ty:ident, $act:ident) => {{
+        ($m:ident, $ty:ident) => {{
             /// The reference dot product, compiled with F16C.
             ///
             /// Safety: the CPU must have F16C (`for_cpu` hands this table out only then).
             #[target_feature(enable = "f16c")]
             unsafe fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
-                lengths(GgmlType::$ty, n, w, a);
+                let a = blocks(lengths(GgmlType::$ty, n), w, a);
                 quant::$m::vec_dot_with::<Instruction>(n, w, a)
             }
             /// The batch: the reference dot product once per vector.
@@ -164,10 +198,9 @@ mod f16c {
             /// Safety: as `dot`.
             #[target_feature(enable = "f16c")]
             unsafe fn batch(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
-                let ab = quant::row_size(GgmlType::$act, n).expect("n is a whole number of blocks");
+                let l = lengths(GgmlType::$ty, n);
                 for (k, o) in out.iter_mut().enumerate() {
-                    let a = &acts[k * stride..k * stride + ab];
-                    lengths(GgmlType::$ty, n, w, a);
+                    let a = blocks(l, w, &acts[k * stride..k * stride + l.act]);
                     *o = quant::$m::vec_dot_with::<Instruction>(n, w, a);
                 }
             }
@@ -182,11 +215,11 @@ mod f16c {
 
     /// `SET` with the 32-element formats' dot products compiled with F16C.
     pub(crate) static SET_F16C: KernelSet = KernelSet {
-        q4_0: f16c!(q4_0, Q4_0, Q8_0),
-        q4_1: f16c!(q4_1, Q4_1, Q8_1),
-        q5_0: f16c!(q5_0, Q5_0, Q8_0),
-        q5_1: f16c!(q5_1, Q5_1, Q8_1),
-        q8_0: f16c!(q8_0, Q8_0, Q8_0),
+        q4_0: f16c!(q4_0, Q4_0),
+        q4_1: f16c!(q4_1, Q4_1),
+        q5_0: f16c!(q5_0, Q5_0),
+        q5_1: f16c!(q5_1, Q5_1),
+        q8_0: f16c!(q8_0, Q8_0),
         ..SET
     };
 }

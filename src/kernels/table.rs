@@ -10,8 +10,9 @@ use crate::quant::{GgmlType, QuantizeFn, VecDotFn};
 pub const MAX_BATCH: usize = 8;
 
 /// One weight row against several quantized activation vectors: `out[k] = dot(w, acts[k*stride ..])`
-/// for every `k < out.len()`; each activation vector is `row_bytes(n)` of the activation type, and
-/// `w` is exactly `row_bytes(n)` of the weight type. Each weight block is decoded once per 8 vectors.
+/// for every `k < out.len()`; each activation vector is `act_row::act_row_bytes(n)` of the
+/// activation type (ggml's blocks, then f32 copies of the 32-element formats' scales), and `w` is
+/// exactly `row_bytes(n)` of the weight type. Each weight block is decoded once per 8 vectors.
 /// Contract: every `out[k]` is bitwise the tier's `vec_dot` of vector `k` (the single-vector kernel
 /// is the 1-vector instance of the same generic code, so each vector sees the same float operations
 /// in the same order whatever the batch): batched and one-token decoding give identical logits.
@@ -40,7 +41,8 @@ pub type SoftmaxFn = fn(x: &mut [f32]);
 /// The two kernels of one weight type.
 #[derive(Clone, Copy)]
 pub struct TypeKernels {
-    /// One weight row · one activation vector (same contract as `quant::vec_dot_fn`).
+    /// One weight row · one activation vector, exactly `act_row::act_row_bytes(n)` (the result of
+    /// `quant::vec_dot_fn` on its blocks).
     pub vec_dot: VecDotFn,
     /// One weight row · 1..N activation vectors (see `VecDotBatchFn`).
     pub vec_dot_batch: VecDotBatchFn,

@@ -1,7 +1,7 @@
 //! Activations quantized once per input and shared by every matrix that reads that input.
 
-use crate::kernels::KernelSet;
-use crate::quant::{self, GgmlType, QuantError};
+use crate::kernels::{act_row, KernelSet};
+use crate::quant::{GgmlType, QuantError};
 use rayon::prelude::*;
 
 /// A batch of f32 input rows plus its quantized forms, made lazily, one per activation type.
@@ -29,7 +29,8 @@ impl<'a> SharedActs<'a> {
         self.x.len() / self.cols
     }
 
-    /// The rows quantized to `ty` (`[n_tok, row_bytes]`) and `row_bytes`, quantizing on first use
+    /// The rows quantized to `ty` as the kernels read them (`[n_tok, row_bytes]`, `kernels::act_row`)
+    /// and `row_bytes`, quantizing on first use
     /// (rows in parallel; call inside `Runtime::install`).
     pub fn get(&mut self, ty: GgmlType) -> Result<(&[u8], usize), QuantError> {
         if let Some(i) = self.quantized.iter().position(|e| e.0 == ty) {
@@ -38,9 +39,11 @@ impl<'a> SharedActs<'a> {
         }
         // The dispatched (SIMD) quantizer; bit-identical to `quant::quantize_row_fn(ty)`.
         let f = self.set.quantize(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
-        let rb = quant::row_size(ty, self.cols)?;
-        let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]
-        buf.par_chunks_mut(rb).zip(self.x.par_chunks(self.cols)).for_each(|(d, s)| f(s, d));
+        let rb = act_row::act_row_bytes(ty, self.cols)?;
+        let mut buf = vec![0u8; rb * self.n_tok()]; // [n_tok, rb]: blocks, then f32 scales
+        buf.par_chunks_mut(rb)
+            .zip(self.x.par_chunks(self.cols))
+            .for_each(|(d, s)| act_row::quantize_with(f, ty, s, d));
         self.quantized.push((ty, rb, buf));
         let e = self.quantized.last().expect("just pushed");
         Ok((&e.2, e.1))

@@ -52,7 +52,8 @@ fn rows_per_task(row_bytes: usize) -> usize {
 
 /// `out[t, r] = dot(w[r], acts[t])` for `n_tok` activation rows.
 ///
-/// - `acts`: `[n_tok, act_row_bytes]`, already quantized to the weight's activation type
+/// - `acts`: `[n_tok, act_row_bytes]`, already quantized to the weight's activation type, as the
+///   kernels read it (`kernels::act_row`; `SharedActs` makes them)
 /// - `out`: `[n_tok, w.rows]`
 ///
 /// Parallel over weight rows. For several tokens each weight row goes through the batch kernel,

@@ -8,11 +8,12 @@
 //! `fadd` into the lane registers of the block's parity (unfused, as the contract's lanes):
 //! lanes 0..8 (registers 0, 1) for even blocks, 8..16 (registers 2, 3) for odd ones. Q4_1/Q5_1 add
 //! `m_w · s_a` to the parity's offset chain (a scalar `fmul` and `fadd`). At the end
-//! `fold16(lanes) + (off[0] + off[1])`, as the contract's `quad_dot` ends.
+//! `fold16(lanes) + (off[0] + off[1])`, as the contract's `quad_dot` ends. The activation scales
+//! `d_a` (and `s_a`) are read as f32 from after the vector's blocks (`kernels::act_row`).
 
 use std::arch::aarch64::*;
 
-use super::isa::{f16_at, load_i8, load_u8, u32_at, IntDot};
+use super::isa::{f16_at, f32_at, load_i8, load_u8, u32_at, IntDot};
 use crate::quant::block_bytes;
 
 /// A 32-element weight format.
@@ -107,11 +108,13 @@ impl Block32 for Q5_1 {
 /// One block's terms for `B` vectors: the quad sums into `lanes[k]` (the two registers of the
 /// block's parity) and, for offset formats, `m_w · s_a` into `off[k]`.
 ///
-/// Safety: a `T` block at `x`, an activation block at every `y + k*stride`.
+/// Safety: a `T` block at `x`, an activation block at every `y + k*stride` and its f32 scale (and
+/// sum) at every `s + k*stride`.
 #[inline(always)]
 unsafe fn block<T: Block32, D: IntDot, const B: usize>(
     x: *const u8,
     y: *const u8,
+    s: *const u8,
     stride: usize,
     lanes: &mut [[float32x4_t; 2]; B],
     off: &mut [f32; B],
@@ -121,15 +124,15 @@ unsafe fn block<T: Block32, D: IntDot, const B: usize>(
     let c = T::codes(x);
     let dw = f16_at(x);
     for k in 0..B {
-        let y = y.add(k * stride);
+        let (y, sa) = (y.add(k * stride), s.add(k * stride));
         let zero = vdupq_n_s32(0);
         let q0 = D::quads(zero, c[0], load_i8(y.add(qs))); // quads 0..4
         let q1 = D::quads(zero, c[1], load_i8(y.add(qs + 16))); // quads 4..8
-        let s = vdupq_n_f32(dw * f16_at(y));
-        lanes[k][0] = vaddq_f32(lanes[k][0], vmulq_f32(vcvtq_f32_s32(q0), s));
-        lanes[k][1] = vaddq_f32(lanes[k][1], vmulq_f32(vcvtq_f32_s32(q1), s));
+        let scale = vdupq_n_f32(dw * f32_at(sa));
+        lanes[k][0] = vaddq_f32(lanes[k][0], vmulq_f32(vcvtq_f32_s32(q0), scale));
+        lanes[k][1] = vaddq_f32(lanes[k][1], vmulq_f32(vcvtq_f32_s32(q1), scale));
         if T::OFFSET {
-            off[k] += f16_at(x.add(2)) * f16_at(y.add(2));
+            off[k] += f16_at(x.add(2)) * f32_at(sa.add(4));
         }
     }
 }
@@ -137,7 +140,8 @@ unsafe fn block<T: Block32, D: IntDot, const B: usize>(
 /// `out[k]` = the contract's quad-lane dot of the `nb`-block `T` row at `w` with the activation
 /// vector at `a + k*stride` (Q8_0 blocks, or Q8_1 for offset formats), `k < B`.
 ///
-/// Safety: `w` holds `nb` blocks, each vector `nb` activation blocks, `out` B floats; the CPU has
+/// Safety: `w` holds `nb` blocks, each vector an activation row of `nb` blocks (`kernels::act_row`:
+/// the blocks, then their f32 scales), `out` B floats; the CPU has
 /// the features of `D`.
 #[inline(always)]
 pub(crate) unsafe fn dot<T: Block32, D: IntDot, const B: usize>(
@@ -148,17 +152,22 @@ pub(crate) unsafe fn dot<T: Block32, D: IntDot, const B: usize>(
     out: *mut f32,
 ) {
     let ab = if T::OFFSET { block_bytes::Q8_1 } else { block_bytes::Q8_0 };
+    // f32 values per block after the blocks (`kernels::act_row`): d, or d and s.
+    let sb = if T::OFFSET { 8 } else { 4 };
+    let scales = a.add(nb * ab);
     let zero = vdupq_n_f32(0.0);
     let (mut even, mut odd) = ([[zero; 2]; B], [[zero; 2]; B]);
     let (mut off_e, mut off_o) = ([0.0f32; B], [0.0f32; B]);
     for i in (0..nb / 2 * 2).step_by(2) {
-        let (x, y) = (w.add(i * T::BYTES), a.add(i * ab));
-        block::<T, D, B>(x, y, stride, &mut even, &mut off_e);
-        block::<T, D, B>(x.add(T::BYTES), y.add(ab), stride, &mut odd, &mut off_o);
+        let (x, y, s) = (w.add(i * T::BYTES), a.add(i * ab), scales.add(i * sb));
+        block::<T, D, B>(x, y, s, stride, &mut even, &mut off_e);
+        let (x, y, s) = (x.add(T::BYTES), y.add(ab), s.add(sb));
+        block::<T, D, B>(x, y, s, stride, &mut odd, &mut off_o);
     }
     if nb % 2 == 1 {
         let i = nb - 1;
-        block::<T, D, B>(w.add(i * T::BYTES), a.add(i * ab), stride, &mut even, &mut off_e);
+        let (x, y, s) = (w.add(i * T::BYTES), a.add(i * ab), scales.add(i * sb));
+        block::<T, D, B>(x, y, s, stride, &mut even, &mut off_e);
     }
     for k in 0..B {
         let lanes = super::isa::fold16([even[k][0], even[k][1], odd[k][0], odd[k][1]]);

@@ -22,6 +22,7 @@ mod isa;
 mod kquant;
 mod packed;
 
+use super::act_row;
 use super::bounds::{check_packed, check_wsum};
 use super::packed::{PACKED_BLOCK, PACK_ROWS};
 use super::table::KernelSet;
@@ -127,7 +128,7 @@ macro_rules! tier {
                 $feat,
                 QK,
                 block_bytes::Q4_0,
-                block_bytes::Q8_0,
+                act_row::Q8_0_ACT,
                 blocks32::dot,
                 [blocks32::Q4_0, $d]
             );
@@ -136,7 +137,7 @@ macro_rules! tier {
                 $feat,
                 QK,
                 block_bytes::Q5_0,
-                block_bytes::Q8_0,
+                act_row::Q8_0_ACT,
                 blocks32::dot,
                 [blocks32::Q5_0, $d]
             );
@@ -145,7 +146,7 @@ macro_rules! tier {
                 $feat,
                 QK,
                 block_bytes::Q8_0,
-                block_bytes::Q8_0,
+                act_row::Q8_0_ACT,
                 blocks32::dot,
                 [blocks32::Q8_0, $d]
             );
@@ -154,7 +155,7 @@ macro_rules! tier {
                 $feat,
                 QK,
                 block_bytes::Q4_1,
-                block_bytes::Q8_1,
+                act_row::Q8_1_ACT,
                 blocks32::dot,
                 [blocks32::Q4_1, $d]
             );
@@ -163,7 +164,7 @@ macro_rules! tier {
                 $feat,
                 QK,
                 block_bytes::Q5_1,
-                block_bytes::Q8_1,
+                act_row::Q8_1_ACT,
                 blocks32::dot,
                 [blocks32::Q5_1, $d]
             );

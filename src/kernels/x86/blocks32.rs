@@ -2,18 +2,20 @@
 //! Q4_1 (unsigned codes + offset · Q8_1). One 32-byte register holds a block's 32 codes in element
 //! order; per block and activation vector: one integer dot (exact: i32 lane `q` is the sum of
 //! quad `q`), one convert, a multiply by `d_w*d_a` and an add (unfused) into the accumulator of
-//! the block's parity. That is the numeric contract's sixteen quad lanes
+//! the block's parity. The activation scales are read as f32 from after the vector's blocks
+//! (`kernels::act_row`), not converted from f16 here. That is the numeric contract's sixteen quad lanes
 //! (`quant::contract::quad_dot`) in two registers, even blocks in lanes 0..8 and odd ones in
 //! 8..16, folded by `fold16` at the end.
 
 use std::arch::x86_64::*;
 
-use super::isa::{f16x8_at, fold8, load256, u32_at, Dot256};
+use super::isa::{f16x8_at, f32x8_at, fold8, load256, u32_at, Dot256};
 use crate::quant::block_bytes;
 
-/// Bytes of a Q8_0 activation block (f16 scale + 32 i8).
+/// Bytes of a Q8_0 activation block (f16 scale + 32 i8); the f32 scales follow a vector's blocks.
 const Q8_0_BYTES: usize = block_bytes::Q8_0;
-/// Bytes of a Q8_1 activation block (f16 scale, f16 scaled sum, 32 i8).
+/// Bytes of a Q8_1 activation block (f16 scale, f16 scaled sum, 32 i8); the f32 (scale, sum)
+/// pairs follow a vector's blocks.
 const Q8_1_BYTES: usize = block_bytes::Q8_1;
 
 /// The 32 4-bit codes of 16 packed bytes at `p` in element order (low nibbles, then high nibbles).
@@ -68,11 +70,13 @@ impl SymBlock for Q8_0 {
 /// One signed-code block's term for `B` Q8_0 vectors: `acc[k] = acc[k] + quads(w·y_k)·(d_w·d_a)`
 /// where `acc[k]` is the accumulator of the block's parity.
 ///
-/// Safety: a `T` block at `x`, a Q8_0 block at every `y + k*stride`; CPU as `sym`.
+/// Safety: a `T` block at `x`, a Q8_0 block at every `y + k*stride` and its f32 scale at every
+/// `s + k*stride`; CPU as `sym`.
 #[inline(always)]
 pub(crate) unsafe fn sym_block<T: SymBlock, D: Dot256, const B: usize>(
     x: *const u8,
     y: *const u8,
+    s: *const u8,
     stride: usize,
     acc: &mut [__m256; B],
 ) {
@@ -81,13 +85,10 @@ pub(crate) unsafe fn sym_block<T: SymBlock, D: Dot256, const B: usize>(
     let aq = _mm256_sign_epi8(q, q);
     let dw = f16x8_at(x);
     for (k, acc) in acc.iter_mut().enumerate() {
-        let y = y.add(k * stride);
-        let s = _mm256_sign_epi8(load256(y.add(2)), q);
-        let p = D::dpbusd(_mm256_setzero_si256(), aq, s);
-        *acc = _mm256_add_ps(
-            *acc,
-            _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y))),
-        );
+        let yq = _mm256_sign_epi8(load256(y.add(k * stride + 2)), q);
+        let p = D::dpbusd(_mm256_setzero_si256(), aq, yq);
+        let da = f32x8_at(s.add(k * stride));
+        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, da)));
     }
 }
 
@@ -111,8 +112,10 @@ unsafe fn sym_parity<T: SymBlock, D: Dot256, const B: usize>(
     stride: usize,
 ) -> [__m256; B] {
     let mut acc = [_mm256_setzero_ps(); B];
+    let s = a.add(nb * Q8_0_BYTES);
     for i in (first..nb).step_by(2) {
-        sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut acc);
+        let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
+        sym_block::<T, D, B>(x, y, s.add(4 * i), stride, &mut acc);
     }
     acc
 }
@@ -120,7 +123,8 @@ unsafe fn sym_parity<T: SymBlock, D: Dot256, const B: usize>(
 /// `out[k] = Σ_blocks d_w*d_a[k] * Σ code*q8` for `B` Q8_0 vectors at `a + k*stride`, `nb` blocks,
 /// in the contract's quad lanes (even and odd blocks in two accumulators, folded at the end).
 ///
-/// Safety: `w` must hold `nb` blocks, each `a + k*stride` (k < B) `nb` Q8_0 blocks, `out` B floats,
+/// Safety: `w` must hold `nb` blocks, each `a + k*stride` (k < B) a Q8_0 activation row of `nb`
+/// blocks (`kernels::act_row`: the blocks, then their f32 scales), `out` B floats,
 /// and the CPU must have the features of `D` plus AVX2/FMA/F16C.
 #[inline(always)]
 pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
@@ -134,14 +138,16 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
         (sym_parity::<T, D, B>(0, nb, w, a, stride), sym_parity::<T, D, B>(1, nb, w, a, stride))
     } else {
         let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+        let s = a.add(nb * Q8_0_BYTES);
         for i in (0..nb / 2 * 2).step_by(2) {
-            let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
-            sym_block::<T, D, B>(x, y, stride, &mut even);
-            sym_block::<T, D, B>(x.add(T::BYTES), y.add(Q8_0_BYTES), stride, &mut odd);
+            let (x, y, s) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), s.add(4 * i));
+            sym_block::<T, D, B>(x, y, s, stride, &mut even);
+            sym_block::<T, D, B>(x.add(T::BYTES), y.add(Q8_0_BYTES), s.add(4), stride, &mut odd);
         }
         if nb % 2 == 1 {
             let i = nb - 1;
-            sym_block::<T, D, B>(w.add(i * T::BYTES), a.add(i * Q8_0_BYTES), stride, &mut even);
+            let (x, y) = (w.add(i * T::BYTES), a.add(i * Q8_0_BYTES));
+            sym_block::<T, D, B>(x, y, s.add(4 * i), stride, &mut even);
         }
         (even, odd)
     };
@@ -153,23 +159,22 @@ pub(crate) unsafe fn sym<T: SymBlock, D: Dot256, const B: usize>(
 /// One Q4_1 block's quad sums for `B` Q8_1 vectors into `acc[k]`, the accumulators of the block's
 /// parity.
 ///
-/// Safety: a Q4_1 block at `x`, a Q8_1 block at every `y + k*stride`; CPU as `q4_1`.
+/// Safety: a Q4_1 block at `x`, a Q8_1 block at every `y + k*stride` and its f32 scale and sum
+/// at every `s + k*stride`; CPU as `q4_1`.
 #[inline(always)]
 unsafe fn q4_1_block_quads<D: Dot256, const B: usize>(
     x: *const u8,
     y: *const u8,
+    s: *const u8,
     stride: usize,
     acc: &mut [__m256; B],
 ) {
     let dw = f16x8_at(x);
     let u = nibbles(x.add(4));
     for (k, acc) in acc.iter_mut().enumerate() {
-        let y = y.add(k * stride);
-        let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(4)));
-        *acc = _mm256_add_ps(
-            *acc,
-            _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, f16x8_at(y))),
-        );
+        let p = D::dpbusd(_mm256_setzero_si256(), u, load256(y.add(k * stride + 4)));
+        let da = f32x8_at(s.add(k * stride));
+        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, da)));
     }
 }
 
@@ -180,13 +185,13 @@ unsafe fn q4_1_block_quads<D: Dot256, const B: usize>(
 #[inline(always)]
 unsafe fn q4_1_block_offsets<const B: usize>(
     x: *const u8,
-    y: *const u8,
+    s: *const u8,
     stride: usize,
     off: &mut [__m256; B],
 ) {
     let m = f16x8_at(x.add(2));
     for (k, off) in off.iter_mut().enumerate() {
-        *off = _mm256_add_ps(*off, _mm256_mul_ps(m, f16x8_at(y.add(k * stride + 2))));
+        *off = _mm256_add_ps(*off, _mm256_mul_ps(m, f32x8_at(s.add(k * stride + 4))));
     }
 }
 
@@ -198,12 +203,13 @@ unsafe fn q4_1_block_offsets<const B: usize>(
 pub(crate) unsafe fn q4_1_block<D: Dot256, const B: usize>(
     x: *const u8,
     y: *const u8,
+    s: *const u8,
     stride: usize,
     acc: &mut [__m256; B],
     off: &mut [__m256; B],
 ) {
-    q4_1_block_quads::<D, B>(x, y, stride, acc);
-    q4_1_block_offsets::<B>(x, y, stride, off);
+    q4_1_block_quads::<D, B>(x, y, s, stride, acc);
+    q4_1_block_offsets::<B>(x, s, stride, off);
 }
 
 /// The quad-lane accumulators (`quads`) or the offset chains (`!quads`) of `B` Q8_1 vectors over
@@ -221,12 +227,13 @@ unsafe fn q4_1_parity<D: Dot256, const B: usize>(
 ) -> [__m256; B] {
     const W: usize = block_bytes::Q4_1;
     let mut acc = [_mm256_setzero_ps(); B];
+    let s = a.add(nb * Q8_1_BYTES);
     for i in (first..nb).step_by(2) {
-        let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
+        let (x, y, s) = (w.add(i * W), a.add(i * Q8_1_BYTES), s.add(8 * i));
         if quads {
-            q4_1_block_quads::<D, B>(x, y, stride, &mut acc);
+            q4_1_block_quads::<D, B>(x, y, s, stride, &mut acc);
         } else {
-            q4_1_block_offsets::<B>(x, y, stride, &mut acc);
+            q4_1_block_offsets::<B>(x, s, stride, &mut acc);
         }
     }
     acc
@@ -236,7 +243,8 @@ unsafe fn q4_1_parity<D: Dot256, const B: usize>(
 /// contract's quad lanes and two offset chains (`quant::contract::quad_dot`). Up to two vectors in one pass
 /// (eight accumulators); more in four (quads and offsets of each parity: `INTERLEAVED_MAX`).
 ///
-/// Safety: as `sym`, with 20-byte Q4_1 weight blocks and 36-byte Q8_1 activation blocks.
+/// Safety: as `sym`, with 20-byte Q4_1 weight blocks and Q8_1 activation rows (36-byte blocks,
+/// then their f32 scale and sum pairs).
 #[inline(always)]
 pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     nb: usize,
@@ -256,14 +264,17 @@ pub(crate) unsafe fn q4_1<D: Dot256, const B: usize>(
     } else {
         let (mut even, mut odd) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
         let (mut off_e, mut off_o) = ([_mm256_setzero_ps(); B], [_mm256_setzero_ps(); B]);
+        let s = a.add(nb * Q8_1_BYTES);
         for i in (0..nb / 2 * 2).step_by(2) {
-            let (x, y) = (w.add(i * W), a.add(i * Q8_1_BYTES));
-            q4_1_block::<D, B>(x, y, stride, &mut even, &mut off_e);
-            q4_1_block::<D, B>(x.add(W), y.add(Q8_1_BYTES), stride, &mut odd, &mut off_o);
+            let (x, y, s) = (w.add(i * W), a.add(i * Q8_1_BYTES), s.add(8 * i));
+            q4_1_block::<D, B>(x, y, s, stride, &mut even, &mut off_e);
+            let (x, y, s) = (x.add(W), y.add(Q8_1_BYTES), s.add(8));
+            q4_1_block::<D, B>(x, y, s, stride, &mut odd, &mut off_o);
         }
         if nb % 2 == 1 {
             let i = nb - 1;
-            q4_1_block::<D, B>(w.add(i * W), a.add(i * Q8_1_BYTES), stride, &mut even, &mut off_e);
+            let (x, y, s) = (w.add(i * W), a.add(i * Q8_1_BYTES), s.add(8 * i));
+            q4_1_block::<D, B>(x, y, s, stride, &mut even, &mut off_e);
         }
         (even, odd, off_e, off_o)
     };

@@ -3,7 +3,8 @@
 //!
 //! Lanes 0..32 of a register hold block `b`, lanes 32..64 block `b+1`, in element order, matching a
 //! pair of Q8_0/Q8_1 activation blocks loaded as two 32-byte halves. Integer dots are exact as in
-//! `blocks32`; the per-block scales `d_w*d_a` are applied as one 16-lane vector `[s_b ×8, s_b+1 ×8]`.
+//! `blocks32`; the per-block scales `d_w*d_a` are applied as one 16-lane vector `[s_b ×8, s_b+1 ×8]`
+//! (`d_a` read as f32 from after the vector's blocks, `kernels::act_row`).
 //! With `b` even that is exactly the numeric contract's sixteen quad lanes
 //! (`quant::contract::quad_dot`: even blocks in lanes 0..8, odd ones in 8..16); an odd last block
 //! goes into the low half, as the 256-bit kernels put it, so every tier gets the same bits.
@@ -43,6 +44,24 @@ unsafe fn f16_pairs2(p: *const u8, gap: usize) -> (__m512, __m512) {
     let lo = std::ptr::read_unaligned(p as *const u32) as u64;
     let hi = std::ptr::read_unaligned(p.add(gap) as *const u32) as u64;
     let four = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((lo | hi << 32) as i64)));
+    let first = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    let second = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    (_mm512_permutexvar_ps(first, four), _mm512_permutexvar_ps(second, four))
+}
+
+/// The two f32 at `p`: lanes 0..8 = first, 8..16 = second (one 64-bit load, one `vpermps`).
+#[inline(always)]
+unsafe fn f32_pair(p: *const u8) -> __m512 {
+    let pair = _mm_castsi128_ps(_mm_loadl_epi64(p as *const __m128i));
+    let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(pair))
+}
+
+/// The four f32 at `p`, two (first, second) pairs: `.0` lanes 0..8 = `p[0]`, 8..16 = `p[2]`; `.1`
+/// the same of `p[1]` and `p[3]` (Q8_1's f32 `d` and `s` of two consecutive blocks).
+#[inline(always)]
+unsafe fn f32_pairs2(p: *const u8) -> (__m512, __m512) {
+    let four = _mm512_castps128_ps512(_mm_loadu_ps(p as *const f32));
     let first = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     let second = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
     (_mm512_permutexvar_ps(first, four), _mm512_permutexvar_ps(second, four))
@@ -128,6 +147,7 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
     out: *mut f32,
 ) {
     let mut acc = [_mm512_setzero_ps(); B];
+    let scales = a.add(nb * Q8_0_BYTES);
     for j in 0..nb / 2 {
         let x = w.add(2 * j * T::BYTES);
         let q = T::codes2(x);
@@ -140,10 +160,8 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
             let yv = load_pair(y.add(2), Q8_0_BYTES);
             let s = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
             let p = D::dpbusd(_mm512_setzero_si512(), aq, s);
-            *acc = _mm512_add_ps(
-                *acc,
-                _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, f16_pair(y, Q8_0_BYTES))),
-            );
+            let da = f32_pair(scales.add(k * stride + 2 * j * 4));
+            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da)));
         }
     }
     if nb % 2 == 1 {
@@ -152,6 +170,7 @@ pub(crate) unsafe fn sym<T: SymPair, D: Dot512, D2: Dot256, const B: usize>(
         blocks32::sym_block::<T, D2, B>(
             w.add(i * T::BYTES),
             a.add(i * Q8_0_BYTES),
+            scales.add(4 * i),
             stride,
             &mut lo,
         );
@@ -182,6 +201,7 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
     // m_w * s_a summed in vectors whose 8-lane halves are equal; lanes 0 (even blocks) and 8
     // (odd blocks) are used.
     let mut off = [_mm512_setzero_ps(); B];
+    let scales = a.add(nb * Q8_1_BYTES);
     for j in 0..nb / 2 {
         let x = w.add(2 * j * W);
         let u = nibbles_pair(x.add(4), W);
@@ -189,7 +209,7 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
         for k in 0..B {
             let y = a.add(k * stride + 2 * j * Q8_1_BYTES);
             let p = D::dpbusd(_mm512_setzero_si512(), u, load_pair(y.add(4), Q8_1_BYTES));
-            let (da, sa) = f16_pairs2(y, Q8_1_BYTES);
+            let (da, sa) = f32_pairs2(scales.add(k * stride + 2 * j * 8));
             acc[k] =
                 _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da)));
             off[k] = _mm512_add_ps(off[k], _mm512_mul_ps(m, sa));
@@ -202,6 +222,7 @@ pub(crate) unsafe fn q4_1<D: Dot512, D2: Dot256, const B: usize>(
         blocks32::q4_1_block::<D2, B>(
             w.add(i * W),
             a.add(i * Q8_1_BYTES),
+            scales.add(8 * i),
             stride,
             &mut lo,
             &mut lo_off,

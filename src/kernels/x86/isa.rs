@@ -192,6 +192,12 @@ pub(crate) unsafe fn f16x8_at(p: *const u8) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16)))
 }
 
+/// The f32 at `p` (unaligned) in all 8 lanes: one `vbroadcastss` from memory.
+#[inline(always)]
+pub(crate) unsafe fn f32x8_at(p: *const u8) -> __m256 {
+    _mm256_set1_ps(std::ptr::read_unaligned(p as *const f32))
+}
+
 /// The little-endian f32 at `p`.
 #[inline(always)]
 pub(crate) unsafe fn f32_at(p: *const u8) -> f32 {

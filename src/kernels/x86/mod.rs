@@ -14,6 +14,7 @@ mod packed512;
 mod quantize;
 mod vector;
 
+use super::act_row;
 use super::bounds::{check_packed, check_wsum};
 use super::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, PACK_ROWS};
 use super::table::{KernelSet, MAX_BATCH};
@@ -112,10 +113,10 @@ macro_rules! tier {
             use super::*;
             packed_fn!($p4, packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $dk);
             packed_fn!($p6, packed_q6_k, q6_k_x16, PACKED_BLOCK_Q6K, $feat, $dk);
-            entry!(q4_0, $feat, QK, block_bytes::Q4_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q4_0, $($d32),+]);
-            entry!(q5_0, $feat, QK, block_bytes::Q5_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q5_0, $($d32),+]);
-            entry!(q8_0, $feat, QK, block_bytes::Q8_0, block_bytes::Q8_0, $b32::sym, [blocks32::Q8_0, $($d32),+]);
-            entry!(q4_1, $feat, QK, block_bytes::Q4_1, block_bytes::Q8_1, $b32::q4_1, [$($d32),+]);
+            entry!(q4_0, $feat, QK, block_bytes::Q4_0, act_row::Q8_0_ACT, $b32::sym, [blocks32::Q4_0, $($d32),+]);
+            entry!(q5_0, $feat, QK, block_bytes::Q5_0, act_row::Q8_0_ACT, $b32::sym, [blocks32::Q5_0, $($d32),+]);
+            entry!(q8_0, $feat, QK, block_bytes::Q8_0, act_row::Q8_0_ACT, $b32::sym, [blocks32::Q8_0, $($d32),+]);
+            entry!(q4_1, $feat, QK, block_bytes::Q4_1, act_row::Q8_1_ACT, $b32::q4_1, [$($d32),+]);
             entry!(q4_k, $feat, QK_K, block_bytes::Q4_K, block_bytes::Q8_K, $kq::q4_k, [$dk]);
             entry!(q6_k, $feat, QK_K, block_bytes::Q6_K, block_bytes::Q8_K, $kq::q6_k, [$dk]);
             entry!(f32, $feat, 1, block_bytes::F32, block_bytes::F32, float::$fl, [float::F32]);
