@@ -40,7 +40,8 @@ const TYPES: [GgmlType; 13] = [
     GgmlType::Q6_K,
 ];
 
-/// Tiers this CPU runs (printing the ones skipped and why).
+/// Tiers this CPU runs (printing the ones skipped and why), then the scalar tier's portable table
+/// where this CPU's scalar tier is another (what a CPU without F16C runs).
 fn tiers() -> Vec<&'static KernelSet> {
     let mut v = Vec::new();
     for t in Tier::ALL {
@@ -48,6 +49,9 @@ fn tiers() -> Vec<&'static KernelSet> {
             Ok(k) => v.push(k),
             Err(e) => eprintln!("skipping tier {t}: {e}"),
         }
+    }
+    if KernelSet::portable().name() == turboinfer::kernels::PORTABLE_OVERRIDE {
+        v.push(KernelSet::portable());
     }
     v
 }
@@ -95,7 +99,7 @@ fn check_dot(k: &KernelSet, ty: GgmlType, n: usize, w: &[u8], row: &[u8], what: 
         got.to_bits(),
         want.to_bits(),
         "{what}: tier {} {ty} n={n}: got {got}, reference {want}",
-        k.tier()
+        k.name()
     );
     let (exact, _) = quant_support::reference_dot(ty, n, w, act);
     let (got, want) = (got as f64, exact);
@@ -129,7 +133,7 @@ fn every_tier_matches_reference_on_random_rows() {
             }
             eprintln!(
                 "tier {:<10} {:<5} random rows: worst err = {worst:.2} eps·Σ|wa|",
-                k.tier().name(),
+                k.name(),
                 ty.name()
             );
         }
@@ -219,7 +223,7 @@ fn batch_kernel_equals_repeated_single_kernel() {
                             o.to_bits(),
                             s.to_bits(),
                             "tier {} {ty} n {n} batch {b} vector {v}: {o} vs {s}",
-                            k.tier()
+                            k.name()
                         );
                     }
                 }
@@ -275,14 +279,14 @@ fn score_kernels_match_reference() {
                     assert!(
                         (got - exact).abs() <= budget,
                         "tier {} {ty} n={n}: score {got} vs {exact}",
-                        k.tier()
+                        k.name()
                     );
                     let want = lanes16_score(&kv, &q);
                     assert_eq!(
                         got as f32,
                         want,
                         "tier {} {ty} n={n}: not the tier's summation order",
-                        k.tier()
+                        k.name()
                     );
                     if mag > 0.0 {
                         worst = worst.max((got - exact).abs() / (eps * mag));
@@ -291,7 +295,7 @@ fn score_kernels_match_reference() {
             }
             eprintln!(
                 "tier {:<10} {:<5} attention scores: worst err = {worst:.2} eps·Σ|kq|",
-                k.tier().name(),
+                k.name(),
                 ty.name()
             );
         }
@@ -329,13 +333,13 @@ fn weighted_sum_kernels_are_bitwise_reference() {
                             a.to_bits(),
                             b.to_bits(),
                             "tier {} {ty} hd {hd} rows {n} lane {d}: {a} vs {b}",
-                            k.tier()
+                            k.name()
                         );
                         assert_eq!(
                             c.to_bits(),
                             b.to_bits(),
                             "tier {} {ty} hd {hd} rows {n} lane {d} in blocks of 5: {c} vs {b}",
-                            k.tier()
+                            k.name()
                         );
                     }
                     if n > 0 {
@@ -403,7 +407,7 @@ fn quantizers_are_bit_identical_to_reference() {
                 quant::quantize_row(ty, x, &mut want).unwrap();
                 q(x, &mut got);
                 if let Some(i) = (0..len).find(|&i| want[i] != got[i]) {
-                    panic!("tier {} quantizer {ty} case {c}: first differing byte {i}: {} vs reference {}", k.tier(), got[i], want[i]);
+                    panic!("tier {} quantizer {ty} case {c}: first differing byte {i}: {} vs reference {}", k.name(), got[i], want[i]);
                 }
             }
         }
@@ -452,11 +456,8 @@ fn every_tier_matches_reference_on_real_model_rows() {
                     ));
                 }
             }
-            let summary: Vec<String> = sets
-                .iter()
-                .zip(&worst)
-                .map(|(k, w)| format!("{}={w:.2}", k.tier().name()))
-                .collect();
+            let summary: Vec<String> =
+                sets.iter().zip(&worst).map(|(k, w)| format!("{}={w:.2}", k.name())).collect();
             eprintln!(
                 "{model} {} ({ty}, {rows}x{n}): worst err/(eps·Σ|wa|): {}",
                 info.name,
@@ -514,7 +515,7 @@ fn kernels_refuse_short_buffers_without_reading_out_of_bounds() {
             assert!(
                 short.is_err() && short_a.is_err() && short_b.is_err(),
                 "tier {} {ty} accepted a short buffer",
-                k.tier()
+                k.name()
             );
         }
     }
@@ -536,8 +537,8 @@ fn activation_loops_are_bitwise_reference() {
         let (mut g, mut s) = (gate.clone(), gate.clone());
         k.swiglu(&mut g, &up);
         k.softmax(&mut s);
-        assert_eq!(bits(&g), bits(&g0), "tier {} swiglu", k.tier());
-        assert_eq!(bits(&s), bits(&s0), "tier {} softmax", k.tier());
+        assert_eq!(bits(&g), bits(&g0), "tier {} swiglu", k.name());
+        assert_eq!(bits(&s), bits(&s0), "tier {} softmax", k.name());
     }
 }
 

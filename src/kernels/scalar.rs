@@ -6,11 +6,16 @@
 //! them up in a 256 KiB table (`quant::bytes::F16_TABLE`), and `SET_F16C` compiles the same
 //! reference dot products with `vcvtph2ps` (`contract::Instruction`) and AVX's wider registers.
 //! Both give the same bits (the conversion is exact; `tests/kernels_parity.rs`).
+//!
+//! The 32-element formats' kernels take the activation blocks' scales from the f32 copies after
+//! the blocks (`act_row`, as the SIMD tiers do), the weight blocks' from the blocks, in the
+//! reference's `contract::quad_dot`; the other formats call the reference `quant::vec_dot`.
 
 use super::act_row;
 use super::table::{KernelSet, TypeKernels};
 use super::tier::Tier;
 use super::vector;
+use crate::quant::contract::{self, Arith, Portable, QuadBlock};
 use crate::quant::{self, bytes, GgmlType};
 
 /// Byte lengths of one dot product over `n` elements.
@@ -28,7 +33,9 @@ struct Lengths {
 /// whole number of blocks (the kernel contract, as the SIMD entry points' assertions: never a
 /// result from a buffer of the wrong length). From the format table directly, once per call: a
 /// decode step calls it once per weight row, and SmolLM2's rows are 18 blocks long, where going
-/// through `quant::row_size` three times took 8 % of the scalar tier's decoding time.
+/// through `quant::row_size` three times took 8 % of the scalar tier's decoding time. Inlined, so
+/// that with `ty` known where it is called it folds to a few constants.
+#[inline(always)]
 fn lengths(ty: GgmlType, n: usize) -> Lengths {
     let w = quant::info(ty).expect("scalar kernels exist only for known formats");
     let a = quant::info(w.activation).expect("every weight format has an activation format");
@@ -70,6 +77,91 @@ fn batch<const ID: u32>(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mu
     for (k, o) in out.iter_mut().enumerate() {
         *o = f(n, w, blocks(l, w, &acts[k * stride..k * stride + l.act]));
     }
+}
+
+/// The f32 copies of an activation row's block scales (`act_row`), `PER` per block (Q8_0: `d`;
+/// Q8_1: `d`, `s`): what the 32-element formats' dot products take their activation scales from,
+/// the same values as the blocks' f16 fields without a conversion per weight row (on a CPU without
+/// F16C each conversion is a lookup in a 256 KiB table, and a Q4_1 block had four).
+#[derive(Clone, Copy)]
+struct Side<'a, const PER: usize>(&'a [[u8; 4]]);
+
+impl<'a, const PER: usize> Side<'a, PER> {
+    /// The f32 scales of row `a`, whose lengths `blocks` checked.
+    #[inline(always)]
+    fn of(l: Lengths, a: &'a [u8]) -> Self {
+        Self(a[l.blocks..l.act].as_chunks::<4>().0)
+    }
+
+    /// Block `i`'s `(d, s)` (`s` 0 for Q8_0).
+    #[inline(always)]
+    fn at(self, i: usize) -> (f32, f32) {
+        let d = f32::from_le_bytes(self.0[PER * i]);
+        (d, if PER == 2 { f32::from_le_bytes(self.0[PER * i + 1]) } else { 0.0 })
+    }
+}
+
+/// The contract's dot product of shape 2 (`contract::quad_dot`) of weight row `w` (blocks of `WB`
+/// bytes, format `B`) with activation blocks `a` (`AB` bytes each) and their f32 scales `s`, the
+/// weight scales converted by `F`.
+#[inline(always)]
+fn rows<F: Arith, B, const WB: usize, const AB: usize, const PER: usize>(
+    w: &[u8],
+    a: &[u8],
+    s: Side<'_, PER>,
+) -> f32
+where
+    B: QuadBlock<W = [u8; WB], A = [u8; AB]>,
+{
+    contract::quad_dot::<F, B>(w.as_chunks::<WB>().0, a.as_chunks::<AB>().0, |i| s.at(i))
+}
+
+/// One dot product of the 32-element weight type `ty`: `dot` (`rows` of its format) on the
+/// blocks of `a` and their f32 scales, lengths checked.
+#[inline(always)]
+fn quad_one<const PER: usize>(
+    ty: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    dot: impl Fn(&[u8], Side<'_, PER>) -> f32,
+) -> f32 {
+    let l = lengths(ty, n);
+    dot(blocks(l, w, a), Side::of(l, a))
+}
+
+/// `quad_one` once per vector of the batch.
+#[inline(always)]
+fn quad_batch<const PER: usize>(
+    ty: GgmlType,
+    (n, w, acts, stride): (usize, &[u8], &[u8], usize),
+    out: &mut [f32],
+    dot: impl Fn(&[u8], Side<'_, PER>) -> f32,
+) {
+    let l = lengths(ty, n);
+    for (k, o) in out.iter_mut().enumerate() {
+        let a = &acts[k * stride..k * stride + l.act];
+        *o = dot(blocks(l, w, a), Side::of(l, a));
+    }
+}
+
+/// Kernels for the 32-element format `$ty` (`quant::$m::$ty`, `$per` activation scales per
+/// block), the weight scales converted by `$arith` (`contract::Arith`).
+macro_rules! quad {
+    ($m:ident, $ty:ident, $per:literal, $arith:ty) => {
+        TypeKernels {
+            vec_dot: |n, w, a| {
+                quad_one::<$per>(GgmlType::$ty, n, w, a, |b, s| {
+                    rows::<$arith, quant::$m::$ty, _, _, _>(w, b, s)
+                })
+            },
+            vec_dot_batch: |n, w, acts, stride, out| {
+                quad_batch::<$per>(GgmlType::$ty, (n, w, acts, stride), out, |b, s| {
+                    rows::<$arith, quant::$m::$ty, _, _, _>(w, b, s)
+                })
+            },
+        }
+    };
 }
 
 /// Reference kernels for the weight type with GGUF id `ID`.
@@ -143,11 +235,11 @@ pub(crate) static SET: KernelSet = KernelSet {
     f32: reference!(F32),
     f16: reference!(F16),
     bf16: reference!(BF16),
-    q4_0: reference!(Q4_0),
-    q4_1: reference!(Q4_1),
-    q5_0: reference!(Q5_0),
-    q5_1: reference!(Q5_1),
-    q8_0: reference!(Q8_0),
+    q4_0: quad!(q4_0, Q4_0, 1, Portable),
+    q4_1: quad!(q4_1, Q4_1, 2, Portable),
+    q5_0: quad!(q5_0, Q5_0, 1, Portable),
+    q5_1: quad!(q5_1, Q5_1, 2, Portable),
+    q8_0: quad!(q8_0, Q8_0, 1, Portable),
     q2_k: reference!(Q2_K),
     q3_k: reference!(Q3_K),
     q4_k: reference!(Q4_K),
@@ -181,28 +273,26 @@ mod f16c {
     use super::*;
     use crate::quant::contract::Instruction;
 
-    /// Kernels for the 32-element format `$ty` whose reference dot product is
-    /// `quant::$m::vec_dot_with::<F>`.
+    /// `quad!` compiled with F16C, the weight scales converted by `vcvtph2ps`.
     macro_rules! f16c {
-        ($m:ident, $ty:ident) => {{
-            /// The reference dot product, compiled with F16C.
+        ($m:ident, $ty:ident, $per:literal) => {{
+            /// One dot product.
             ///
             /// Safety: the CPU must have F16C (`for_cpu` hands this table out only then).
             #[target_feature(enable = "f16c")]
             unsafe fn dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
-                let a = blocks(lengths(GgmlType::$ty, n), w, a);
-                quant::$m::vec_dot_with::<Instruction>(n, w, a)
+                quad_one::<$per>(GgmlType::$ty, n, w, a, |b, s| {
+                    rows::<Instruction, quant::$m::$ty, _, _, _>(w, b, s)
+                })
             }
-            /// The batch: the reference dot product once per vector.
+            /// The batch.
             ///
             /// Safety: as `dot`.
             #[target_feature(enable = "f16c")]
             unsafe fn batch(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]) {
-                let l = lengths(GgmlType::$ty, n);
-                for (k, o) in out.iter_mut().enumerate() {
-                    let a = blocks(l, w, &acts[k * stride..k * stride + l.act]);
-                    *o = quant::$m::vec_dot_with::<Instruction>(n, w, a);
-                }
+                quad_batch::<$per>(GgmlType::$ty, (n, w, acts, stride), out, |b, s| {
+                    rows::<Instruction, quant::$m::$ty, _, _, _>(w, b, s)
+                })
             }
             TypeKernels {
                 // SAFETY (both): reachable only through SET_F16C, which `for_cpu` returns only
@@ -215,11 +305,11 @@ mod f16c {
 
     /// `SET` with the 32-element formats' dot products compiled with F16C.
     pub(crate) static SET_F16C: KernelSet = KernelSet {
-        q4_0: f16c!(q4_0, Q4_0),
-        q4_1: f16c!(q4_1, Q4_1),
-        q5_0: f16c!(q5_0, Q5_0),
-        q5_1: f16c!(q5_1, Q5_1),
-        q8_0: f16c!(q8_0, Q8_0),
+        q4_0: f16c!(q4_0, Q4_0, 1),
+        q4_1: f16c!(q4_1, Q4_1, 2),
+        q5_0: f16c!(q5_0, Q5_0, 1),
+        q5_1: f16c!(q5_1, Q5_1, 2),
+        q8_0: f16c!(q8_0, Q8_0, 1),
         ..SET
     };
 }

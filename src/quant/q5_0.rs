@@ -59,16 +59,9 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Dot product of a Q5_0 row with Q8_0 activations: per block the exact integer sums of its quads, in
 /// the contract's sixteen quad lanes (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-    vec_dot_with::<Portable>(n, w, act)
-}
-
-/// `vec_dot` with the f16 conversion of `F`: always inlined, so that the caller's target features
-/// decide how it compiles (`kernels::scalar`).
-#[inline(always)]
-pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_0::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_0::BLOCK }>().0);
-    quad_dot::<F, Q5_0>(w, a)
+    quad_dot::<Portable, Q5_0>(w, a, |i| q8_0::scales::<Portable>(&a[i]))
 }
 
 /// The format as the contract's dot product sees it.
@@ -83,6 +76,6 @@ impl QuadBlock for Q5_0 {
         let v = codes(x);
         let q8: &[u8; QK] = y[2..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        BlockTerms { quads, scale: F::f16_at(x) * F::f16_at(y), offset: (0.0, 0.0) }
+        BlockTerms { quads, d: F::f16_at(x), m: 0.0 }
     }
 }

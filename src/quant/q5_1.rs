@@ -59,16 +59,9 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// Dot product of a Q5_1 row with Q8_1 activations: as Q4_1 (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-    vec_dot_with::<Portable>(n, w, act)
-}
-
-/// `vec_dot` with the f16 conversion of `F`: always inlined, so that the caller's target features
-/// decide how it compiles (`kernels::scalar`).
-#[inline(always)]
-pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * q8_1::BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ q8_1::BLOCK }>().0);
-    quad_dot::<F, Q5_1>(w, a)
+    quad_dot::<Portable, Q5_1>(w, a, |i| q8_1::scales::<Portable>(&a[i]))
 }
 
 /// The format as the contract's dot product sees it.
@@ -83,10 +76,6 @@ impl QuadBlock for Q5_1 {
         let v = codes(x);
         let q8: &[u8; QK] = y[4..].try_into().expect("32 quants");
         let quads = quad_sums(&v, q8);
-        BlockTerms {
-            quads,
-            scale: F::f16_at(&x[0..2]) * F::f16_at(&y[0..2]),
-            offset: (F::f16_at(&x[2..4]), F::f16_at(&y[2..4])),
-        }
+        BlockTerms { quads, d: F::f16_at(&x[0..2]), m: F::f16_at(&x[2..4]) }
     }
 }

@@ -53,19 +53,20 @@ pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// A block's `(d, 0)` as f32, `d` converted by `F`: what a dot product of shape 2 needs of an
+/// activation block besides its codes (`contract::quad_dot`; Q8_0 has no sum, and the formats it
+/// is the activation of have no offset).
+#[inline(always)]
+pub(crate) fn scales<F: Arith>(b: &[u8; BLOCK]) -> (f32, f32) {
+    (F::f16_at(b), 0.0)
+}
+
 /// Dot product of a Q8_0 weight row with Q8_0 activations: per block the exact integer sums of its quads, in
 /// the contract's sixteen quad lanes (`contract::quad_dot`).
 pub(crate) fn vec_dot(n: usize, w: &[u8], act: &[u8]) -> f32 {
-    vec_dot_with::<Portable>(n, w, act)
-}
-
-/// `vec_dot` with the f16 conversion of `F`: always inlined, so that the caller's target features
-/// decide how it compiles (`kernels::scalar`).
-#[inline(always)]
-pub(crate) fn vec_dot_with<F: Arith>(n: usize, w: &[u8], act: &[u8]) -> f32 {
     debug_assert!(w.len() == n / QK * BLOCK && act.len() == n / QK * BLOCK);
     let (w, a) = (w.as_chunks::<BLOCK>().0, act.as_chunks::<{ BLOCK }>().0);
-    quad_dot::<F, Q8_0>(w, a)
+    quad_dot::<Portable, Q8_0>(w, a, |i| scales::<Portable>(&a[i]))
 }
 
 /// The format as the contract's dot product sees it.
@@ -79,6 +80,6 @@ impl QuadBlock for Q8_0 {
         let xq: [i8; QK] = std::array::from_fn(|e| x[2 + e] as i8);
         let yq: &[u8; QK] = y[2..].try_into().expect("32 quants");
         let quads = quad_sums(&xq, yq);
-        BlockTerms { quads, scale: F::f16_at(x) * F::f16_at(y), offset: (0.0, 0.0) }
+        BlockTerms { quads, d: F::f16_at(x), m: 0.0 }
     }
 }

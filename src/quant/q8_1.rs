@@ -7,6 +7,7 @@
 //! The activation format of Q4_1/Q5_1 weights.
 
 use super::bytes::{f16_at, put_f16};
+use super::contract::Arith;
 use super::QK;
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
 
@@ -25,6 +26,13 @@ impl Format for Q8_1 {
     const DEQUANTIZE: DequantizeFn = dequantize;
     const VEC_DOT: Option<VecDotFn> = None;
     const QUANTIZE: Option<QuantizeFn> = Some(quantize);
+}
+
+/// A block's `(d, s)` as f32, converted by `F`: what a dot product of shape 2 needs of an
+/// activation block besides its codes (`contract::quad_dot`).
+#[inline(always)]
+pub(crate) fn scales<F: Arith>(b: &[u8; BLOCK]) -> (f32, f32) {
+    (F::f16_at(&b[0..2]), F::f16_at(&b[2..4]))
 }
 
 /// Dequantizes whole Q8_1 blocks (ignores `s`, which is derived).
