@@ -20,13 +20,15 @@ DEFAULT_MODEL := qwen2.5-coder-1.5b
 MODEL        ?= $(DEFAULT_MODEL)
 # All three: the cross-tier logits test (tests/tiers.rs) and the fixtures cover every model.
 TEST_MODELS  ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+# The sentence encoder (src/embed/), checked against a numpy reference by tests/embed.rs.
+TEST_ENCODERS ?= all-minilm-l6-v2
 # Where turboinfer-fetch-model installs models (and `pack-models` writes the packed weights).
 MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 # Models `pack-models` packs (those without Q4_K or Q6_K matrices are skipped by `turboinfer pack`).
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel stat
+REGRESS      := version cpu_features embed nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel stat
 
 comma := ,
 empty :=
@@ -54,7 +56,7 @@ setup:
 ## Install a model (default $(MODEL)) into /var/lib/turboinfer/models, then its packed weights.
 fetch-model:
 	@$(TIMED) "fetch-model $(MODEL)" scripts/turboinfer-fetch-model $(MODEL)
-	@$(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL)
+	@if [[ ! -d "$(MODELS_DIR)/$(MODEL)" ]]; then $(MAKE) --no-print-directory pack-models PACK_MODELS=$(MODEL); fi
 
 ## Packed Q4_K/Q6_K weights (<model>.gguf.kx16, docs/packed-weights.md) for each installed
 ## model of $(PACK_MODELS): builds the CLI first; `turboinfer pack` skips a valid pack and models
@@ -153,7 +155,7 @@ lint:
 ## Every test, from a fresh machine.
 test:
 	@$(MAKE) --no-print-directory setup
-	@for m in $(TEST_MODELS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
+	@for m in $(TEST_MODELS) $(TEST_ENCODERS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
 	@$(MAKE) --no-print-directory pack-models PACK_MODELS="$(TEST_MODELS)"
 	@$(MAKE) --no-print-directory test-fetch
 	@$(MAKE) --no-print-directory test-scorecard
@@ -195,7 +197,7 @@ test-cluster:
 ## Engine tests (no PostgreSQL), requiring the test models.
 test-engine:
 	@$(TIMED) "engine tests (cargo test --release)" \
-	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) cargo test --release
+	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS) $(TEST_ENCODERS)) cargo test --release
 	@$(TIMED) "llama.cpp fixtures, batch invariance and packed = unpacked on every kernel tier" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
 

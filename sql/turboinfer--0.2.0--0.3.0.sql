@@ -5,7 +5,7 @@
 \echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.3.0'" to load this file. \quit
 
 -- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
--- nl2sql_forget. 0.3.0 drops and changes nothing of 0.2.0.
+-- nl2sql_forget; turboinfer_embed. 0.3.0 drops and changes nothing of 0.2.0.
 
 CREATE  FUNCTION "nl2sql_example_relations"(
 	"sql" TEXT /* Text */
@@ -60,3 +60,12 @@ CREATE  FUNCTION "nl2sql_learn"(
 STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_learn_wrapper';
+
+-- Sentence embeddings (src/pg/embed.rs): turboinfer_embed(text, encoder).
+CREATE  FUNCTION "turboinfer_embed"(
+	"text" TEXT, /* & str */
+	"encoder" TEXT DEFAULT 'all-minilm-l6-v2' /* & str */
+) RETURNS real[] /* Vec < f32 > */
+STRICT STABLE SECURITY INVOKER PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_embed_wrapper';

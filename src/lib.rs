@@ -5,6 +5,7 @@
 pub mod cli_args;
 pub mod clock;
 pub mod cpu;
+pub mod embed;
 pub mod fallible;
 pub mod fileio;
 pub mod generate;

@@ -36,6 +36,7 @@ pub use table::{
     VecDotBatchFn, WeightedSumFn, MAX_BATCH,
 };
 pub use tier::{parse_override, KernelError, Tier};
+pub(crate) use vector::f32_bytes;
 pub use vector::q8_0_row_bytes;
 
 pub use crate::quant::{QuantizeFn, VecDotFn};

@@ -7,6 +7,7 @@ use super::backend::LoadError;
 use super::encoding::for_message;
 use super::gucs;
 use super::readonly::RunError;
+use crate::embed::{EmbedError, DEFAULT_ENCODER};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::Nl2SqlError;
@@ -107,6 +108,53 @@ impl From<LoadError> for ErrorReport {
             ),
             LoadError::Runtime(m) => error_report(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: cannot start worker threads: {m}"), None, None),
             LoadError::Limit(e) => e.into(),
+        }
+    }
+}
+
+impl From<EmbedError> for ErrorReport {
+    /// An encoder failure of `turboinfer_embed` (paths shown to superusers only).
+    fn from(e: EmbedError) -> ErrorReport {
+        let fetch = format!(
+            "Install the encoder with: turboinfer-fetch-model {DEFAULT_ENCODER} (as root; make fetch-model MODEL={DEFAULT_ENCODER} in a source tree)."
+        );
+        match e {
+            EmbedError::BadName(n) => error_report(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("turboinfer_embed: encoder name {n:?} is not a plain name"),
+                Some("An encoder is named by its directory inside the models directory: letters, digits, '.', '_' and '-'.".into()),
+                None,
+            ),
+            EmbedError::Missing { name, dir } => error_report(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+                format!("turboinfer_embed: encoder \"{name}\" is not installed"),
+                Some(format!("Looked for the directory {}.", shown_path(&dir))),
+                Some(fetch),
+            ),
+            EmbedError::OutOfMemory(a) => error_report(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!("turboinfer_embed: out of memory loading the encoder ({a})"),
+                None,
+                None,
+            ),
+            EmbedError::Io { path, source } => error_report(
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("turboinfer_embed: cannot read {}: {source}", shown_path(Path::new(&path))),
+                None,
+                Some(fetch),
+            ),
+            EmbedError::Format(m) => error_report(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                "turboinfer_embed: the encoder's files are not usable".into(),
+                Some(m),
+                Some(fetch),
+            ),
+            EmbedError::Tokenizer(m) => error_report(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                "turboinfer_embed: the encoder's tokenizer failed".into(),
+                Some(m),
+                Some(fetch),
+            ),
         }
     }
 }

@@ -31,6 +31,27 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
     None
 }
 
+/// Directory of sentence encoder `name` (`<models dir>/<name>/`, as `turboinfer-fetch-model`
+/// installs it), or `None` after printing a skip notice when it is absent. Panics when it is
+/// absent but required.
+pub fn encoder_dir(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("TURBOINFER_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_MODELS_DIR))
+        .join(name);
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    if model_required(name) {
+        panic!(
+            "required encoder {name} not found at {} (TURBOINFER_REQUIRE_MODELS)",
+            dir.display()
+        );
+    }
+    println!("skipping: {name} not found at {}", dir.display());
+    None
+}
+
 /// Directory of the llama.cpp reference fixtures (`$TURBOINFER_FIXTURES_DIR`, default
 /// `<crate root>/../shared/fixtures`).
 pub fn fixtures_dir() -> PathBuf {
