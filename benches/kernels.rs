@@ -410,7 +410,7 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                 times.push(t.as_secs_f64());
             }
             println!(
-                "{:<5} {:<11} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                "{:<5} {:<11} {:>8.3} {:>8.2} {:>8.2} {:>8.2}",
                 ty.name(),
                 k.name(),
                 times[0] * 1e3,
@@ -442,7 +442,7 @@ fn batch_costs(o: &Opts, rng: &mut Rng) {
                     })
                     .collect();
                 println!(
-                    "{:<5} {:<11} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                    "{:<5} {:<11} {:>8.3} {:>8.2} {:>8.2} {:>8.2}",
                     "x16",
                     k.name(),
                     times[0] * 1e3,

@@ -5,7 +5,7 @@
 \echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.3.0'" to load this file. \quit
 
 -- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
--- nl2sql_forget; turboinfer_embed. 0.3.0 drops and changes nothing of 0.2.0.
+-- nl2sql_forget; turboinfer_embed; nl2sql_tables; turboinfer_prewarm. 0.3.0 drops and changes nothing of 0.2.0.
 
 CREATE  FUNCTION "nl2sql_example_relations"(
 	"sql" TEXT /* Text */
@@ -69,3 +69,25 @@ CREATE  FUNCTION "turboinfer_embed"(
 STRICT STABLE SECURITY INVOKER PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'turboinfer_embed_wrapper';
+
+-- Schema linking (src/pg/linking.rs): the tables nl2sql() would show for a question.
+CREATE  FUNCTION "nl2sql_tables"(
+	"question" TEXT, /* Option < Text > */
+	"schemas" TEXT[] DEFAULT NULL /* Option < TextArray > */
+) RETURNS TABLE (
+	"position" INT,  /* i32 */
+	"table_name" TEXT,  /* String */
+	"similarity" real,  /* Option < f32 > */
+	"chosen_by" TEXT  /* String */
+)
+VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'nl2sql_tables_wrapper';
+
+-- Prewarm (src/pg/linking.rs): a first question's slow part done ahead.
+CREATE  FUNCTION "turboinfer_prewarm"(
+	"schemas" TEXT[] DEFAULT NULL /* Option < TextArray > */
+) RETURNS jsonb /* Jsonb */
+VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_prewarm_wrapper';

@@ -280,7 +280,8 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
     assert_eq!((o.sql.as_str(), o.candidates.weighed.len()), (greedy.sql.as_str(), 0));
     assert_eq!(o.tokens.generated, greedy.tokens.generated);
     // One candidate: the executor is never called.
-    let hooks = Hooks { validate: &mut accept, execute: Some(&mut count), progress: &mut go };
+    let hooks =
+        Hooks { validate: &mut accept, execute: Some(&mut count), progress: &mut go, link: None };
     let o = e.run_with(&rt, &mut cache, &schema, q, &one, hooks);
     assert_eq!(o.unwrap().sql, greedy.sql);
     assert_eq!(runs, 0, "one candidate executes nothing");
@@ -314,7 +315,12 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         // The first answer alone with its result; every branch agreeing on another.
         Some(if s == first { 1 } else { 2 })
     };
-    let hooks = Hooks { validate: &mut accept, execute: Some(&mut digest_of), progress: &mut go };
+    let hooks = Hooks {
+        validate: &mut accept,
+        execute: Some(&mut digest_of),
+        progress: &mut go,
+        link: None,
+    };
     let o = e.run_with(&rt, &mut cache, &schema, q, &four, hooks).unwrap();
     assert_eq!(executed.len(), o.candidates.weighed.len(), "{executed:?}");
     assert!(o.candidates.weighed.iter().all(|c| c.error.is_none() && c.digest.is_some()));
@@ -322,7 +328,8 @@ fn candidates_branch_off_the_first_answer_and_only_when_they_can_matter() {
         assert_ne!(o.sql, greedy.sql, "two agreeing branches outvote the first answer");
     }
     let mut same = |_: &str| Some(7);
-    let hooks = Hooks { validate: &mut accept, execute: Some(&mut same), progress: &mut go };
+    let hooks =
+        Hooks { validate: &mut accept, execute: Some(&mut same), progress: &mut go, link: None };
     let o = e.run_with(&rt, &mut cache, &schema, q, &four, hooks).unwrap();
     assert_eq!(o.sql, greedy.sql, "all agree: the first answer");
 }
@@ -534,7 +541,8 @@ fn samples_are_decoded_together_deterministically_and_vote() {
         let mut go = |_: Progress| true;
         let mut accept = |_: &str| Ok(());
         let mut cache = PrefixCache::new();
-        let hooks = Hooks { validate: &mut accept, execute: Some(digest), progress: &mut go };
+        let hooks =
+            Hooks { validate: &mut accept, execute: Some(digest), progress: &mut go, link: None };
         e.run_with(&rt, &mut cache, &schema, q, &three, hooks).unwrap()
     };
     let mut executed = 0;

@@ -12,6 +12,7 @@ use super::forward::{Forward, PREFILL_CHUNK};
 use super::held::Held;
 use super::hooks::Hooks;
 use super::ident::sanitize_question;
+use super::link::{self, LinkReport, LinkSlot, Linking};
 use super::memory_plan::MemoryPlan;
 use super::options::Options;
 use super::outcome::{
@@ -67,6 +68,8 @@ pub struct Plan {
     pub shown: Vec<String>,
     /// Qualified names of the tables left out for lack of room.
     pub dropped: Vec<String>,
+    /// How the shown tables were chosen when not all fit (`None`: all are shown).
+    pub linking: Option<LinkReport>,
 }
 
 impl Plan {
@@ -89,6 +92,8 @@ pub struct Engine {
     ffn_tag: String,
     /// The refusal margin measured for this model (`refusal::calibrated_margin`), if any.
     refusal_calibration: Option<f32>,
+    /// `max_piece_bytes`, computed on first use.
+    max_piece: OnceLock<usize>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -127,6 +132,19 @@ impl Engine {
             vocab_base: OnceLock::new(),
             ffn_tag: String::new(),
             refusal_calibration,
+            max_piece: OnceLock::new(),
+        })
+    }
+
+    /// Bytes of the vocabulary's longest token (at least 1): a text of B bytes is at least
+    /// B / this many tokens.
+    fn max_piece_bytes(&self) -> usize {
+        *self.max_piece.get_or_init(|| {
+            (0..self.tok.vocab_size() as u32)
+                .map(|t| self.tok.piece(t).len())
+                .max()
+                .unwrap_or(1)
+                .max(1)
         })
     }
 
@@ -235,21 +253,42 @@ impl Engine {
 
     /// Builds the prompt for `question` (already cleaned) over `schema`: renders every table,
     /// trims to the context budget if needed, tokenizes and fingerprints the prefix.
+    /// Tables are chosen by the question's words when they do not all fit (`trim.rs`).
     pub fn plan(
         &self,
         schema: &SchemaInfo,
         question: &str,
         opts: &Options,
     ) -> Result<Plan, Nl2SqlError> {
-        self.plan_normalized(&normalized(schema), question, opts)
+        self.plan_normalized(&normalized(schema), question, opts, None)
     }
 
-    /// [`Engine::plan`] over a schema already normalized ([`SchemaInfo::normalize`]).
-    fn plan_normalized(
+    /// [`Engine::plan`] with `link` choosing the tables by meaning when they do not all fit
+    /// (what an nl2sql call with that slot would show), on `rt`'s threads; `progress` may
+    /// cancel. Runs no forward pass.
+    pub fn plan_linked(
+        &self,
+        rt: &Runtime,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+        link: Option<LinkSlot<'_>>,
+        progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Plan, Nl2SqlError> {
+        let question = Engine::clean_question(question)?;
+        let mut link = link;
+        let linking = link.as_mut().map(|slot| Linking { rt, slot, progress });
+        self.plan_normalized(&normalized(schema), &question, opts, linking)
+    }
+
+    /// [`Engine::plan`] over a schema already normalized ([`SchemaInfo::normalize`]); with
+    /// `link`, tables that do not all fit are chosen by meaning (`link.rs`).
+    pub(super) fn plan_normalized(
         &self,
         schema: &SchemaInfo,
         question: &str,
         opts: &Options,
+        link: Option<Linking<'_, '_>>,
     ) -> Result<Plan, Nl2SqlError> {
         if schema.tables.is_empty() {
             return Err(Nl2SqlError::NoTables);
@@ -279,22 +318,49 @@ impl Engine {
         let blocks: Vec<String> = schema.tables.iter().map(|t| renderer.table(t)).collect();
         let overhead = fixed + question_ids.len() + reserve;
 
-        let all: String = blocks.concat();
-        let all_prefix = prompt::prefix_with_notes(&all);
-        let all_ids = all_prefix.encode(&self.tok)?;
-        let (shown, prefix, prefix_ids) =
-            if all_ids.len() + question_ids.len() + reserve <= capacity {
+        // The whole schema, when it can fit: a text of B bytes is at least B / (longest token)
+        // tokens, so a schema of thousands of tables is never tokenized whole.
+        let bytes: usize = blocks.iter().map(String::len).sum();
+        let all_ids = match bytes / self.max_piece_bytes() <= capacity {
+            true => {
+                let all_prefix = prompt::prefix_with_notes(&blocks.concat());
+                let ids = all_prefix.encode(&self.tok)?;
+                Some((all_prefix, ids))
+                    .filter(|(_, ids)| ids.len() + question_ids.len() + reserve <= capacity)
+            }
+            false => None,
+        };
+        let mut linking = None;
+        let (shown, prefix, prefix_ids) = match all_ids {
+            Some((all_prefix, all_ids)) => {
                 ((0..schema.tables.len()).collect::<Vec<_>>(), all_prefix, all_ids)
-            } else {
-                let table_tokens: Vec<usize> = blocks
-                    .iter()
-                    .map(|b| self.tok.encode(b, false).map(|v| v.len()))
-                    .collect::<Result<_, _>>()?;
-                let smallest = table_tokens.iter().copied().min().unwrap_or(0);
+            }
+            None => {
                 let mut budget = capacity.saturating_sub(overhead);
+                if opts.schema_tokens > 0 {
+                    budget = budget.min(opts.schema_tokens);
+                }
+                let (order, report) = link::order(schema, question, link)?;
+                linking = Some(report);
+                // Token counts of the tables visited only (tokenizing thousands costs seconds).
+                let mut counts: Vec<Option<usize>> = vec![None; blocks.len()];
+                let mut count = |i: usize| -> Result<usize, Nl2SqlError> {
+                    if counts[i].is_none() {
+                        counts[i] = Some(self.tok.encode(&blocks[i], false)?.len());
+                    }
+                    Ok(counts[i].expect("set above"))
+                };
                 loop {
-                    let sel = trim::select(schema, question, &table_tokens, budget);
+                    let mut sel = trim::select_counted(&order, blocks.len(), &mut count, budget)?;
+                    if sel.shown.is_empty() && opts.schema_tokens > 0 {
+                        // A small setting still shows the first table that fits the context.
+                        let room = capacity.saturating_sub(overhead);
+                        sel = trim::select_counted(&order, blocks.len(), &mut count, room)?;
+                    }
                     if sel.shown.is_empty() {
+                        let smallest = (0..blocks.len())
+                            .map(&mut count)
+                            .try_fold(usize::MAX, |m, c| c.map(|c| m.min(c)))?;
                         return Err(Nl2SqlError::ContextTooSmall {
                             needed: overhead + smallest,
                             available: capacity,
@@ -310,11 +376,15 @@ impl Engine {
                     // Tokens merged differently across table boundaries: shrink and pick again.
                     budget = budget.saturating_sub(total - capacity);
                 }
-            };
+            }
+        };
         let dropped = (0..schema.tables.len())
             .filter(|i| !shown.contains(i))
             .map(|i| schema.tables[i].qualified_name())
             .collect();
+        if let Some(r) = linking.as_mut().filter(|r| !r.similarity.is_empty()) {
+            r.similarity = shown.iter().map(|&i| r.similarity[i]).collect();
+        }
         let fingerprint = Fingerprint::of(&self.prefix_identity(), &prefix.canonical());
         Ok(Plan {
             fingerprint,
@@ -326,6 +396,7 @@ impl Engine {
             examples: chosen.iter().map(|&(i, score)| (schema.examples[i].id, score)).collect(),
             shown: shown.iter().map(|&i| schema.tables[i].qualified_name()).collect(),
             dropped,
+            linking,
         })
     }
 
@@ -351,7 +422,7 @@ impl Engine {
         on_progress: &mut dyn FnMut(Progress) -> bool,
         validate: &mut dyn FnMut(&str) -> Result<(), Rejection>,
     ) -> Result<Outcome, Nl2SqlError> {
-        let hooks = Hooks { validate, execute: None, progress: on_progress };
+        let hooks = Hooks { validate, execute: None, progress: on_progress, link: None };
         self.run_with(rt, cache, schema, question, opts, hooks)
     }
 
@@ -386,16 +457,17 @@ impl Engine {
             let question = Engine::clean_question(question)?;
             let capacity = memory.positions;
             // The KV buffers first, so that a context too large for the memory fails before any
-            // work: reuse them when they have the right size; drop the old ones before asking for
-            // new ones (both would not fit where one barely does).
-            if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
-                cache.kv = None;
-                cache.prefix = None;
-                cache.kv = Some(self.model.try_new_cache(capacity)?);
-            }
+            // work.
+            self.ready_kv(cache, capacity)?;
             // Normalized once per call: the plan and the tables it shows share it.
             let schema = normalized(schema);
-            let plan = self.plan_normalized(&schema, &question, opts)?;
+            let mut hooks = hooks;
+            let linking = hooks.link.as_mut().map(|slot| Linking {
+                rt,
+                slot,
+                progress: &mut *hooks.progress,
+            });
+            let plan = self.plan_normalized(&schema, &question, opts, linking)?;
             // The tables the prompt shows (constraints, repair facts).
             let shown = shown_tables(&schema, &plan.shown);
             let shaping = self.shaping(&shown, &plan, &question, opts)?;
@@ -463,6 +535,7 @@ impl Engine {
                     shown: plan.shown,
                     dropped: plan.dropped,
                     examples: plan.examples,
+                    linking: plan.linking,
                 },
                 sql: answer.sql,
                 error: answer.error,
@@ -548,7 +621,7 @@ impl Engine {
 }
 
 /// `schema` normalized ([`SchemaInfo::normalize`]): the one copy a call makes.
-fn normalized(schema: &SchemaInfo) -> SchemaInfo {
+pub(super) fn normalized(schema: &SchemaInfo) -> SchemaInfo {
     let mut s = schema.clone();
     s.normalize();
     s
@@ -570,10 +643,26 @@ fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
 }
 
 impl Engine {
+    /// KV buffers of `capacity` positions in `cache`: the ones it has when they have that size;
+    /// else the old ones are dropped before new ones are asked for (both would not fit where one
+    /// barely does).
+    pub(super) fn ready_kv(
+        &self,
+        cache: &mut PrefixCache,
+        capacity: usize,
+    ) -> Result<(), Nl2SqlError> {
+        if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
+            cache.kv = None;
+            cache.prefix = None;
+            cache.kv = Some(self.model.try_new_cache(capacity)?);
+        }
+        Ok(())
+    }
+
     /// Makes `cache.kv` (allocated) hold the prefix of `plan`, from the first place that has
     /// it: memory (the previous call's prefix), else a cache file, else computed by a prefill
     /// (then stored to a cache file). Cache-file time goes to `timings.cache_file_ms`.
-    fn load_prefix(
+    pub(super) fn load_prefix(
         &self,
         rt: &Runtime,
         cache: &mut PrefixCache,

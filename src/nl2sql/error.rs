@@ -34,6 +34,10 @@ pub enum Nl2SqlError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// The sentence encoder of schema linking failed (`link.rs`; a call falls back to the
+    /// question's words instead of failing, so this only reaches callers of `Linker`).
+    #[error(transparent)]
+    Embed(#[from] crate::embed::EmbedError),
     /// A generation error with no nl2sql meaning of its own.
     #[error(transparent)]
     Generate(GenerateError),

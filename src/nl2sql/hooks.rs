@@ -1,6 +1,7 @@
 //! What the caller of an nl2sql call plugs in: the validator, the optional executor of candidate
 //! answers, and the progress report (which can cancel).
 
+use super::link::LinkSlot;
 use super::progress::Progress;
 use super::repair::Rejection;
 
@@ -18,4 +19,7 @@ pub struct Hooks<'a> {
     pub execute: Option<&'a mut ExecuteFn<'a>>,
     /// Runs before every forward pass; returning `false` cancels the call.
     pub progress: &'a mut dyn FnMut(Progress) -> bool,
+    /// The sentence encoder that picks the tables when the schema does not fit (`link.rs`);
+    /// `None`: they are picked by the question's words (`trim.rs`).
+    pub link: Option<LinkSlot<'a>>,
 }

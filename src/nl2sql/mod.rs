@@ -18,11 +18,14 @@ mod forward;
 mod held;
 mod hooks;
 pub mod ident;
+pub mod link;
+pub mod link_store;
 mod memory_plan;
 pub mod model_path;
 mod options;
 mod outcome;
 mod prefix_cache;
+mod prewarm;
 mod progress;
 pub mod prompt;
 pub mod refusal;
@@ -45,12 +48,13 @@ pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
 pub use options::{
     Options, DEFAULT_CANDIDATES, DEFAULT_EXAMPLES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
-    DEFAULT_SAMPLES,
+    DEFAULT_SAMPLES, DEFAULT_SCHEMA_TOKENS,
 };
 pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,
 };
 pub use prefix_cache::{CacheEvent, CacheStats, PrefixCache, PrefixSource};
+pub use prewarm::Prewarm;
 pub use progress::Progress;
 pub use render::{render_schema, Renderer};
 pub use repair::Rejection;

@@ -81,6 +81,8 @@ pub struct PromptSummary {
     pub dropped: Vec<String>,
     /// The approved examples shown before the question (`Plan::examples`): id and similarity.
     pub examples: Vec<(i64, f64)>,
+    /// How the shown tables were chosen when not all fit (`None`: all were shown).
+    pub linking: Option<super::link::LinkReport>,
 }
 
 /// Token counts of a call.

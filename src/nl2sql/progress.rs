@@ -8,6 +8,9 @@ pub enum Progress {
     /// The same for the schema prefix when it is computed (no cached KV state): the long prefill,
     /// hundreds of ms to many seconds on a large schema.
     SchemaPrefill { done: usize, total: usize },
+    /// About to embed tables `done..` of the `total` whose descriptions the linker has not seen
+    /// (`link.rs`): seconds for thousands of tables, once per schema and backend.
+    Linking { done: usize, total: usize },
     /// `generated` tokens generated so far in this attempt.
     Decode { generated: usize },
 }

@@ -74,14 +74,21 @@ fn score(schema: &SchemaInfo, i: usize, q: &BTreeSet<String>) -> u32 {
         .sum()
 }
 
-/// The order in which tables are offered to the budget: matches (best first), their FK
-/// neighbours, then the rest; ties broken by schema order.
-pub fn priority(schema: &SchemaInfo, question: &str) -> Vec<usize> {
+/// The tables that share a word with the question, best match first (ties by schema order).
+pub fn matches(schema: &SchemaInfo, question: &str) -> Vec<usize> {
     let q = words(question);
     let n = schema.tables.len();
     let scores: Vec<u32> = (0..n).map(|i| score(schema, i, &q)).collect();
     let mut matched: Vec<usize> = (0..n).filter(|&i| scores[i] > 0).collect();
     matched.sort_by(|&a, &b| scores[b].cmp(&scores[a]).then(a.cmp(&b)));
+    matched
+}
+
+/// The order in which tables are offered to the budget: matches (best first), their FK
+/// neighbours, then the rest; ties broken by schema order.
+pub fn priority(schema: &SchemaInfo, question: &str) -> Vec<usize> {
+    let n = schema.tables.len();
+    let matched = matches(schema, question);
     let mut order = matched.clone();
     let mut seen = vec![false; n];
     for &i in &order {
@@ -109,23 +116,53 @@ pub fn select(
 ) -> Selection {
     assert_eq!(table_tokens.len(), schema.tables.len(), "one token count per table");
     let total: usize = table_tokens.iter().sum();
-    let n = schema.tables.len();
     if total <= budget {
+        let n = schema.tables.len();
         return Selection { shown: (0..n).collect(), dropped: Vec::new(), tokens: total };
     }
+    select_in(&priority(schema, question), table_tokens, budget)
+}
+
+/// Picks whole tables in the order `order` (every table index once) whose token counts fit in
+/// `budget`, as [`select`] does.
+pub fn select_in(order: &[usize], table_tokens: &[usize], budget: usize) -> Selection {
+    select_counted(order, table_tokens.len(), |i| Ok::<_, ()>(table_tokens[i]), budget)
+        .expect("counts never fail")
+}
+
+/// Consecutive tables that do not fit after which [`select_counted`] stops looking: on a
+/// schema of thousands of tables the rest would all be counted for a few more tokens.
+pub const MAX_MISSES: usize = 32;
+
+/// [`select_in`] over `n` tables whose token counts `count(i)` are asked only for the tables
+/// visited: the walk stops when the budget is full or after [`MAX_MISSES`] tables in a row
+/// that did not fit.
+pub fn select_counted<E>(
+    order: &[usize],
+    n: usize,
+    mut count: impl FnMut(usize) -> Result<usize, E>,
+    budget: usize,
+) -> Result<Selection, E> {
     let mut keep = vec![false; n];
-    let mut used = 0;
-    for i in priority(schema, question) {
-        if used + table_tokens[i] <= budget {
-            used += table_tokens[i];
+    let (mut used, mut misses) = (0, 0);
+    for &i in order {
+        if used >= budget || misses >= MAX_MISSES {
+            break;
+        }
+        let t = count(i)?;
+        if used + t <= budget {
+            used += t;
             keep[i] = true;
+            misses = 0;
+        } else {
+            misses += 1;
         }
     }
-    Selection {
+    Ok(Selection {
         shown: (0..n).filter(|&i| keep[i]).collect(),
         dropped: (0..n).filter(|&i| !keep[i]).collect(),
         tokens: used,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -250,6 +250,7 @@ impl From<Nl2SqlError> for ErrorReport {
                 None,
                 Some("Raise turboinfer.context_tokens.".into()),
             ),
+            Nl2SqlError::Embed(e) => e.into(),
             other => error_report(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: {other}"), None, None),
         }
     }

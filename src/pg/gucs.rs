@@ -42,6 +42,14 @@ pub static SAMPLES: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFA
 /// Most samples: each holds its own copy of the question's cache rows (for the 1.5B model 28
 /// layers × 2 × 256 floats = 57 KB per position: ~110 MB for a 1,500-token prompt and its answer).
 const MAX_SAMPLES: i32 = 8;
+/// `turboinfer.schema_encoder`: the sentence encoder that picks the tables when a schema does not
+/// fit the context (`nl2sql::link`); empty: by the question's words.
+pub static SCHEMA_ENCODER: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"all-minilm-l6-v2"));
+/// `turboinfer.schema_tokens`: most prompt tokens of schema when not every table fits (0 = up to
+/// the context).
+pub static SCHEMA_TOKENS: GucSetting<i32> =
+    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_SCHEMA_TOKENS as i32);
 /// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
 /// of them agree on.
 pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -208,6 +216,16 @@ pub fn progress_after_ms() -> Option<f64> {
     (v >= 0).then_some(f64::from(v))
 }
 
+/// `turboinfer.schema_tokens` bound: the largest context a model here has (the engine caps the
+/// budget at the context anyway).
+const MAX_SCHEMA_TOKENS: i32 = 131_072;
+
+/// The encoder `turboinfer.schema_encoder` names, or `None` when empty (tables by words).
+pub fn schema_encoder() -> Option<String> {
+    let name = SCHEMA_ENCODER.get().map(|c| c.to_string_lossy().trim().to_string());
+    name.filter(|n| !n.is_empty())
+}
+
 /// Most worker threads accepted: more than the cores only adds contention.
 const MAX_THREADS: i32 = 256;
 /// Generation budget bounds: at least one token; 8192 is far beyond any single query.
@@ -362,6 +380,24 @@ pub fn register() {
         &EXAMPLES,
         0,
         MAX_EXAMPLES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"turboinfer.schema_encoder",
+        c"Sentence encoder (a directory in the models directory) that chooses the tables nl2sql() shows when the schema does not fit the context.",
+        c"Tables are ranked by the similarity of their names, columns and comments to the question, each followed by the tables its foreign keys reference. Empty, or not installed: by the question's words. Install with turboinfer-fetch-model all-minilm-l6-v2.",
+        &SCHEMA_ENCODER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"turboinfer.schema_tokens",
+        c"Most prompt tokens of schema nl2sql() shows when not every table fits the context (0 = up to the context).",
+        c"The tables most likely meant, whole, up to this many tokens: a larger value shows more tables and prefills longer.",
+        &SCHEMA_TOKENS,
+        0,
+        MAX_SCHEMA_TOKENS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -16,6 +16,7 @@ mod examples;
 mod facts;
 mod functions;
 mod gucs;
+mod linking;
 mod nl2sql;
 mod nodes;
 mod panic;

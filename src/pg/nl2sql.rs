@@ -39,7 +39,7 @@ pub fn target(arg: Option<f64>) -> f64 {
 }
 
 /// Engine options from the settings; raises the ERROR of a setting above its ceiling.
-fn options() -> Options {
+pub(super) fn options() -> Options {
     gucs::check_limits().unwrap_or_else(|e| report(e));
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get())
@@ -55,6 +55,8 @@ fn options() -> Options {
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
         samples: usize::try_from(gucs::SAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_SAMPLES),
         examples: usize::try_from(gucs::EXAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_EXAMPLES),
+        schema_tokens: usize::try_from(gucs::SCHEMA_TOKENS.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_SCHEMA_TOKENS),
         ..Options::default()
     }
 }
@@ -93,19 +95,24 @@ fn generate(
 ) -> Result<Outcome, Nl2SqlError> {
     let mut progress = progress::Reporter::new();
     let mut execute = |sql: &str| super::candidates::result_digest(sql);
-    let hooks = Hooks {
-        validate: &mut |sql| validate::validate_and_review(sql, schema),
-        execute: gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut ExecuteFn),
-        progress: &mut |p| {
-            // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
-            pgrx::check_for_interrupts!();
-            progress.on(p);
-            true
-        },
-    };
-    let r = engine.run_with(rt, cache, schema, question, opts, hooks);
-    progress.finish();
-    r
+    let encoder = gucs::schema_encoder();
+    super::embed::with_linker(|linker| {
+        let link = encoder.as_deref().map(|encoder| super::embed::slot(linker, encoder));
+        let hooks = Hooks {
+            validate: &mut |sql| validate::validate_and_review(sql, schema),
+            execute: gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut ExecuteFn),
+            progress: &mut |p| {
+                // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.
+                pgrx::check_for_interrupts!();
+                progress.on(p);
+                true
+            },
+            link,
+        };
+        let r = engine.run_with(rt, cache, schema, question, opts, hooks);
+        progress.finish();
+        r
+    })
 }
 
 /// The sparse FFN of one answer: the level asked for and, when on, what it did.
@@ -243,6 +250,14 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "prefill_tokens": o.tokens.prefill,
         "tables_shown": o.prompt.shown,
         "tables_dropped": o.prompt.dropped,
+        "linking": o.prompt.linking.as_ref().map(|l| json!({
+            "by": if l.encoder.is_some() { "meaning" } else { "words" },
+            "encoder": l.encoder,
+            "fallback": l.fallback,
+            "tables_embedded": l.embedded,
+            "ms": (l.ms * 10.0).round() / 10.0,
+            "similarity": l.similarity.iter().map(|s| (*s as f64 * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+        })),
         "examples": o.prompt.examples.iter().map(|&(id, similarity)| json!({
             "id": id, "similarity": (similarity * 1000.0).round() / 1000.0,
         })).collect::<Vec<_>>(),
@@ -444,9 +459,10 @@ fn cache_files_json() -> serde_json::Value {
     }
 }
 
-/// `turboinfer_cache_clear()`: deletes every schema-prefix cache file and forgets this backend's
-/// in-memory prefix; returns the number of files deleted. Superuser only. Other backends keep
-/// their in-memory prefix until their schema fingerprint changes.
+/// `turboinfer_cache_clear()`: deletes every schema-prefix cache file and table embeddings file
+/// and forgets this backend's in-memory prefix and embeddings; returns the number of files
+/// deleted. Superuser only. Other backends keep what they hold in memory (a prefix until their
+/// schema fingerprint changes).
 #[pg_extern(volatile, parallel_unsafe)]
 fn turboinfer_cache_clear() -> i64 {
     // SAFETY: superuser() only reads the current user's catalog entry.
@@ -463,7 +479,10 @@ fn turboinfer_cache_clear() -> i64 {
             l.cache.invalidate();
         }
     });
-    gucs::kv_file_dir().map_or(0, |d| d.clear().files as i64)
+    super::embed::with_linker(|l| *l = None);
+    gucs::kv_file_dir().map_or(0, |d| {
+        (d.clear().files as usize + crate::nl2sql::link_store::clear(d.dir())) as i64
+    })
 }
 
 /// The model's packed weights status (`kx16 (N matrices)` | `none` | `ignored: <reason>`), the

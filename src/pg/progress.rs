@@ -54,6 +54,7 @@ impl Reporter {
             Progress::SchemaPrefill { done, total } => {
                 self.step("schema prefill", "tokens", done, total)
             }
+            Progress::Linking { done, total } => self.step("schema linking", "tables", done, total),
             _ => self.finish(),
         }
     }
