@@ -3,13 +3,15 @@
 //! Each table is described in one line of words (`table_text`: its name and its columns' names
 //! split at `_`, its comment and its columns' comments), embedded by the sentence encoder
 //! (`crate::embed`), and compared with the question's embedding (cosine: a dot product of unit
-//! vectors). Tables are offered to the prompt's budget by similarity, best first, each followed
-//! by the tables its foreign keys reference (what a join from it needs); ties go to schema order,
-//! so the choice is deterministic.
+//! vectors). Tables are offered to the prompt's budget by that similarity fused with the
+//! question's words found in table and column names (`trim::matches`; reciprocal rank fusion,
+//! [`fuse`]), best first, each followed by the tables its foreign keys reference (what a join
+//! from it needs); ties go to schema order, so the choice is deterministic.
 //!
-//! Embeddings are kept per table text (`Linker`'s memo, per backend): a table is embedded again
-//! only when its description changes, so after the first question about a schema the cost per
-//! call is one embedding (the question's) and the dot products.
+//! Embeddings are kept per table text (`Linker`'s memo, per backend, and `link_store`'s file for
+//! every backend): a table is embedded again only when its description changes, so after the
+//! first question about a schema the cost per call is one embedding (the question's) and the dot
+//! products.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
