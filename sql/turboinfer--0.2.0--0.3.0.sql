@@ -5,7 +5,8 @@
 \echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.3.0'" to load this file. \quit
 
 -- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
--- nl2sql_forget; turboinfer_embed; nl2sql_tables; turboinfer_prewarm. 0.3.0 drops and changes nothing of 0.2.0.
+-- nl2sql_forget; turboinfer_embed; nl2sql_tables; turboinfer_prewarm; the schema cache's COMMENT
+-- event trigger. 0.3.0 drops and changes nothing of 0.2.0.
 
 CREATE  FUNCTION "nl2sql_example_relations"(
 	"sql" TEXT /* Text */
@@ -91,3 +92,33 @@ CREATE  FUNCTION "turboinfer_prewarm"(
 VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'turboinfer_prewarm_wrapper';
+
+-- The schema cache (src/pg/catalog_cache.rs): what tells every backend that a comment changed.
+CREATE  FUNCTION "turboinfer_catalog_changed"(
+	"classid" oid, /* pg_sys :: Oid */
+	"objid" oid /* pg_sys :: Oid */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_catalog_changed_wrapper';
+
+-- Comments have no system cache: this trigger tells every backend's schema cache
+-- (src/pg/catalog_cache.rs) that a relation's or column's comment changed. It fires for every
+-- role that runs COMMENT, so it runs as the extension's owner (SECURITY DEFINER, fixed
+-- search_path) and calls the one function it needs, which nobody else may call: revoking
+-- EXECUTE on this extension's functions from PUBLIC can never make a COMMENT fail.
+CREATE FUNCTION turboinfer_comment_changed() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
+        PERFORM @extschema@.turboinfer_catalog_changed(c.classid, c.objid);
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER turboinfer_comment_changed ON ddl_command_end
+    WHEN TAG IN ('COMMENT') EXECUTE FUNCTION turboinfer_comment_changed();
+REVOKE EXECUTE ON FUNCTION turboinfer_comment_changed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION turboinfer_catalog_changed(pg_catalog.oid, pg_catalog.oid) FROM PUBLIC;

@@ -110,6 +110,32 @@ fn tables_are_embedded_once_until_their_description_changes() {
 }
 
 #[test]
+fn a_stamped_schema_reuses_its_descriptions_and_words_an_unstamped_one_never() {
+    let Some(dir) = models_dir() else { return };
+    let mut linker = Linker::load(ENCODER, &dir).expect("the encoder loads");
+    let rt = Runtime::new(2).unwrap();
+    let mut go = |_: Progress| true;
+    let q = "Which parcels arrived late, and with which courier?";
+    let mut s = office();
+    s.stamp = Some(7);
+    let (first, _) = linker.similarity(&rt, &s, q, &mut go).unwrap();
+    let (again, _) = linker.similarity(&rt, &s, q, &mut go).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(linker.matches(&s, "staff salaries"), trim::matches(&s, "staff salaries"));
+    // Another schema without a stamp: its own tables, never the kept ones.
+    let mut other = office();
+    other.tables.truncate(3);
+    other.tables[0].comment = Some("parcel couriers".into());
+    let (sim, _) = linker.similarity(&rt, &other, q, &mut go).unwrap();
+    assert_eq!(sim.len(), 3);
+    assert_ne!(sim[0], first[0], "the changed description was used");
+    assert_eq!(linker.matches(&other, "invoices"), trim::matches(&other, "invoices"));
+    // normalize() drops a stamp: reordered tables are no longer what it stood for.
+    s.normalize();
+    assert_eq!(s.stamp, None);
+}
+
+#[test]
 fn a_schema_that_does_not_fit_shows_the_linked_tables() {
     let Some(dir) = models_dir() else { return };
     let Some(e) = common::engine("smollm2-135m") else { return };

@@ -22,7 +22,7 @@ use super::prefix_cache::{load_prefix_file, store_prefix_file, PrefixCache, Pref
 use super::progress::Progress;
 use super::prompt::{self, Segments};
 use super::refusal;
-use super::render::Renderer;
+use super::render::{self, Renderer};
 use super::repair::Rejection;
 use super::schema::SchemaInfo;
 use super::shaping::Shaping;
@@ -38,6 +38,7 @@ use crate::runtime::Runtime;
 #[cfg(feature = "sparse")]
 use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -314,19 +315,27 @@ impl Engine {
         };
         let fixed = prompt::prefix_with_notes("").encode(&self.tok)?.len();
         let reserve = answer_reserve(opts.max_new_tokens, capacity);
-        let renderer = Renderer::new(schema);
-        let blocks: Vec<String> = schema.tables.iter().map(|t| renderer.table(t)).collect();
+        // Each table's block, rendered when first needed: thousands of tables are never all
+        // rendered (only those the budget visits).
+        let mut blocks = Blocks::new(schema, &self.tok);
         let overhead = fixed + question_ids.len() + reserve;
 
         // The whole schema, when it can fit: a text of B bytes is at least B / (longest token)
-        // tokens, so a schema of thousands of tables is never tokenized whole.
-        let bytes: usize = blocks.iter().map(String::len).sum();
-        let all_ids = match bytes / self.max_piece_bytes() <= capacity {
+        // tokens, so a schema of thousands of tables is never tokenized whole, nor rendered
+        // whole when a lower bound of its bytes already rules it out.
+        let can_fit = |bytes: usize| bytes / self.max_piece_bytes() <= capacity;
+        let all_ids = match can_fit(schema.tables.iter().map(render::min_bytes).sum()) {
             true => {
-                let all_prefix = prompt::prefix_with_notes(&blocks.concat());
-                let ids = all_prefix.encode(&self.tok)?;
-                Some((all_prefix, ids))
-                    .filter(|(_, ids)| ids.len() + question_ids.len() + reserve <= capacity)
+                let text = blocks.concat(&(0..schema.tables.len()).collect::<Vec<_>>());
+                match can_fit(text.len()) {
+                    true => {
+                        let all_prefix = prompt::prefix_with_notes(&text);
+                        let ids = all_prefix.encode(&self.tok)?;
+                        Some((all_prefix, ids))
+                            .filter(|(_, ids)| ids.len() + question_ids.len() + reserve <= capacity)
+                    }
+                    false => None,
+                }
             }
             false => None,
         };
@@ -343,30 +352,25 @@ impl Engine {
                 let (order, report) = link::order(schema, question, link)?;
                 linking = Some(report);
                 // Token counts of the tables visited only (tokenizing thousands costs seconds).
-                let mut counts: Vec<Option<usize>> = vec![None; blocks.len()];
-                let mut count = |i: usize| -> Result<usize, Nl2SqlError> {
-                    if counts[i].is_none() {
-                        counts[i] = Some(self.tok.encode(&blocks[i], false)?.len());
-                    }
-                    Ok(counts[i].expect("set above"))
-                };
+                let n = schema.tables.len();
                 loop {
-                    let mut sel = trim::select_counted(&order, blocks.len(), &mut count, budget)?;
+                    let mut sel =
+                        trim::select_counted(&order, n, &mut |i| blocks.tokens(i), budget)?;
                     if sel.shown.is_empty() && opts.schema_tokens > 0 {
                         // A small setting still shows the first table that fits the context.
                         let room = capacity.saturating_sub(overhead);
-                        sel = trim::select_counted(&order, blocks.len(), &mut count, room)?;
+                        sel = trim::select_counted(&order, n, &mut |i| blocks.tokens(i), room)?;
                     }
                     if sel.shown.is_empty() {
-                        let smallest = (0..blocks.len())
-                            .map(&mut count)
+                        let smallest = (0..n)
+                            .map(|i| blocks.tokens(i))
                             .try_fold(usize::MAX, |m, c| c.map(|c| m.min(c)))?;
                         return Err(Nl2SqlError::ContextTooSmall {
                             needed: overhead + smallest,
                             available: capacity,
                         });
                     }
-                    let text: String = sel.shown.iter().map(|&i| blocks[i].as_str()).collect();
+                    let text = blocks.concat(&sel.shown);
                     let prefix = prompt::prefix_with_notes(&text);
                     let ids = prefix.encode(&self.tok)?;
                     let total = ids.len() + question_ids.len() + reserve;
@@ -620,11 +624,61 @@ impl Engine {
     }
 }
 
-/// `schema` normalized ([`SchemaInfo::normalize`]): the one copy a call makes.
-pub(super) fn normalized(schema: &SchemaInfo) -> SchemaInfo {
+/// `schema` normalized ([`SchemaInfo::normalize`]): borrowed when it already is (a schema from
+/// the catalog is), else the one copy a call makes.
+pub(super) fn normalized(schema: &SchemaInfo) -> Cow<'_, SchemaInfo> {
+    if schema.is_normalized() {
+        return Cow::Borrowed(schema);
+    }
     let mut s = schema.clone();
     s.normalize();
-    s
+    Cow::Owned(s)
+}
+
+/// The tables' blocks of a plan (`Renderer::table`) and their token counts, each computed when
+/// first asked for.
+struct Blocks<'a> {
+    schema: &'a SchemaInfo,
+    renderer: Renderer<'a>,
+    tok: &'a Tokenizer,
+    /// [table] the rendered block.
+    text: Vec<Option<String>>,
+    /// [table] the block's tokens on its own.
+    tokens: Vec<Option<usize>>,
+}
+
+impl<'a> Blocks<'a> {
+    fn new(schema: &'a SchemaInfo, tok: &'a Tokenizer) -> Blocks<'a> {
+        let n = schema.tables.len();
+        Blocks {
+            schema,
+            renderer: Renderer::new(schema),
+            tok,
+            text: vec![None; n],
+            tokens: vec![None; n],
+        }
+    }
+
+    /// Table `i`'s block.
+    fn text(&mut self, i: usize) -> &str {
+        let (r, t) = (&self.renderer, &self.schema.tables[i]);
+        self.text[i].get_or_insert_with(|| r.table(t))
+    }
+
+    /// The tokens of table `i`'s block.
+    fn tokens(&mut self, i: usize) -> Result<usize, Nl2SqlError> {
+        if let Some(n) = self.tokens[i] {
+            return Ok(n);
+        }
+        let n = self.tok.encode(self.text(i), false)?.len();
+        self.tokens[i] = Some(n);
+        Ok(n)
+    }
+
+    /// The blocks of tables `indices`, in that order.
+    fn concat(&mut self, indices: &[usize]) -> String {
+        indices.iter().map(|&i| self.text(i).to_string()).collect()
+    }
 }
 
 /// The tables of the normalized `schema` shown in the prompt (`shown`: qualified names).
@@ -639,6 +693,7 @@ fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
         default_schema: schema.default_schema.clone(),
         // The chosen examples are in the plan's question part; the stages need only tables.
         examples: Vec::new(),
+        stamp: None,
     }
 }
 

@@ -133,6 +133,11 @@ pub struct SchemaInfo {
     /// The approved examples the caller may see (`examples.rs`), in the store's order; empty for
     /// a database without any. Not part of the schema prefix: the chosen ones go after it.
     pub examples: Vec<Example>,
+    /// Set by whoever read these tables when it promises that every schema carrying the same
+    /// stamp has exactly these tables (the PostgreSQL glue: one stamp per catalog read, never
+    /// reused in the process), so work derived from the tables can be kept by stamp
+    /// (`link::Linker`). `None`: no promise. [`SchemaInfo::normalize`] clears it.
+    pub stamp: Option<u64>,
 }
 
 impl SchemaInfo {
@@ -142,12 +147,14 @@ impl SchemaInfo {
             tables,
             default_schema: default_schema.map(str::to_string),
             examples: Vec::new(),
+            stamp: None,
         }
     }
 
     /// Sorts tables by (schema, name) and foreign keys by their columns, so that catalog read
     /// order never changes the rendering (and therefore the fingerprint).
     pub fn normalize(&mut self) {
+        self.stamp = None;
         self.tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
         self.tables.dedup_by(|a, b| a.schema == b.schema && a.name == b.name);
         for t in &mut self.tables {
@@ -161,6 +168,19 @@ impl SchemaInfo {
             });
             t.foreign_keys.dedup();
         }
+    }
+
+    /// Whether [`SchemaInfo::normalize`] would change nothing (a schema read from the catalog
+    /// is normalized once and then reused: checking is far cheaper than copying it).
+    pub fn is_normalized(&self) -> bool {
+        fn fk_key(f: &ForeignKey) -> (&Vec<String>, &String, &String, &Vec<String>) {
+            (&f.columns, &f.ref_schema, &f.ref_table, &f.ref_columns)
+        }
+        self.tables.windows(2).all(|w| (&w[0].schema, &w[0].name) < (&w[1].schema, &w[1].name))
+            && self
+                .tables
+                .iter()
+                .all(|t| t.foreign_keys.windows(2).all(|w| fk_key(&w[0]) < fk_key(&w[1])))
     }
 
     /// Index of `schema.name` among the tables.
@@ -219,6 +239,24 @@ mod tests {
         s.normalize();
         let names: Vec<_> = s.tables.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["orders", "products", "users"]);
+    }
+
+    #[test]
+    fn is_normalized_exactly_when_normalize_changes_nothing() {
+        let mut s = shop();
+        assert!(!s.is_normalized());
+        s.normalize();
+        assert!(s.is_normalized());
+        // A duplicate, or foreign keys out of order, is not normalized.
+        let mut d = s.clone();
+        d.tables.push(d.tables[2].clone());
+        assert!(!d.is_normalized());
+        let mut f = s.clone();
+        let fk = f.tables[0].foreign_keys[0].clone();
+        f.tables[0].foreign_keys.push(ForeignKey { columns: vec!["a".into()], ..fk });
+        assert!(!f.is_normalized());
+        f.normalize();
+        assert!(f.is_normalized());
     }
 
     #[test]

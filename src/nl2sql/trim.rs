@@ -6,7 +6,7 @@
 //! does not fit is skipped (never cut), and later smaller ones may still go in. The kept tables
 //! are rendered in schema order, so the prompt does not depend on the order they were picked in.
 
-use super::schema::SchemaInfo;
+use super::schema::{SchemaInfo, Table};
 use std::collections::BTreeSet;
 
 /// Weight of a question word found in a table's name (vs. 1 for a column name).
@@ -56,30 +56,48 @@ fn singular(w: &str) -> String {
     }
 }
 
-/// How strongly table `i` matches the question's words.
-fn score(schema: &SchemaInfo, i: usize, q: &BTreeSet<String>) -> u32 {
-    let t = &schema.tables[i];
-    let name = words(&t.name);
-    let cols: BTreeSet<String> = t.columns.iter().flat_map(|c| words(&c.name)).collect();
-    q.iter()
-        .map(|w| {
-            if name.contains(w) {
-                NAME_MATCH_WEIGHT
-            } else if cols.contains(w) {
-                1
-            } else {
-                0
-            }
-        })
-        .sum()
+/// A table's words as [`matches`] compares them: its name's and its columns' names' ([`words`]).
+#[derive(Clone, Debug)]
+pub struct TableWords {
+    name: BTreeSet<String>,
+    columns: BTreeSet<String>,
+}
+
+impl TableWords {
+    pub fn of(t: &Table) -> TableWords {
+        TableWords {
+            name: words(&t.name),
+            columns: t.columns.iter().flat_map(|c| words(&c.name)).collect(),
+        }
+    }
+
+    /// How strongly the table matches the question's words `q`.
+    fn score(&self, q: &BTreeSet<String>) -> u32 {
+        q.iter()
+            .map(|w| {
+                if self.name.contains(w) {
+                    NAME_MATCH_WEIGHT
+                } else if self.columns.contains(w) {
+                    1
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
 }
 
 /// The tables that share a word with the question, best match first (ties by schema order).
 pub fn matches(schema: &SchemaInfo, question: &str) -> Vec<usize> {
+    let tables: Vec<TableWords> = schema.tables.iter().map(TableWords::of).collect();
+    matches_in(&tables, question)
+}
+
+/// [`matches`] over the tables' words computed before (one per table, in schema order).
+pub fn matches_in(tables: &[TableWords], question: &str) -> Vec<usize> {
     let q = words(question);
-    let n = schema.tables.len();
-    let scores: Vec<u32> = (0..n).map(|i| score(schema, i, &q)).collect();
-    let mut matched: Vec<usize> = (0..n).filter(|&i| scores[i] > 0).collect();
+    let scores: Vec<u32> = tables.iter().map(|t| t.score(&q)).collect();
+    let mut matched: Vec<usize> = (0..tables.len()).filter(|&i| scores[i] > 0).collect();
     matched.sort_by(|&a, &b| scores[b].cmp(&scores[a]).then(a.cmp(&b)));
     matched
 }

@@ -12,12 +12,17 @@
 //! so it is read first; the catalog queries themselves then run with `search_path` pinned to
 //! `pg_catalog, pg_temp` (and every name schema-qualified), so objects in the caller's schemas
 //! cannot shadow anything these queries use.
+//!
+//! What is read is kept in the backend until the catalog changes (`catalog_cache`).
 
+use super::catalog_cache;
 use super::encoding::{spi_names, spi_text, spi_text_array, NAMES_PARAM};
+use super::gucs;
 use crate::nl2sql::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
 use pgrx::prelude::*;
 use pgrx::spi::SpiResult;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Histogram bounds kept per column: a few are enough to show a value's format.
 const STATS_BOUNDS: usize = 3;
@@ -30,11 +35,14 @@ const HIDDEN_SCHEMAS: [&str; 3] = ["pg_catalog", "information_schema", "pg_toast
 /// and the tables outside the search path are written schema-qualified (the renderer qualifies
 /// every table outside `default_schema`), so the returned SQL runs as is in the caller's session.
 pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
-    let (schemas, default_schema, explicit) = match schemas {
-        Some(list) => {
-            let first = list.first().cloned();
-            (list, first, true)
-        }
+    SchemaInfo::clone(&read_schema_cached(schemas).0)
+}
+
+/// [`read_schema`], from the backend's schema cache (`catalog_cache`) while nothing it depends on
+/// changed, and how it was served.
+pub fn read_schema_cached(schemas: Option<Vec<String>>) -> (Rc<SchemaInfo>, catalog_cache::Use) {
+    let (schemas, explicit) = match schemas {
+        Some(list) => (list, true),
         None => {
             // Through the read-only SPI path (`select`): `Spi::get_one` takes the read-write
             // path, which assigns a transaction id (and fails on a hot standby).
@@ -47,15 +55,33 @@ pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
             .unwrap_or_default()
             .into_iter()
             .flatten()
+            .filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp"))
             .collect();
-            let path: Vec<String> = path
-                .into_iter()
-                .filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str()) && !s.starts_with("pg_temp"))
-                .collect();
-            let first = path.first().cloned();
-            (path, first, false)
+            (path, false)
         }
     };
+    let key = catalog_cache::Key {
+        // SAFETY: reads the backend's current user id.
+        user: unsafe { pg_sys::GetUserId() }.to_u32(),
+        schemas: schemas.clone(),
+        explicit,
+        row_security: row_security(),
+    };
+    catalog_cache::get_or_read(key, gucs::SCHEMA_CACHE.get(), || read_uncached(schemas, explicit))
+}
+
+/// The `row_security` setting (whether `pg_stats` hides tables whose row security applies).
+fn row_security() -> bool {
+    // SAFETY: a NUL-terminated name; the returned string is the setting's current value, read
+    // before anything else can change it.
+    let v = unsafe { pg_sys::GetConfigOption(c"row_security".as_ptr(), true, false) };
+    v.is_null() || unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes() != b"off"
+}
+
+/// [`read_schema`] from the catalog: `schemas` (the first one written unqualified), falling back
+/// to every readable schema when the list came from the search path and shows nothing.
+fn read_uncached(schemas: Vec<String>, explicit: bool) -> SchemaInfo {
+    let default_schema = schemas.first().cloned();
     let schemas: Vec<String> =
         schemas.into_iter().filter(|s| !HIDDEN_SCHEMAS.contains(&s.as_str())).collect();
     let mut info = with_pinned_search_path(|| {

@@ -153,6 +153,9 @@ const MAX_MAX_CONCURRENT: i32 = 1024;
 
 /// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
 pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.schema_cache`: keep the schema read from the catalog in the backend until the
+/// catalog changes (`catalog_cache`).
+pub static SCHEMA_CACHE: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
 pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
@@ -450,6 +453,14 @@ pub fn register() {
         c"Compute logits only for the tokens SQL over this schema and question can use.",
         c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
         &VOCAB_PRUNING,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.schema_cache",
+        c"Keep the schema nl2sql() read from the catalog until the catalog changes.",
+        c"Any DDL, GRANT/REVOKE, role membership change, ANALYZE or COMMENT in the database makes the next call read it again. Off: read on every call.",
+        &SCHEMA_CACHE,
         GucContext::Userset,
         GucFlags::default(),
     );

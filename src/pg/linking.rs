@@ -38,7 +38,7 @@ fn nl2sql_tables(
     ),
 > {
     let Some(Text(question)) = question else { return TableIterator::new(Vec::new()) };
-    let schema = catalog::read_schema(schemas.map(|s| s.0));
+    let (schema, _) = catalog::read_schema_cached(schemas.map(|s| s.0));
     let plan = with_engine(|engine, _, rt, opts, link, progress| {
         engine.plan_linked(rt, &schema, &question, opts, link, progress)
     });
@@ -64,7 +64,7 @@ fn nl2sql_tables(
 /// scheduler, as a role that sees what the users see. Returns what it did.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
-    let schema = catalog::read_schema(schemas.map(|s| s.0));
+    let (schema, _) = catalog::read_schema_cached(schemas.map(|s| s.0));
     let p = with_engine(|engine, cache, rt, opts, link, progress| {
         engine.prewarm(rt, cache, &schema, opts, link, progress)
     });

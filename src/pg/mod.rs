@@ -9,6 +9,7 @@ mod backend;
 mod calibrate;
 mod candidates;
 mod catalog;
+mod catalog_cache;
 mod embed;
 mod encoding;
 mod errors;

@@ -7,7 +7,7 @@
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
-use super::{catalog, examples, gucs, progress, slots, track, validate};
+use super::{catalog, catalog_cache, examples, gucs, progress, slots, track, validate};
 use crate::model::ModelError;
 use crate::nl2sql::{
     Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
@@ -129,6 +129,8 @@ struct Answer {
     load_ms: f64,
     reloaded: bool,
     schema_ms: f64,
+    /// How the schema was read (`catalog_cache`).
+    schema_cache: catalog_cache::Use,
     /// Time spent waiting for an inference slot.
     slot_wait_ms: f64,
     model_path: String,
@@ -156,9 +158,13 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
         Err(e) => report(e),
     });
     let t1 = Instant::now();
-    let mut schema = catalog::read_schema(schemas);
+    let (mut schema, schema_cache) = catalog::read_schema_cached(schemas);
     if opts.examples > 0 {
-        schema.examples = examples::visible(&schema);
+        let shown = examples::visible(&schema);
+        // The cached schema is shared: copied only when there are examples to add to it.
+        if !shown.is_empty() || !schema.examples.is_empty() {
+            std::rc::Rc::make_mut(&mut schema).examples = shown;
+        }
     }
     let schema_ms = ms(t1);
     let target = target(sparsity);
@@ -195,6 +201,7 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
             load_ms,
             reloaded,
             schema_ms,
+            schema_cache,
             slot_wait_ms: wait_ms,
             model_path,
             sparse: SparseUse { source, active },
@@ -248,6 +255,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "prompt_tokens": o.tokens.prompt,
         "prefix_tokens": o.tokens.prefix,
         "prefill_tokens": o.tokens.prefill,
+        "schema_cache": a.schema_cache.name(),
         "tables_shown": o.prompt.shown,
         "tables_dropped": o.prompt.dropped,
         "linking": o.prompt.linking.as_ref().map(|l| json!({
@@ -460,7 +468,7 @@ fn cache_files_json() -> serde_json::Value {
 }
 
 /// `turboinfer_cache_clear()`: deletes every schema-prefix cache file and table embeddings file
-/// and forgets this backend's in-memory prefix and embeddings; returns the number of files
+/// and forgets this backend's in-memory prefix, embeddings and schema cache; returns the number of files
 /// deleted. Superuser only. Other backends keep what they hold in memory (a prefix until their
 /// schema fingerprint changes).
 #[pg_extern(volatile, parallel_unsafe)]
@@ -480,6 +488,7 @@ fn turboinfer_cache_clear() -> i64 {
         }
     });
     super::embed::with_linker(|l| *l = None);
+    catalog_cache::clear();
     gucs::kv_file_dir().map_or(0, |d| {
         (d.clear().files as usize + crate::nl2sql::link_store::clear(d.dir())) as i64
     })
