@@ -287,6 +287,32 @@ fn drafter_drafts_the_answer_fence() {
     assert!(draft.starts_with(' '), "a table name follows FROM: {draft:?}");
 }
 
+/// A drafter built after another one, taking over the tokenized texts they share, is the drafter
+/// built from nothing: the same trie, node for node.
+#[test]
+fn a_drafter_built_after_another_is_the_same() {
+    use turboinfer::gguf::GgufFile;
+    use turboinfer::nl2sql::draft::Drafter;
+    use turboinfer::nl2sql::Fingerprint;
+    use turboinfer::tokenizer::Tokenizer;
+    let Some(path) = common::model_path("qwen2.5-coder-0.5b") else { return };
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let all = common::demo_schema();
+    let mut first = all.clone();
+    first.tables.truncate(1);
+    let mut second = all.clone();
+    second.tables.remove(0);
+    for (before, now) in [(&all, &second), (&first, &all), (&second, &second)] {
+        let fp = Fingerprint::of("m", "p");
+        let previous = Drafter::for_schema(&tok, before, fp).unwrap();
+        let after = Drafter::for_schema_after(&tok, now, fp, Some(previous)).unwrap();
+        let fresh = Drafter::for_schema(&tok, now, fp).unwrap();
+        assert!(fresh.statements() > 0);
+        assert_eq!(after.statements(), fresh.statements());
+        assert_eq!(format!("{:?}", after.trie()), format!("{:?}", fresh.trie()));
+    }
+}
+
 /// Backing out of a dead end (a chooser that finds no acceptable token): the decode takes the
 /// last token back, picks the next best one there from the kept logits row, and continues with a
 /// KV cache that equals a fresh computation of the new path; with speculation on it gives the

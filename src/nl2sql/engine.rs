@@ -576,7 +576,8 @@ impl Engine {
     ) -> Result<Vec<u32>, Nl2SqlError> {
         if slot.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
             let t = Instant::now();
-            *slot = Some(Drafter::for_schema(&self.tok, shown, plan.fingerprint)?);
+            let previous = slot.take();
+            *slot = Some(Drafter::for_schema_after(&self.tok, shown, plan.fingerprint, previous)?);
             timings.prompt_ms += ms_since(t);
         }
         Ok(focus_tokens(&self.tok, shown, question, &plan.question_ids)?)

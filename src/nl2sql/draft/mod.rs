@@ -6,6 +6,8 @@
 pub mod templates;
 pub mod window;
 
+use std::collections::HashMap;
+
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::lookup;
 pub use crate::generate::trie::TokenTrie;
@@ -40,6 +42,17 @@ pub struct Drafter {
     trie: TokenTrie,
     /// Number of statements inserted.
     statements: usize,
+    /// Every text tokenized for the trie: its tokens and where its clauses start. The next
+    /// prefix's drafter takes over those it shares (a big schema shows each question other
+    /// tables, mostly the same ones): tokenizing is deterministic, so its trie is the same.
+    encoded: HashMap<String, Encoded>,
+}
+
+/// A template text's tokens and where its clauses start (`clause_starts`).
+#[derive(Debug, Clone)]
+struct Encoded {
+    ids: Vec<u32>,
+    starts: Vec<usize>,
 }
 
 /// Where a draft came from.
@@ -52,7 +65,12 @@ pub enum Source {
 impl Drafter {
     /// A drafter with prompt lookup only (any prompt, no schema).
     pub fn lookup_only() -> Drafter {
-        Drafter { fingerprint: None, trie: TokenTrie::new(), statements: 0 }
+        Drafter {
+            fingerprint: None,
+            trie: TokenTrie::new(),
+            statements: 0,
+            encoded: HashMap::new(),
+        }
     }
 
     /// Builds the drafter of a schema prefix: instantiates the templates over `schema`'s tables
@@ -62,21 +80,51 @@ impl Drafter {
         schema: &SchemaInfo,
         fingerprint: Fingerprint,
     ) -> Result<Drafter, TokenizerError> {
+        Drafter::for_schema_after(tok, schema, fingerprint, None)
+    }
+
+    /// [`Drafter::for_schema`], taking over the tokenized texts of `previous` (the drafter of
+    /// the prefix before) that this schema's templates share: the same drafter, built without
+    /// tokenizing them again.
+    pub fn for_schema_after(
+        tok: &Tokenizer,
+        schema: &SchemaInfo,
+        fingerprint: Fingerprint,
+        previous: Option<Drafter>,
+    ) -> Result<Drafter, TokenizerError> {
         let statements = templates::instantiate(schema);
+        let mut old = previous.map(|d| d.encoded).unwrap_or_default();
+        let mut encoded: HashMap<String, Encoded> = HashMap::new();
         let mut trie = TokenTrie::new();
         for s in &statements {
             // As written on one line, and with each clause on its own line (longer queries).
             for text in [s.clone(), clauses_on_lines(s)] {
-                let ids = tok.encode(&text, false)?;
-                for start in clause_starts(tok, &ids) {
-                    trie.insert(&ids[start..]);
-                }
                 // Opened by a Markdown SQL fence, as chat models write their answers (the answer
                 // extractor, `sqltext`, reads it): the fence's tokens are then drafted too.
-                trie.insert(&tok.encode(&format!("{ANSWER_FENCE}{text}"), false)?);
+                let fenced = format!("{ANSWER_FENCE}{text}");
+                for (text, clauses) in [(text, true), (fenced, false)] {
+                    let e = match encoded.get(&text) {
+                        Some(e) => e,
+                        None => {
+                            let e = match old.remove(&text) {
+                                Some(e) => e,
+                                None => {
+                                    let ids = tok.encode(&text, false)?;
+                                    let starts =
+                                        if clauses { clause_starts(tok, &ids) } else { vec![0] };
+                                    Encoded { ids, starts }
+                                }
+                            };
+                            encoded.entry(text).or_insert(e)
+                        }
+                    };
+                    for &start in &e.starts {
+                        trie.insert(&e.ids[start..]);
+                    }
+                }
             }
         }
-        Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len() })
+        Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len(), encoded })
     }
 
     /// The prefix fingerprint this drafter belongs to.
