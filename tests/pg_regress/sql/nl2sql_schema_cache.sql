@@ -25,17 +25,31 @@ BEGIN
     schema_cache := e->>'schema_cache';
     tables := e->'tables_shown';
 END $$;
+-- A step where nothing changed: served from the cache. Not only DDL invalidates: autovacuum's
+-- updates of the system catalogs do too (the cache re-reads on any invalidation it cannot rule
+-- out), so a few tries; a cache that never serves fails here.
+CREATE FUNCTION kept(step text, OUT kept boolean, OUT tables jsonb) LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR i IN 1..5 LOOP
+        SELECT * INTO r FROM ask(step || ' ' || i);
+        EXIT WHEN r.schema_cache = 'hit';
+    END LOOP;
+    kept := r.schema_cache = 'hit';
+    tables := r.tables;
+END $$;
 CREATE FUNCTION same(a text, b text) RETURNS boolean LANGUAGE sql AS $$
     SELECT x.fingerprint = y.fingerprint FROM seen x, seen y WHERE x.step = a AND y.step = b $$;
 -- Read once, then kept.
 SELECT * FROM ask('first');
-SELECT * FROM ask('again');
-SELECT same('first', 'again');
+SELECT * FROM kept('again');
+SELECT same('first', 'again 1');
 -- A new column: read again, a different schema text; then kept.
 ALTER TABLE orders ADD COLUMN status text;
 SELECT * FROM ask('column');
 SELECT same('first', 'column');
-SELECT * FROM ask('column again');
+SELECT * FROM kept('column again');
 -- A comment: the event trigger tells every backend.
 COMMENT ON COLUMN orders.amount IS 'in euros';
 SELECT * FROM ask('comment');
@@ -63,7 +77,7 @@ GRANT EXECUTE ON FUNCTION ask(text) TO nl2sql_cache_reader;
 GRANT ALL ON seen TO nl2sql_cache_reader;
 SET ROLE nl2sql_cache_reader;
 SELECT * FROM ask('reader');
-SELECT * FROM ask('reader again');
+SELECT * FROM kept('reader again');
 RESET ROLE;
 GRANT SELECT ON returns TO nl2sql_cache_reader;
 SET ROLE nl2sql_cache_reader;
@@ -77,7 +91,7 @@ SET ROLE nl2sql_cache_reader;
 CREATE TABLE cache.reader_notes (id int);
 RESET ROLE;
 SELECT * FROM ask('notes');
-SELECT * FROM ask('notes again');
+SELECT * FROM kept('notes again');
 SET ROLE nl2sql_cache_reader;
 COMMENT ON TABLE cache.reader_notes IS 'scratch';
 RESET ROLE;
@@ -90,7 +104,7 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM ask('repeatable read');
 COMMIT;
 SELECT * FROM ask('after');
-SELECT * FROM ask('after again');
+SELECT * FROM kept('after again');
 -- turboinfer_cache_clear() forgets it.
 SELECT turboinfer_cache_clear() >= 0 AS cleared;
 SELECT * FROM ask('cleared');
