@@ -34,12 +34,8 @@ const HIDDEN_SCHEMAS: [&str; 3] = ["pg_catalog", "information_schema", "pg_toast
 /// search path shows no table the role may read, every schema the role may use is read instead,
 /// and the tables outside the search path are written schema-qualified (the renderer qualifies
 /// every table outside `default_schema`), so the returned SQL runs as is in the caller's session.
-pub fn read_schema(schemas: Option<Vec<String>>) -> SchemaInfo {
-    SchemaInfo::clone(&read_schema_cached(schemas).0)
-}
-
-/// [`read_schema`], from the backend's schema cache (`catalog_cache`) while nothing it depends on
-/// changed, and how it was served.
+/// Served from the backend's schema cache (`catalog_cache`) while nothing it depends on changed
+/// (shared, not copied); also returns how it was served.
 pub fn read_schema_cached(schemas: Option<Vec<String>>) -> (Rc<SchemaInfo>, catalog_cache::Use) {
     let (schemas, explicit) = match schemas {
         Some(list) => (list, true),
@@ -78,7 +74,7 @@ fn row_security() -> bool {
     v.is_null() || unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes() != b"off"
 }
 
-/// [`read_schema`] from the catalog: `schemas` (the first one written unqualified), falling back
+/// [`read_schema_cached`] from the catalog: `schemas` (the first one written unqualified), falling back
 /// to every readable schema when the list came from the search path and shows nothing.
 fn read_uncached(schemas: Vec<String>, explicit: bool) -> SchemaInfo {
     let default_schema = schemas.first().cloned();

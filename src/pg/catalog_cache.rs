@@ -37,7 +37,7 @@ static REGISTERED: AtomicBool = AtomicBool::new(false);
 /// 5,000 tables with comments).
 const ENTRIES: usize = 4;
 
-/// The system caches whose changes can change what `catalog::read_schema` returns.
+/// The system caches whose changes can change what `catalog::read_schema_cached` returns.
 const WATCHED: [pg_sys::SysCacheIdentifier::Type; 8] = [
     pg_sys::SysCacheIdentifier::RELOID, // relations, their ACLs and row security flags
     pg_sys::SysCacheIdentifier::ATTNUM, // columns, their types and column grants

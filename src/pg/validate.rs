@@ -398,7 +398,7 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
 fn nl2sql_check(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
     let sql = sql.0;
     let r = validate(&sql).err()?;
-    Some(reason(r, &sql, &super::catalog::read_schema(None)))
+    Some(reason(r, &sql, &super::catalog::read_schema_cached(None).0))
 }
 
 /// `nl2sql_review(sql)`: [`nl2sql_check`], and for a statement that passes it, the doubts
@@ -410,7 +410,7 @@ fn nl2sql_check(sql: super::encoding::Text) -> Option<super::encoding::TextOut> 
 #[pgrx::pg_extern(strict, volatile, parallel_unsafe)]
 fn nl2sql_review(sql: super::encoding::Text) -> Option<super::encoding::TextOut> {
     let sql = sql.0;
-    let schema = super::catalog::read_schema(None);
+    let (schema, _) = super::catalog::read_schema_cached(None);
     let r = validate_and_review(&sql, &schema).err()?;
     let rewrite = r
         .fix
