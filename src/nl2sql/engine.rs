@@ -15,9 +15,7 @@ use super::ident::sanitize_question;
 use super::link::{self, LinkReport, LinkSlot, Linking};
 use super::memory_plan::MemoryPlan;
 use super::options::Options;
-use super::outcome::{
-    Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,
-};
+use super::outcome::{Outcome, PhaseTimings, PromptSummary, Speculation, TokenCounts};
 use super::prefix_cache::{load_prefix_file, store_prefix_file, PrefixCache, PrefixSource};
 use super::progress::Progress;
 use super::prompt::{self, Segments};
@@ -77,6 +75,18 @@ impl Plan {
     /// The whole prompt text (prefix and question part).
     pub fn text(&self) -> String {
         self.prefix.text() + &self.question.text()
+    }
+
+    /// What an outcome reports of this prompt.
+    fn into_summary(self) -> PromptSummary {
+        PromptSummary {
+            text: self.text(),
+            fingerprint: self.fingerprint,
+            shown: self.shown,
+            dropped: self.dropped,
+            examples: self.examples,
+            linking: self.linking,
+        }
     }
 }
 
@@ -533,25 +543,14 @@ impl Engine {
                 stages::branches::run(&mut call, &mut answer)?;
             }
             Ok(Outcome {
-                prompt: PromptSummary {
-                    text: plan.text(),
-                    fingerprint: plan.fingerprint,
-                    shown: plan.shown,
-                    dropped: plan.dropped,
-                    examples: plan.examples,
-                    linking: plan.linking,
-                },
+                shaping: call.shaping.summary(opts.schema_constraints),
+                prompt: plan.into_summary(),
                 sql: answer.sql,
                 error: answer.error,
                 prefix_source,
                 tokens: call.tokens,
                 attempts: answer.attempts,
                 speculation: Speculation { on: speculate, stats: call.spec },
-                shaping: ShapingSummary {
-                    active_vocab: call.shaping.vocab.as_ref().map(ActiveVocab::len),
-                    schema_constraints: opts.schema_constraints,
-                    constrained_tokens: call.shaping.changed.get(),
-                },
                 candidates: answer.candidates,
                 timings: call.timings,
                 memory,

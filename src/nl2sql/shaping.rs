@@ -3,6 +3,7 @@
 
 use super::constrain::Constrainer;
 use super::decode::Choice;
+use super::outcome::ShapingSummary;
 use super::vocab::ActiveVocab;
 use crate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
@@ -20,6 +21,15 @@ pub struct Shaping {
 }
 
 impl Shaping {
+    /// What an outcome reports of the call's shaping (`schema_constraints`: the setting).
+    pub fn summary(&self, schema_constraints: bool) -> ShapingSummary {
+        ShapingSummary {
+            active_vocab: self.vocab.as_ref().map(ActiveVocab::len),
+            schema_constraints,
+            constrained_tokens: self.changed.get(),
+        }
+    }
+
     /// True when neither pruning nor constraints are on.
     pub fn is_plain(&self) -> bool {
         self.vocab.is_none() && self.constrainer.is_none()

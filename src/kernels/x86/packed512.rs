@@ -14,13 +14,13 @@ use super::isa::{f32_at, lane_ctrl128, load256, Dot512};
 use super::kquant256::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::kernels::packed::{PACKED_BLOCK, PACKED_BLOCK_Q6K, Q6X_QH, Q6X_QL, Q6X_SCALES};
 
-/// Software prefetch distance: four packed blocks (9.2 KB) ahead. Every prefetch here is into L2
-/// (`_MM_HINT_T1`), not L1: a packed block is 36 (Q4_K) or 53 (Q6_K) lines read out of address
-/// order (three arrays per block), and with `T0` the Q6_K kernel streamed a matrix larger than the
-/// caches at 10.9 GB/s on one thread against 17.2 for the unpacked kernel and 27.9 for a plain sum
-/// (AMD EPYC, AVX-512 VNNI); with `T1` 19–22 GB/s, and the 1.5B model's decode step at a 750-token
-/// depth took 38.5 ms instead of 43.1 (`cargo bench --bench e2e -- --verify 1,2,4 --depth 750`).
-/// The distance itself (2, 4 or 8 blocks) made no measurable difference.
+/// Software prefetch distance: four packed blocks (9.2 KB) ahead, into L1 (`_MM_HINT_T0`). The
+/// distance itself (2, 4 or 8 blocks) made no measurable difference. Prefetching into L2 (`T1`)
+/// instead was tried (2026-11-27: the Q6_K kernel's stream in the kernel bench went from 10.9 to
+/// 19–22 GB/s on one thread) and undone (2026-11-28): end to end, one thread, the 1.5B model
+/// decoded at 28.5 tok/s with `T1`, 30.1 with `T1` for Q6_K only and 32.2 with `T0` (three
+/// alternating runs each, `cargo bench --bench e2e -- MODEL --pp 1 --tg 48 -t 1`); with two
+/// threads, at depth 0 and at 750, the two were the same (37 and 40 tok/s medians of five runs).
 const PREFETCH: usize = 4 * PACKED_BLOCK;
 /// About the same distance for packed Q6_K blocks (10 KB).
 const PREFETCH_Q6K: usize = 3 * PACKED_BLOCK_Q6K;
@@ -71,7 +71,7 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(
         let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
         // Lane r: row r's 12 scale bytes as three u32s, decoded as in `q4k_scales_mins`.
         for l in 0..4 {
-            _mm_prefetch::<_MM_HINT_T1>(x.wrapping_add(PREFETCH + 64 * l) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(PREFETCH + 64 * l) as *const i8);
         }
         let (u0, u1, u2) = (load512(x.add(64)), load512(x.add(128)), load512(x.add(192)));
         let sc_lo = _mm512_and_si512(u0, k3f); // bytes: sc[0..4]
@@ -102,7 +102,7 @@ pub(crate) unsafe fn q4_k_x16<D: Dot512, const B: usize>(
                 let wv = load512(x.add(256 + 64 * (8 * c + g)));
                 // Streaming from memory: ask for the same line `PREFETCH` ahead (hardware prefetch
                 // alone left single-thread reads at ~60% of the plain-sum bandwidth).
-                _mm_prefetch::<_MM_HINT_T1>(
+                _mm_prefetch::<_MM_HINT_T0>(
                     x.wrapping_add(PREFETCH + 256 + 64 * (8 * c + g)) as *const i8
                 );
                 let lo = _mm512_and_si512(wv, m4);
@@ -186,7 +186,7 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(
         let y = |t: usize| a.add(t * stride + b * Q8K_BYTES);
         for l in 0..5 {
             // d and the scales: the first 288 bytes (the code units are prefetched as they are read).
-            _mm_prefetch::<_MM_HINT_T1>(x.wrapping_add(PREFETCH_Q6K + 64 * l) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(PREFETCH_Q6K + 64 * l) as *const i8);
         }
         // Lane r: scales 4u..4u+4 of row r.
         let sc = [
@@ -206,7 +206,7 @@ pub(crate) unsafe fn q6_k_x16<D: Dot512, const B: usize>(
                     let ub = x.add(Q6X_QL + 64 * (16 * n + 8 + g)); // ql bytes 64n+32+4g..: quarters 1, 3
                     let uh = x.add(Q6X_QH + 64 * (8 * n + g)); // qh bytes 32n+4g..: bit pairs of quarters 0..4
                     for p in [ua, ub, uh] {
-                        _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(PREFETCH_Q6K) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_Q6K) as *const i8);
                     }
                     let (va, vb, vh) = (load512(ua), load512(ub), load512(uh));
                     let q = [
