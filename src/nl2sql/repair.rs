@@ -200,7 +200,7 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
 
 /// Byte offsets of the case-insensitive occurrences of `word` as a whole word (not inside a
 /// longer identifier).
-pub(super) fn word_positions(hay: &str, word: &str) -> Vec<usize> {
+pub fn word_positions(hay: &str, word: &str) -> Vec<usize> {
     let lower = hay.to_lowercase();
     let w = word.to_lowercase();
     if w.is_empty() || lower.len() != hay.len() {

@@ -3,7 +3,7 @@
 //! back, `transaction_read_only`, the caller's privileges) under a short timer of its own, and
 //! its rows become a digest that equal results share (see `nl2sql::candidates`).
 
-use super::readonly::run_read_only;
+use super::readonly::{run_read_only, Rows, RunError};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::PgTryBuilder;
@@ -42,11 +42,10 @@ unsafe extern "C-unwind" fn candidate_timeout() {
     pg_sys::SetLatch(pg_sys::MyLatch);
 }
 
-/// The digest of `sql`'s rows, or `None` when it failed to run or ran out of its time. Only
-/// values count, not column names (two candidates naming a count differently agree), and neither
-/// row nor column order. The user's cancel, the statement_timeout and resource errors are
-/// re-raised.
-pub fn result_digest(sql: &str) -> Option<u64> {
+/// `sql`'s first `row_limit` rows, run read-only under this backend's candidate timer
+/// ([`CANDIDATE_TIMEOUT_MS`]), or why it did not run; `None` when it ran out of its time. The
+/// user's cancel, the statement_timeout and resource errors are re-raised.
+pub(super) fn run_timed(sql: &str, row_limit: usize) -> Option<Result<Rows, RunError>> {
     // Registered once per backend: PostgreSQL has 10 user timeout slots, and a backend that
     // asks for an eleventh ends with FATAL.
     let timer = TIMER.with(|t| match t.get() {
@@ -61,7 +60,7 @@ pub fn result_digest(sql: &str) -> Option<u64> {
     // SAFETY: backend thread; the timer is disabled on every path out (an ERROR that leaves this
     // function also ends the statement, whose error recovery disables all timeouts).
     unsafe { enable_timeout_after(timer, CANDIDATE_TIMEOUT_MS) };
-    let ran = PgTryBuilder::new(|| Some(run_read_only(sql, CANDIDATE_ROWS).ok()))
+    let ran = PgTryBuilder::new(|| Some(run_read_only(sql, row_limit)))
         .catch_others(|e| {
             // SAFETY: backend thread.
             let ours = unsafe { get_timeout_indicator(timer, true) };
@@ -82,7 +81,15 @@ pub fn result_digest(sql: &str) -> Option<u64> {
         .execute();
     // SAFETY: as above.
     unsafe { disable_timeout(timer, false) };
-    let rows = ran??;
+    ran
+}
+
+/// The digest of `sql`'s rows, or `None` when it failed to run or ran out of its time. Only
+/// values count, not column names (two candidates naming a count differently agree), and neither
+/// row nor column order. The user's cancel, the statement_timeout and resource errors are
+/// re-raised.
+pub fn result_digest(sql: &str) -> Option<u64> {
+    let rows = run_timed(sql, CANDIDATE_ROWS)?.ok()?;
     let mut keys: Vec<Vec<String>> = rows
         .rows
         .iter()

@@ -53,6 +53,10 @@ pub static SCHEMA_TOKENS: GucSetting<i32> =
 /// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
 /// of them agree on.
 pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.result_check`: run each valid answer read-only once; a data exception is a
+/// rejection, an empty result a doubt (one repair round, the answer kept when the repair does
+/// no better). Off by default: nl2sql() executes nothing unless asked to.
+pub static RESULT_CHECK: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.refusal`: refuse a question the visible schema cannot answer (ERROR P0002)
 /// instead of writing a query for it.
 pub static REFUSAL: GucSetting<Refusal> = GucSetting::<Refusal>::new(Refusal::Auto);
@@ -419,6 +423,14 @@ pub fn register() {
         c"Run candidate answers read-only (caller's privileges, row limit, short timeout) and prefer the result most agree on.",
         c"Off: nl2sql() never executes anything. On: each valid candidate runs in a read-only subtransaction that is rolled back.",
         &CANDIDATE_EXECUTION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"turboinfer.result_check",
+        c"Run each valid answer read-only once (caller's privileges, 100 rows, 1 s): one that fails on the data is repaired; one that returns no rows or only NULLs gets one repair round.",
+        c"An empty answer is kept when the repair does no better. Off (the default), with turboinfer.candidate_execution off too: nl2sql() never executes anything.",
+        &RESULT_CHECK,
         GucContext::Userset,
         GucFlags::default(),
     );

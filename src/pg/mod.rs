@@ -23,6 +23,7 @@ mod nodes;
 mod panic;
 mod progress;
 mod readonly;
+mod result_check;
 mod run;
 mod slots;
 mod stat;

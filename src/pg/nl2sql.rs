@@ -99,7 +99,13 @@ fn generate(
     super::embed::with_linker(|linker| {
         let link = encoder.as_deref().map(|encoder| super::embed::slot(linker, encoder));
         let hooks = Hooks {
-            validate: &mut |sql| validate::validate_and_review(sql, schema),
+            validate: &mut |sql| {
+                let facts = validate::validate_and_review(sql, schema)?;
+                if gucs::RESULT_CHECK.get() {
+                    super::result_check::review(sql, &facts, schema)?;
+                }
+                Ok(())
+            },
             execute: gucs::CANDIDATE_EXECUTION.get().then_some(&mut execute as &mut ExecuteFn),
             progress: &mut |p| {
                 // Cancel / statement_timeout / termination: raises an ERROR (unwinds) when pending.

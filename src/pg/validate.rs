@@ -46,14 +46,15 @@ pub fn validate(sql: &str) -> Result<QueryFacts, Rejection> {
 }
 
 /// [`validate`], then the doubts about an accepted statement over the catalog `schema` the
-/// prompt was built from (`nl2sql::doubt`): an advisory rejection when it looks wrong.
-pub fn validate_and_review(sql: &str, schema: &SchemaInfo) -> Result<(), Rejection> {
+/// prompt was built from (`nl2sql::doubt`): an advisory rejection when it looks wrong; else what
+/// parse analysis found.
+pub fn validate_and_review(sql: &str, schema: &SchemaInfo) -> Result<QueryFacts, Rejection> {
     let facts = validate(sql)?;
-    doubt::review(&facts, schema, sql).map_or(Ok(()), Err)
+    doubt::review(&facts, schema, sql).map_or(Ok(facts), Err)
 }
 
 /// A rejection carrying the server's SQLSTATE, message and hint (see `encoding::caught_text`).
-fn rejection(r: &ErrorReportWithLevel) -> Rejection {
+pub(super) fn rejection(r: &ErrorReportWithLevel) -> Rejection {
     Rejection {
         message: super::encoding::caught_text(r.message()),
         sqlstate: Some(sqlstate(r.sql_error_code() as i32)),

@@ -1,13 +1,16 @@
 -- turboinfer.candidates / turboinfer.candidate_execution: extra candidate answers branch off the
 -- first one; they are executed only when candidate_execution is on, and then read-only (a
 -- subtransaction that is always rolled back, transaction_read_only), each under a short timer.
+-- turboinfer.result_check (off by default) runs each valid answer the same way once; with both
+-- off nl2sql() never executes anything.
 -- Qwen2.5-Coder 0.5B (the smallest test model whose answers on this schema are SQL).
 CREATE EXTENSION turboinfer;
 SET turboinfer.model = 'qwen2.5-coder-0.5b';
 
 -- Defaults: one candidate, nothing executed.
 SELECT name, setting, context FROM pg_settings
-WHERE name IN ('turboinfer.candidates', 'turboinfer.candidate_execution') ORDER BY 1;
+WHERE name IN ('turboinfer.candidates', 'turboinfer.candidate_execution', 'turboinfer.result_check')
+ORDER BY 1;
 SET turboinfer.candidates = 0;
 SET turboinfer.candidates = 9;
 
@@ -80,8 +83,48 @@ SELECT count(*) AS calls FROM probe.calls;
 RESET turboinfer.samples;
 RESET turboinfer.candidate_execution;
 
+-- The result check: the answer runs once, read-only; the view's function runs (its NOTICE), its
+-- INSERT is refused, so the run gives no verdict and nothing persists.
+SET turboinfer.result_check = on;
+RESET turboinfer.candidates;
+SELECT nl2sql('how many visits are in site_stats?') IS NOT NULL AS answered;
+SELECT count(*) AS calls FROM probe.calls;
+-- An answer over a table with no rows returns nothing: it is doubted, repaired once, and kept
+-- when the repair returns nothing either (an empty result can be right); the answer is valid.
+CREATE TABLE probe.refunds (refund_id integer PRIMARY KEY, amount numeric NOT NULL);
+SELECT e->'attempts'->0->>'error' AS first_doubt,
+       jsonb_array_length(e->'attempts') >= 2 AS repaired,
+       e->>'valid' AS valid, e->>'sql' = e->'attempts'->0->>'sql' AS first_answer_kept
+FROM nl2sql_explain('list every refund') e;
+RESET turboinfer.result_check;
+SELECT jsonb_array_length(e->'attempts') AS attempts, e->>'valid' AS valid
+FROM nl2sql_explain('list every refund') e;
+SET turboinfer.result_check = on;
+-- A statement that plans but fails on the data (here a division by zero inside a view) is
+-- rejected with the server's error, as its caller would have got it, and repaired like any other.
+CREATE SCHEMA ledger;
+CREATE TABLE ledger.calls (at timestamptz);
+CREATE VIEW ledger.shares AS SELECT 1 / (count(*) - count(*)) AS share FROM ledger.calls;
+SET search_path = ledger, public;
+SELECT e->'attempts'->0->>'sqlstate' AS first_error, e->'attempts'->0->>'error' AS message,
+       e->>'valid' AS valid
+FROM nl2sql_explain('what is the share in shares?') e;
+-- An empty result whose join matches no pair of rows: the doubt names that join, and the repair
+-- may not write the side that is not a primary key at the same place again.
+CREATE TABLE ledger.customers (customer_id integer PRIMARY KEY, name text NOT NULL);
+CREATE TABLE ledger.orders (order_id integer PRIMARY KEY, customer_id integer NOT NULL);
+INSERT INTO ledger.customers VALUES (1, 'Ann'), (2, 'Bob');
+INSERT INTO ledger.orders VALUES (10, 7), (11, 8);
+SELECT e->'attempts'->0->>'feedback' LIKE 'No row of orders has a customer_id equal to the customer_id of a row of customers: the join orders.customer_id = customers.customer_id matches nothing.%' AS join_named,
+       e->'attempts'->1->>'sql' <> e->'attempts'->0->>'sql' AS repaired_differently,
+       e->>'valid' AS valid
+FROM nl2sql_explain('list each order with the name of its customer') e;
+SET search_path = probe, public;
+RESET turboinfer.result_check;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA probe CASCADE;
+DROP SCHEMA ledger CASCADE;
 RESET client_min_messages;
 DROP EXTENSION turboinfer;
