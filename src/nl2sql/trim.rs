@@ -12,6 +12,16 @@ use std::collections::BTreeSet;
 /// Weight of a question word found in a table's name (vs. 1 for a column name).
 const NAME_MATCH_WEIGHT: u32 = 3;
 
+/// Weight of a question word found inside a longer word of a table's name: names written run
+/// together (`sbcustomer`, `dailyprice`: PostgreSQL folds `sbCustomer` to lower case, so the
+/// word boundaries are gone) or behind a prefix every table of a schema shares. Below a whole
+/// word, since a word can also hide by chance inside another (`rate` in `corporate`).
+const NAME_PART_WEIGHT: u32 = 2;
+
+/// Shortest question word looked for inside a name word: shorter ones (`id`, `day`, `age`) sit
+/// inside too many unrelated names to say anything.
+const MIN_PART_CHARS: usize = 4;
+
 /// Question words too common to say anything about which table is meant.
 const STOP_WORDS: &[&str] = &[
     "a", "all", "an", "and", "are", "as", "at", "by", "can", "did", "do", "does", "each", "for",
@@ -77,6 +87,10 @@ impl TableWords {
             .map(|w| {
                 if self.name.contains(w) {
                     NAME_MATCH_WEIGHT
+                } else if w.len() >= MIN_PART_CHARS
+                    && self.name.iter().any(|n| n.len() > w.len() && n.contains(w.as_str()))
+                {
+                    NAME_PART_WEIGHT
                 } else if self.columns.contains(w) {
                     1
                 } else {
@@ -236,6 +250,28 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(w, ["address", "box", "category", "item", "order", "status"]);
+    }
+
+    #[test]
+    fn run_together_names_match_inside() {
+        let mut s = SchemaInfo::default();
+        s.tables.push(Table::new("public", "sbdailyprice", TableKind::Table).column(
+            "sbdpclose",
+            "numeric",
+            true,
+        ));
+        s.tables.push(Table::new("public", "sbcustomer", TableKind::Table).column(
+            "sbcustname",
+            "text",
+            true,
+        ));
+        s.tables
+            .push(Table::new("public", "corporate", TableKind::Table).column("id", "int", true));
+        s.tables.push(Table::new("public", "customer", TableKind::Table).column("id", "int", true));
+        // A whole word first, then the name it hides in; a short word (`day`) is not looked for.
+        assert_eq!(matches(&s, "which customers"), vec![3, 1]);
+        assert_eq!(matches(&s, "the daily prices"), vec![0]);
+        assert!(matches(&s, "each day").is_empty());
     }
 
     #[test]
