@@ -18,9 +18,9 @@
 //! row-level security and search_path) under a short timer of its own. For an empty result the
 //! doubt names the joins that match no row at all (each column equality between two tables,
 //! tried on its own: `SELECT 1 FROM a JOIN b ON a.x = b.y LIMIT 1`, the same way), the most
-//! common cause a repair can act on. A statement that outlasts
-//! the timer, or fails for another reason than its data (e.g. a view that writes, refused in the
-//! read-only run), gets no verdict here.
+//! common cause a repair can act on. A statement that outlasts the timer, or fails for another
+//! reason than its data (e.g. a view that writes, refused in the read-only run), gets no verdict
+//! here. Off by default: with it on, nl2sql executes what it writes.
 
 use super::candidates::run_timed;
 use super::readonly::RunError;
