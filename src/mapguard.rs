@@ -153,6 +153,11 @@ impl MapWatch {
         MapWatch { slot, file, size, mtime }
     }
 
+    /// The open file under the mapping.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// True when a read of the mapping faulted (and saw zeros), or the file's size or
     /// modification time differ from those at open (it was rewritten in place). A file replaced
     /// by rename is another file: the mapping still holds the old one, unchanged.

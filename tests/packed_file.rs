@@ -10,7 +10,7 @@ use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
 use turboinfer::kernels::packed::{unpack_block, unpack_block_q6_k, PACK_ROWS};
 use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
-use turboinfer::model::{Logits, Model, ModelError, PackStatus};
+use turboinfer::model::{Logits, Model, ModelError, PackStatus, ReadFrom};
 use turboinfer::quant::GgmlType;
 use turboinfer::runtime::Runtime;
 
@@ -366,6 +366,74 @@ fn packed_logits_equal_unpacked() {
     assert!(la.iter().zip(&lb).all(|(x, y)| x.to_bits() == y.to_bits()), "decode step differs");
     packed_model.detach_packed();
     assert_eq!(packed_model.packed_matrices(), 0);
+}
+
+/// Read-ahead (`Model::set_readahead`) covers exactly what a pass reads, from the file it reads
+/// it from, advises each stage once, and changes no logit bit; nor does streaming the weights
+/// under a budget (`Model::set_weight_budget`).
+#[test]
+fn readahead_follows_the_pass() {
+    let Some((gguf, out, _cleanup)) = model_and_pack("readahead") else { return };
+    let mut model = Model::from_gguf(gguf.clone()).unwrap();
+    model.attach_packed(Arc::new(PackedFile::open(&out, &gguf).unwrap())).unwrap();
+    let n_layers = model.config().n_layers;
+    // Every matrix is read from where `rows_with` reads it: the pack when its tier has the kernel.
+    let has_kernel = turboinfer::kernels::kernels().packed_q4_k().is_some();
+    let w = model.weights();
+    let mut matrices: Vec<_> = w.layers.iter().flat_map(|l| l.matrices()).collect();
+    matrices.push(&w.output);
+    let mut want = 0;
+    for m in &matrices {
+        want += m.byte_len();
+        match (m.reads_from(), m.packed_range()) {
+            (ReadFrom::Pack(r), Some(p)) => assert!(has_kernel && r == p, "{}", m.name),
+            (ReadFrom::Gguf(r), p) => {
+                assert!(p.is_none() || !has_kernel, "{}", m.name);
+                assert_eq!(r.len(), m.byte_len(), "{}", m.name);
+            }
+            (ReadFrom::Pack(_), None) => panic!("{} read from a pack it is not in", m.name),
+        }
+    }
+    // The stages' bytes: every matrix, plus at most the small gaps merged between them.
+    let (advised, stages, bytes) = model.readahead_progress();
+    assert_eq!((advised, stages), (0, n_layers + 1));
+    assert!(bytes >= want && bytes <= want + want / 100, "{bytes} vs {want}");
+
+    let rt = Runtime::new(2).unwrap();
+    let prompt = [31u32, 414, 2093, 17, 90];
+    let run = |m: &Model| {
+        let mut c = m.new_cache(32);
+        let mut l = m.forward(&rt, &mut c, &prompt, Logits::All).unwrap();
+        l.extend(m.forward(&rt, &mut c, &[42], Logits::Last).unwrap());
+        l
+    };
+    model.set_readahead(0);
+    let off = run(&model);
+    assert_eq!(model.readahead_progress().0, 0, "depth 0 advises nothing");
+    model.set_readahead(2);
+    let on = run(&model);
+    assert_eq!(model.readahead_progress().0, n_layers + 1, "one pass advises every stage");
+    assert!(off.iter().zip(&on).all(|(x, y)| x.to_bits() == y.to_bits()));
+    // A budget below one pass streams the weights (advised every pass, dropped behind): the
+    // same bits again; a budget above it changes nothing.
+    model.set_weight_budget(Some(bytes + 1));
+    assert!(!model.streams_weights());
+    model.set_weight_budget(Some(bytes / 4));
+    assert!(model.streams_weights());
+    let streamed = run(&model);
+    assert!(off.iter().zip(&streamed).all(|(x, y)| x.to_bits() == y.to_bits()));
+    assert_eq!(model.readahead_progress().0, n_layers + 1, "every stage advised again");
+    model.set_weight_budget(None);
+    // Detaching rebuilds the stages over the model file, not yet advised.
+    model.detach_packed();
+    assert_eq!(model.readahead_progress().0, 0);
+    let w = model.weights();
+    assert!(w
+        .layers
+        .iter()
+        .flat_map(|l| l.matrices())
+        .chain([&w.output])
+        .all(|m| { matches!(m.reads_from(), ReadFrom::Gguf(r) if r.len() == m.byte_len()) }));
 }
 
 /// `turboinfer pack`: writes the pack, skips a valid one, replaces a bad one, and has nothing to

@@ -3,7 +3,8 @@
 //! ```text
 //! turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
 //!                 [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
-//!                 [--kv-type f16|f32] [--attn-precision ggml|exact]
+//!                 [--kv-type f16|f32] [--attn-precision ggml|exact] [--readahead LAYERS]
+//!                 [--weight-budget MIB]
 //!                 [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
 //! turboinfer info -m MODEL.gguf
 //! turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
@@ -25,7 +26,8 @@ use turboinfer::tokenizer::Tokenizer;
 const USAGE: &str = "usage:
   turboinfer run  -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P]
                   [--repeat-penalty R] [--seed S] [-t THREADS] [--ctx N] [--stop STR]... [--json] [--no-special]
-                  [--kv-type f16|f32] [--attn-precision ggml|exact]
+                  [--kv-type f16|f32] [--attn-precision ggml|exact] [--readahead LAYERS]
+                  [--weight-budget MIB]
                   [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
   turboinfer info -m MODEL.gguf
   turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
@@ -71,6 +73,10 @@ struct RunArgs {
     parse_special: bool,
     /// KV cache type and attention arithmetic (`--kv-type`, `--attn-precision`).
     opts: ModelOptions,
+    /// Layers of weights asked ahead of the pass on a cold page cache (`--readahead`, 0: none).
+    readahead: usize,
+    /// MiB of weights the model may keep resident; larger models stream (`--weight-budget`).
+    weight_budget: Option<usize>,
     /// Sparse FFN: target sparsity (`--sparsity`, 0 = dense), sidecar (`--sparse-sidecar`, default
     /// `<model>.sparse`) and selector (`--selector predictor|gate`).
     #[cfg(feature = "sparse")]
@@ -100,6 +106,8 @@ const RUN_OPTIONS: &[Opt] = &[
     Opt::flag(&["--no-special"]),
     Opt::one(&["--kv-type"]),
     Opt::one(&["--attn-precision"]),
+    Opt::one(&["--readahead"]),
+    Opt::one(&["--weight-budget"]),
     #[cfg(feature = "sparse")]
     Opt::one(&["--sparsity"]),
     #[cfg(feature = "sparse")]
@@ -186,6 +194,8 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
                 .transpose()?
                 .unwrap_or_default(),
         },
+        readahead: o.num("--readahead", turboinfer::model::DEFAULT_READAHEAD)?,
+        weight_budget: o.parsed::<usize>("--weight-budget")?,
         #[cfg(feature = "sparse")]
         sparsity: o.num("--sparsity", 0.0)?,
         #[cfg(feature = "sparse")]
@@ -264,10 +274,11 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
 /// `turboinfer run`.
 fn cmd_run(a: &RunArgs) -> Result<(), String> {
     let file = Arc::new(GgufFile::open(&a.model).map_err(|e| e.to_string())?);
-    #[cfg_attr(not(feature = "sparse"), allow(unused_mut))]
     let mut model = Model::from_gguf(file.clone())
         .map_err(|e| format!("cannot load model {}: {e}", a.model))?
         .with_options(a.opts);
+    model.set_readahead(a.readahead);
+    model.set_weight_budget(a.weight_budget.map(|mib| mib << 20));
     if let turboinfer::model::PackStatus::Ignored { .. } = model.attach_default_pack() {
         eprintln!("turboinfer: warning: packed weights {}", model.pack_status());
     }
@@ -374,6 +385,11 @@ fn cmd_info(path: &str) -> Result<(), String> {
     println!("tied embeddings: {}", c.tied_embeddings);
     println!("qkv bias:        {}, qk norm: {}", c.qkv_bias, c.qk_norm);
     println!("packed:          {}", model.pack_status());
+    let (_, stages, pass_bytes) = model.readahead_progress();
+    println!(
+        "one pass reads:  {pass_bytes} bytes ({:.1} MiB of weights in {stages} stages)",
+        pass_bytes as f64 / (1 << 20) as f64
+    );
     println!("tensors:         {}", file.tensors().len());
     for (ty, (n, bytes)) in types {
         println!("  {ty:<6} {n:>4} tensors, {bytes:>12} bytes");
@@ -505,6 +521,13 @@ mod tests {
             (r.n, r.ctx, r.sampler.temperature, r.json, r.parse_special),
             (DEFAULT_N, DEFAULT_CTX, 0.0, false, true)
         );
+        assert_eq!(r.readahead, turboinfer::model::DEFAULT_READAHEAD);
+        assert_eq!(run_with(&["--readahead", "0"]).readahead, 0);
+        assert_eq!(
+            (r.weight_budget, run_with(&["--weight-budget", "512"]).weight_budget),
+            (None, Some(512))
+        );
+        assert!(parse_args(&args(&["run", "-m", "x", "-p", "y", "--readahead", "-1"])).is_err());
         assert_eq!(
             parse_args(&args(&["info", "-m", "x"])).unwrap(),
             Command::Info { model: "x".into() }

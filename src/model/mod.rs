@@ -7,13 +7,14 @@ mod forward;
 mod kv_cache;
 mod options;
 pub mod packed;
+mod readahead;
 mod weights;
 
 pub use config::{Arch, Config};
 pub use error::ModelError;
 pub use ffn_hook::FfnHook;
-pub use forward::{Logits, Model};
+pub use forward::{Logits, Model, DEFAULT_READAHEAD};
 pub use kv_cache::{KvCache, KvDtype};
 pub use options::ModelOptions;
 pub use packed::{PackStatus, PackedError, PackedFile};
-pub use weights::{LayerWeights, Matrix, Weights};
+pub use weights::{LayerWeights, Matrix, ReadFrom, Weights};

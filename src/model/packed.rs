@@ -344,7 +344,12 @@ impl PackedFile {
             }
             Err(MapError::Magic { found }) => return Err(PackedError::BadMagic { path, found }),
         };
-        let (entries, source) = parse(&path, map.bytes(), gguf)?;
+        // Validation reads the entry table and 4 KiB at both ends of every tensor in both files:
+        // without read-around (see `MappedFile::scattered`).
+        let (entries, source) = {
+            let _scattered = (map.scattered(), gguf.scattered());
+            parse(&path, map.bytes(), gguf)?
+        };
         let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
         Ok(PackedFile { map, source, entries, by_name })
     }

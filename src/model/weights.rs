@@ -76,6 +76,15 @@ impl Matrix {
         self.packed = r;
     }
 
+    /// Where a pass reads this matrix: its packed copy when one is attached and the tier has a
+    /// kernel for it (as [`Matrix::rows_with`] decides), else the model file.
+    pub fn reads_from(&self) -> ReadFrom {
+        match (&self.packed, self.packed_dot) {
+            (Some(r), Some(_)) => ReadFrom::Pack(r.clone()),
+            _ => ReadFrom::Gguf(self.range.clone()),
+        }
+    }
+
     /// Byte length of the matrix (the same packed or not).
     pub fn byte_len(&self) -> usize {
         self.range.len()
@@ -86,6 +95,15 @@ impl Matrix {
         let start = self.range.start + r * self.row_bytes;
         &file.bytes()[start..start + self.row_bytes]
     }
+}
+
+/// The byte range a pass reads a matrix from, and in which file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The model's GGUF file.
+    Gguf(Range<usize>),
+    /// The attached packed weights file.
+    Pack(Range<usize>),
 }
 
 /// One transformer block's weights.

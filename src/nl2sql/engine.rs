@@ -188,6 +188,12 @@ impl Engine {
         self.ffn_tag = tag.to_string();
     }
 
+    /// Sets the bytes of weights the model may keep resident (`None`: no limit); a model that
+    /// reads more per pass streams its weights (`Model::set_weight_budget`). Answers never change.
+    pub fn set_weight_budget(&mut self, bytes: Option<usize>) {
+        self.model.set_weight_budget(bytes);
+    }
+
     /// The tag of the attached FFN hook ("" when dense).
     pub fn ffn_tag(&self) -> &str {
         &self.ffn_tag

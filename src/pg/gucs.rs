@@ -113,6 +113,10 @@ pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 /// (0 = no cache files).
 pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_MAX_MB);
 
+/// `turboinfer.weight_budget_mb`: memory a backend's model may keep its weights in; a model that
+/// reads more per forward pass streams them (0 = no limit, the page cache decides).
+pub static WEIGHT_BUDGET_MB: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 /// `turboinfer.sparsity`: sparse FFN target level in nl2sql() (0 = off, the dense FFN).
 pub static SPARSITY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 /// `turboinfer.sparse_selector`: how the sparse FFN picks a token's active neurons.
@@ -253,6 +257,8 @@ const MAX_CONTEXT: i32 = 131072;
 const DEFAULT_CACHE_MAX_MB: i32 = 1024;
 /// Largest budget accepted (1 TiB): far beyond any realistic set of prefixes.
 const MAX_CACHE_MAX_MB: i32 = 1 << 20;
+/// Largest weight budget accepted (1 TiB), as for the cache files.
+const MAX_WEIGHT_BUDGET_MB: i32 = 1 << 20;
 /// Directory used when `turboinfer.cache_dir` is empty, inside the data directory.
 const DEFAULT_CACHE_SUBDIR: &str = "turboinfer_cache";
 /// Directory used when `turboinfer.sparse_dir` is empty, inside the data directory.
@@ -528,6 +534,18 @@ pub fn register() {
         GucContext::Suset,
         GucFlags::UNIT_MB,
     );
+    // SUSET: streaming makes every forward pass of the backend read the model from disk again,
+    // a load on the server's storage that only an administrator should choose.
+    GucRegistry::define_int_guc(
+        c"turboinfer.weight_budget_mb",
+        c"Memory a backend's model may keep its weights in; a model that reads more per forward pass streams them from disk, a few layers at a time.",
+        c"Superuser only. 0 (default): no limit, the weights stay in the page cache. For models larger than the memory they may use: each layer is asked for ahead of the pass and given back once computed. Answers never change.",
+        &WEIGHT_BUDGET_MB,
+        0,
+        MAX_WEIGHT_BUDGET_MB,
+        GucContext::Suset,
+        GucFlags::UNIT_MB,
+    );
     // SUSET like pg_stat_statements.track and log_statement: a role that could turn it on could
     // fill the server log with its questions.
     GucRegistry::define_enum_guc(
@@ -557,6 +575,11 @@ pub fn register() {
     // postgresql.conf) are reported with a WARNING and removed.
     // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
+}
+
+/// `turboinfer.weight_budget_mb` in bytes (`None`: no limit).
+pub fn weight_budget() -> Option<usize> {
+    usize::try_from(WEIGHT_BUDGET_MB.get()).ok().filter(|&mb| mb > 0).map(|mb| mb << 20)
 }
 
 /// The cache file directory and its limit from the settings (`None` when disabled).

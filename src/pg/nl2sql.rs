@@ -145,6 +145,20 @@ struct Answer {
     packed: String,
 }
 
+/// What a forward pass reads and how (`turboinfer_info()`'s `weights`): the bytes of one pass,
+/// the read-ahead depth, the budget (`turboinfer.weight_budget_mb`) and whether passes stream.
+fn weights_json(m: &crate::model::Model) -> serde_json::Value {
+    let (advised, stages, pass_bytes) = m.readahead_progress();
+    json!({
+        "pass_bytes": pass_bytes,
+        "stages": stages,
+        "stages_advised": advised,
+        "readahead_stages": m.readahead(),
+        "budget_bytes": m.weight_budget(),
+        "streamed": m.streams_weights(),
+    })
+}
+
 /// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting. Every
 /// call, answered or raising an ERROR, is counted in turboinfer_stat and logged at
 /// turboinfer.log_queries here (`track`).
@@ -393,6 +407,7 @@ fn turboinfer_info() -> Jsonb {
                     "packed": packed_status(l.engine.model()),
                     "packed_matrices": l.engine.model().packed_matrices(),
                     "packed_bytes": l.engine.model().packed_bytes(),
+                    "weights": weights_json(l.engine.model()),
                     "threads": threads,
                     "cache": {
                         "hits": stats.hits,

@@ -126,7 +126,9 @@ impl Backend {
                 sparse: None,
             });
         }
-        Ok((self.loaded.as_mut().expect("set above"), !fresh))
+        let loaded = self.loaded.as_mut().expect("set above");
+        loaded.engine.set_weight_budget(gucs::weight_budget());
+        Ok((loaded, !fresh))
     }
 
     /// The worker pool for the current `turboinfer.threads`, created on first use.

@@ -65,6 +65,25 @@ SET turboinfer.context_tokens = 16384;
 SELECT nl2sql_explain('how many rows are in limits_t?') ? 'sql' AS answered;
 SELECT nl2sql_explain('how many rows are in limits_t?') ? 'sql' AS answered;
 SELECT (turboinfer_info()->'cache'->>'capacity_tokens')::int AS capacity_tokens;
+RESET turboinfer.context_tokens;
+-- turboinfer.weight_budget_mb (superuser only; 0 = no limit): a model that reads more per forward
+-- pass than the budget streams its weights (each layer asked for ahead of the pass, given back
+-- once computed). The answer stays the same, token for token.
+SHOW turboinfer.weight_budget_mb;
+SELECT nl2sql_explain('how many rows are in limits_t?')->>'sql' AS plain \gset
+SELECT (turboinfer_info()->'weights'->>'pass_bytes')::bigint > 16 * 1024 * 1024 AS model_above_16mb,
+       turboinfer_info()->'weights'->>'streamed' AS streamed;
+SET turboinfer.weight_budget_mb = 16;
+SELECT nl2sql_explain('how many rows are in limits_t?')->>'sql' = :'plain' AS same_answer_streamed;
+SELECT turboinfer_info()->'weights'->>'streamed' AS streamed,
+       (turboinfer_info()->'weights'->>'budget_bytes')::bigint AS budget_bytes;
+RESET turboinfer.weight_budget_mb;
+SET turboinfer.weight_budget_mb = -1;
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE limits_user;
+SET turboinfer.weight_budget_mb = 16;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
 ALTER ROLE limits_user RESET ALL;
 DROP TABLE limits_t;
 DROP ROLE limits_user;
