@@ -8,7 +8,9 @@
 //!    the 1-thread figures also as weight bytes / thread CPU time (robust to a busy machine);
 //! 3. the cost of the batch kernel for 1, 2, 4 and 8 activation vectors relative to 1.
 //!
-//! Rows labelled `x16` are the Q4_K / Q6_K matrix above them in the packed layout (`kernels::packed`), same bytes.
+//! Rows labelled `x16` are the Q4_K / Q6_K matrix above them in the packed layout (`kernels::packed`), same bytes;
+//! rows labelled `lut` the Q2_K matrix above them in the `Q2_K×32` layout through a lookup-table kernel
+//! (`kernels::lut`; tables built once per product, included).
 //!
 //! Options: `--quick` (fewer samples, best tier only), `--tiers a,b` (`scalar-portable`: the scalar tier of a CPU without F16C), `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
 //! `--no-bandwidth`, `--bandwidth-only`.
@@ -16,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use turboinfer::kernels::{act_row, packed, KernelSet, Tier, PORTABLE_OVERRIDE};
+use turboinfer::kernels::{act_row, lut, packed, KernelSet, Tier, PORTABLE_OVERRIDE};
 
 #[path = "common/bandwidth.rs"]
 mod bandwidth_probe;
@@ -184,6 +186,7 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, rows: usize, n: usize) -> Vec<u8> 
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
         GgmlType::Q4_1 | GgmlType::Q4_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q2_K => &[80, 82],
         GgmlType::F16 => {
             w.chunks_exact_mut(2).for_each(|c| c[1] &= 0x3B); // clear high exponent bits: |v| < 1
             &[]
@@ -245,7 +248,7 @@ fn main() {
     let shapes: Vec<(&str, usize, usize, Vec<GgmlType>)> = {
         use GgmlType::*;
         let small = vec![Q8_0, Q5_0, Q4_0, Q4_1];
-        let k = vec![Q4_K, Q6_K, Q8_0, Q5_0, Q4_1, Q4_0];
+        let k = vec![Q4_K, Q6_K, Q8_0, Q5_0, Q4_1, Q4_0, Q2_K];
         vec![
             ("0.5b", 896, 896, small.clone()),
             ("0.5b", 896, 4864, small.clone()),
@@ -330,9 +333,80 @@ fn main() {
                     );
                 }
             }
+            if lut::lut_packable(ty, *rows, *n) {
+                let act = activation(&mut rng, o.tiers[0], ty, *n);
+                for (name, f) in turboinfer::kernels::lut_kernels() {
+                    if name == "scalar" && !o.tiers.iter().any(|k| k.tier() == Tier::Scalar) {
+                        continue;
+                    }
+                    let (t1, c1, t2) = lut_times(&o, f, *n, *rows, &w, &act, reps, &pool2);
+                    let gbs = |t: Duration| (w.len() * reps) as f64 / t.as_secs_f64() / 1e9;
+                    println!(
+                        "{:<6} {:>14} {:<5} {:>9.1} {:<11} {:>9.2} {:>9.2} {:>9.2}",
+                        model,
+                        format!("{n}x{rows}"),
+                        "lut",
+                        w.len() as f64 / 1e6,
+                        format!("lut-{name}"),
+                        gbs(t1),
+                        gbs(c1),
+                        gbs(t2)
+                    );
+                }
+            }
         }
     }
     batch_costs(&o, &mut rng);
+}
+
+/// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of
+/// the `Q2_K×32` form of `w` (`kernels::lut`) with `act` by the LUT kernel `f`, each product
+/// building its activation tables first (once per vector, as a forward pass would per matrix).
+#[allow(clippy::too_many_arguments)]
+fn lut_times(
+    o: &Opts,
+    f: lut::LutGemvFn,
+    n: usize,
+    rows: usize,
+    w: &[u8],
+    act: &[u8],
+    reps: usize,
+    pool2: &rayon::ThreadPool,
+) -> (Duration, Duration, Duration) {
+    let nb = n / quant::QK_K;
+    let mut p = vec![0u8; w.len()];
+    lut::pack_q2_k(rows, n, w, &mut p);
+    let gb = nb * lut::LUT_BLOCK;
+    let mut tables = vec![0u8; nb * lut::TABLE_BYTES];
+    let mut out = vec![0f32; rows];
+    let mut one = || {
+        for _ in 0..reps {
+            lut::build_tables(nb, act, &mut tables);
+            for (g, o) in out.chunks_exact_mut(lut::LUT_ROWS).enumerate() {
+                f(nb, &p[g * gb..(g + 1) * gb], act, &tables, o.try_into().unwrap());
+            }
+        }
+        std::hint::black_box(&out);
+    };
+    let t1 = median_time(o.samples, &mut one);
+    let c1 = median_thread_cpu(o.samples, &mut one);
+    let per = (CHUNK_BYTES / gb).max(1);
+    let t2 = median_time(o.samples, || {
+        pool2.install(|| {
+            for _ in 0..reps {
+                lut::build_tables(nb, act, &mut tables);
+                let t = &tables;
+                out.par_chunks_mut(per * lut::LUT_ROWS).enumerate().for_each(|(c, o)| {
+                    for (i, og) in o.chunks_exact_mut(lut::LUT_ROWS).enumerate() {
+                        let g = c * per + i;
+                        f(nb, &p[g * gb..(g + 1) * gb], act, t, og.try_into().unwrap());
+                    }
+                });
+            }
+        });
+        std::hint::black_box(&out);
+    });
+    (t1, c1, t2)
 }
 
 /// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of

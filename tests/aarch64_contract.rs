@@ -5,7 +5,8 @@
 //! 1. Kernel slots: every slot of the tiers under test (the `TURBOINFER_KERNELS` tier, else every
 //!    tier this CPU runs) is bitwise the scalar tier on random and edge-case inputs: dot products of
 //!    every weight type (single and batch), packed Q4_K/Q6_K groups, attention scores and weighted
-//!    sums, activation quantizers (byte for byte), SwiGLU/softmax, the sparse FFN's vector kernels.
+//!    sums, activation quantizers (byte for byte), SwiGLU/softmax, the sparse FFN's vector kernels;
+//!    and every lookup-table kernel (`kernels::lut`) the Q2_K reference.
 //! 2. Across architectures: digests (SHA-256 of the exact bits) of the scalar reference's results
 //!    on those inputs, and of SmolLM2-135M's logits on short fixture prompts (prefill, a few decode
 //!    steps, the same steps verified as one batch) on the selected tier. `--write-digest FILE`
@@ -253,6 +254,49 @@ fn packed_groups(r: &mut Report, tiers: &[&'static KernelSet]) {
                 }
             }
             r.check(bad == 0, || format!("tier {} packed {ty}: {bad} outputs differ", k.tier()));
+        }
+    }
+}
+
+/// The lookup-table GEMV kernels (`kernels::lut`, `Q2_K×32`): every output, of every LUT kernel
+/// this CPU runs (NEON `tbl` on aarch64), is the Q2_K reference dot of its row, bit for bit,
+/// including the largest sums (codes 3, scales and mins 15, activations ±127).
+fn lut_groups(r: &mut Report) {
+    use turboinfer::kernels::lut;
+    let mut rng = Rng::new(0x107);
+    let (rows, n) = (64, 512);
+    let nb = n / 256;
+    let rb = quant::row_size(GgmlType::Q2_K, n).unwrap();
+    for extreme_case in [None, Some(1.0f32), Some(-1.0)] {
+        let mut m: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, GgmlType::Q2_K, n)).collect();
+        let x = match extreme_case {
+            Some(s) => {
+                m.chunks_exact_mut(84).for_each(|b| b[..80].fill(0xFF));
+                vec![s; n]
+            }
+            None => activations(&mut rng, n),
+        };
+        let act = quantize_act(GgmlType::Q2_K, &x);
+        let mut p = vec![0u8; m.len()];
+        lut::pack_q2_k(rows, n, &m, &mut p);
+        let mut tables = vec![0u8; nb * lut::TABLE_BYTES];
+        lut::build_tables(nb, &act, &mut tables);
+        for (name, f) in turboinfer::kernels::lut_kernels() {
+            let mut bad = 0;
+            for (g, gw) in p.chunks_exact(nb * lut::LUT_BLOCK).enumerate() {
+                let mut out = [f32::NAN; lut::LUT_ROWS];
+                f(nb, gw, &act, &tables, &mut out);
+                for (rr, &got) in out.iter().enumerate() {
+                    let w = &m[(g * lut::LUT_ROWS + rr) * rb..][..rb];
+                    let want = quant::vec_dot(GgmlType::Q2_K, n, w, &act).unwrap();
+                    if got.to_bits() != want.to_bits() {
+                        bad += 1;
+                    }
+                }
+            }
+            r.check(bad == 0, || {
+                format!("LUT kernel {name} ({extreme_case:?}): {bad} outputs differ")
+            });
         }
     }
 }
@@ -527,6 +571,7 @@ fn main() {
     let t0 = std::time::Instant::now();
     dots(&mut r, &tiers);
     packed_groups(&mut r, &tiers);
+    lut_groups(&mut r);
     attention(&mut r, &tiers, scalar);
     elementwise(&mut r, &tiers, scalar);
     println!("  kernel slots: {} checks ({:.1}s)", r.passed + r.failed, t0.elapsed().as_secs_f64());

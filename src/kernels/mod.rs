@@ -20,6 +20,7 @@ pub mod act_row;
 mod bounds;
 mod elementwise;
 mod entry;
+pub mod lut;
 pub mod packed;
 mod scalar;
 mod select;
@@ -30,7 +31,7 @@ mod vector;
 mod x86;
 
 pub use elementwise::{silu, softmax_in_place, swiglu};
-pub use select::{kernels, try_kernels, OVERRIDE_ENV, PORTABLE_OVERRIDE};
+pub use select::{kernels, lut_kernels, try_kernels, OVERRIDE_ENV, PORTABLE_OVERRIDE};
 pub use table::{
     Axpy4Q8Fn, AxpyFn, AxpyQ8Fn, DotF32Fn, KernelSet, SoftmaxFn, SwigluFn, TypeKernels,
     VecDotBatchFn, WeightedSumFn, MAX_BATCH,

@@ -92,3 +92,24 @@ pub fn kernels() -> &'static KernelSet {
         Err(e) => panic!("{OVERRIDE_ENV}: {e}"),
     }
 }
+
+/// The lookup-table GEMV kernels (`kernels::lut`) this CPU can run, by name, the scalar reference
+/// first. Not part of a `KernelSet`: the forward pass does not use them (`docs/performance.md`).
+pub fn lut_kernels() -> Vec<(&'static str, super::lut::LutGemvFn)> {
+    let mut v: Vec<(&'static str, super::lut::LutGemvFn)> =
+        vec![("scalar", super::lut::gemv_scalar)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        let f = crate::cpu::cpu_features();
+        if Tier::Avx2.supported(f) {
+            v.push(("avx2", super::x86::lut::gemv));
+        }
+        if Tier::Avx512.supported(f) {
+            v.push(("avx512", super::x86::lut::gemv512));
+        }
+    }
+    // NEON is the aarch64 baseline.
+    #[cfg(target_arch = "aarch64")]
+    v.push(("neon", super::aarch64::lut::gemv));
+    v
+}

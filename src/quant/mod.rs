@@ -89,6 +89,7 @@ pub(crate) mod block_bytes {
     }
     pub(crate) const F16: usize = of::<super::fp16::F16>();
     pub(crate) const F32: usize = of::<super::fp32::F32>();
+    pub(crate) const Q2_K: usize = of::<super::q2_k::Q2_K>();
     pub(crate) const Q4_0: usize = of::<super::q4_0::Q4_0>();
     pub(crate) const Q4_1: usize = of::<super::q4_1::Q4_1>();
     pub(crate) const Q4_K: usize = of::<super::q4_k::Q4_K>();
@@ -104,7 +105,7 @@ pub(crate) mod block_bytes {
     const _: () = assert!(Q4_0 == 18 && Q4_1 == 20 && Q5_0 == 22 && Q8_0 == 34 && Q8_1 == 36);
     const _: () = assert!(Q5_1 == 24);
     const _: () = assert!(Q4_K == 144 && of::<super::q5_k::Q5_K>() == 176 && Q6_K == 210);
-    const _: () = assert!(of::<super::q2_k::Q2_K>() == 84 && of::<super::q3_k::Q3_K>() == 110);
+    const _: () = assert!(Q2_K == 84 && of::<super::q3_k::Q3_K>() == 110);
     const _: () = assert!(Q8_K == 292);
 }
 

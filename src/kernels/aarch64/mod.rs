@@ -20,6 +20,7 @@ mod blocks32;
 mod float;
 mod isa;
 mod kquant;
+pub(crate) mod lut;
 mod packed;
 
 use super::act_row;

@@ -1,4 +1,5 @@
-//! 256-bit K-quant kernels (AVX2 and AVX-VNNI tiers): Q4_K and Q6_K against Q8_K activations.
+//! 256-bit K-quant kernels (AVX2 and AVX-VNNI tiers; Q2_K on every x86 tier): Q2_K, Q4_K and Q6_K
+//! against Q8_K activations.
 //!
 //! Codes are decoded once per weight block into unsigned bytes, multiplied with the activation bytes
 //! by `maddubs` (u8×i8 pairs summed to i16: at most 2·63·127, no saturation), then weighted by the
@@ -19,6 +20,8 @@ pub(crate) const Q8K_BYTES: usize = block_bytes::Q8_K;
 pub(crate) const Q8K_QS: usize = q8k_layout::QS;
 /// Offset of `bsums` in a Q8_K block.
 pub(crate) const Q8K_BSUMS: usize = q8k_layout::BSUMS;
+/// Bytes of a Q2_K super-block.
+pub(crate) const Q2K_BYTES: usize = block_bytes::Q2_K;
 /// Bytes of a Q4_K super-block.
 pub(crate) const Q4K_BYTES: usize = block_bytes::Q4_K;
 /// Bytes of a Q6_K super-block.
@@ -82,44 +85,8 @@ pub(crate) unsafe fn q4_k<D: Dot256, const B: usize>(
             let y = a.add(k * stride + i * Q8K_BYTES);
             _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins)
         };
-        // The block-exact order of the Q4_K reference (`quant::contract`, super-block chain) (shared with the packed kernels): per
-        // vector `acc = fma(isum, d·d_a, acc)`, then `acc = fma(msum, -(dmin·d_a), acc)`. For a
-        // batch the vectors are the lanes of one float accumulator, every lane doing exactly those
-        // two fused operations, and the sums are reduced together (`hsum8x256_i32`).
-        if B == 1 {
-            // [I, M, I, M] from one pair of horizontal adds.
-            let h = _mm256_hadd_epi32(isum[0], mterm(0));
-            let h = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-            let h = _mm_hadd_epi32(h, h);
-            let (isum0, msum0) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
-            let dy = f32_at(a.add(i * Q8K_BYTES));
-            acc1 = (isum0 as f32).mul_add(d * dy, acc1);
-            acc1 = (msum0 as f32).mul_add(-(dmin * dy), acc1);
-        } else {
-            let dy = act_scales::<B>(a, stride, i);
-            let (fi, fm) = if B <= 4 {
-                // Lanes 0..4 the isums, 4..8 the msums, of up to four vectors at once.
-                let mut v = [_mm256_setzero_si256(); 8];
-                for k in 0..B {
-                    v[k] = isum[k];
-                    v[4 + k] = mterm(k);
-                }
-                let f = _mm256_cvtepi32_ps(hsum8x256_i32(v));
-                (f, _mm256_permute2f128_ps::<0x01>(f, f))
-            } else {
-                let (mut vi, mut vm) = ([_mm256_setzero_si256(); 8], [_mm256_setzero_si256(); 8]);
-                for k in 0..B {
-                    vi[k] = isum[k];
-                    vm[k] = mterm(k);
-                }
-                (_mm256_cvtepi32_ps(hsum8x256_i32(vi)), _mm256_cvtepi32_ps(hsum8x256_i32(vm)))
-            };
-            // Lanes at and beyond B: 0 · finite, never read.
-            let ddy = _mm256_mul_ps(_mm256_set1_ps(d), dy);
-            let mdy = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), dy), _mm256_set1_ps(-0.0));
-            acc = _mm256_fmadd_ps(fi, ddy, acc);
-            acc = _mm256_fmadd_ps(fm, mdy, acc);
-        }
+        let dy = |k: usize| f32_at(a.add(k * stride + i * Q8K_BYTES));
+        chain2::<B>(&isum, mterm, (d, dmin), dy, (a, stride, i), (&mut acc1, &mut acc));
     }
     store_lanes::<B>(acc, acc1, out);
 }
@@ -146,6 +113,116 @@ unsafe fn store_lanes<const B: usize>(acc: __m256, acc1: f32, out: *mut f32) {
         _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
         std::ptr::copy_nonoverlapping(lanes.as_ptr(), out, B);
     }
+}
+
+/// The block-exact order of the Q4_K / Q2_K references (`quant::contract`, super-block chain)
+/// (shared with the packed kernels): per vector `acc = fma(isum, d·d_a, acc)`, then
+/// `acc = fma(msum, -(dmin·d_a), acc)`, `isum[k]` and `mterm(k)` summed over their lanes. One
+/// vector accumulates in `acc1`; a batch's vectors are the lanes of `acc`, every lane doing
+/// exactly those two fused operations, and the sums are reduced together (`hsum8x256_i32`).
+///
+/// Safety: `(a, stride, i)`: every vector `k < B` holds Q8_K block `i`; CPU has AVX2/FMA.
+#[inline(always)]
+unsafe fn chain2<const B: usize>(
+    isum: &[__m256i; B],
+    mterm: impl Fn(usize) -> __m256i,
+    (d, dmin): (f32, f32),
+    dy1: impl Fn(usize) -> f32,
+    (a, stride, i): (*const u8, usize, usize),
+    (acc1, acc): (&mut f32, &mut __m256),
+) {
+    if B == 1 {
+        // [I, M, I, M] from one pair of horizontal adds.
+        let h = _mm256_hadd_epi32(isum[0], mterm(0));
+        let h = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+        let h = _mm_hadd_epi32(h, h);
+        let (isum0, msum0) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
+        let dy = dy1(0);
+        *acc1 = (isum0 as f32).mul_add(d * dy, *acc1);
+        *acc1 = (msum0 as f32).mul_add(-(dmin * dy), *acc1);
+        return;
+    }
+    let dy = act_scales::<B>(a, stride, i);
+    let (fi, fm) = if B <= 4 {
+        // Lanes 0..4 the isums, 4..8 the msums, of up to four vectors at once.
+        let mut v = [_mm256_setzero_si256(); 8];
+        for k in 0..B {
+            v[k] = isum[k];
+            v[4 + k] = mterm(k);
+        }
+        let f = _mm256_cvtepi32_ps(hsum8x256_i32(v));
+        (f, _mm256_permute2f128_ps::<0x01>(f, f))
+    } else {
+        let (mut vi, mut vm) = ([_mm256_setzero_si256(); 8], [_mm256_setzero_si256(); 8]);
+        for k in 0..B {
+            vi[k] = isum[k];
+            vm[k] = mterm(k);
+        }
+        (_mm256_cvtepi32_ps(hsum8x256_i32(vi)), _mm256_cvtepi32_ps(hsum8x256_i32(vm)))
+    };
+    // Lanes at and beyond B: 0 · finite, never read.
+    let ddy = _mm256_mul_ps(_mm256_set1_ps(d), dy);
+    let mdy = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), dy), _mm256_set1_ps(-0.0));
+    *acc = _mm256_fmadd_ps(fi, ddy, *acc);
+    *acc = _mm256_fmadd_ps(fm, mdy, *acc);
+}
+
+/// Q2_K × Q8_K for `B` activation vectors: per half of 128 elements, the 32 code bytes give four
+/// pieces of 32 codes (bits `2j`), piece `j` covering 16-element groups `8h+2j` and `8h+2j+1`;
+/// codes (0..=3) times activation bytes by `maddubs` (at most 2·3·127), weighted by the 4-bit
+/// scales with an i16 pair dot; the mins (4-bit) through the activation's `bsums`.
+///
+/// Safety: as `q4_k`, with 84-byte Q2_K blocks.
+#[inline(always)]
+pub(crate) unsafe fn q2_k<D: Dot256, const B: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    stride: usize,
+    out: *mut f32,
+) {
+    let m3 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0F);
+    let (mut acc1, mut acc) = (0.0f32, _mm256_setzero_ps());
+    for i in 0..nb {
+        let x = w.add(i * Q2K_BYTES);
+        let (d, dmin) = (f16_at(x.add(80)), f16_at(x.add(82)));
+        let sm = _mm_loadu_si128(x as *const __m128i); // [16] scale | min << 4
+        let sc8 = _mm_and_si128(sm, m4);
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4)); // [16] i16
+        let mut isum = [_mm256_setzero_si256(); B];
+        for h in 0..2 {
+            // [8] i32, lane j = scale 8h+j in both i16 halves.
+            let s32 = _mm256_cvtepu8_epi32(if h == 0 { sc8 } else { _mm_srli_si128(sc8, 8) });
+            let sdup = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+            let q = load256(x.add(16 + 32 * h));
+            for j in 0..4 {
+                let e = match j {
+                    0 => _mm256_and_si256(q, m3),
+                    1 => _mm256_and_si256(_mm256_srli_epi16(q, 2), m3),
+                    2 => _mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
+                    _ => _mm256_and_si256(_mm256_srli_epi16(q, 6), m3),
+                };
+                let (g0, g1) = (2 * j as i32, 2 * j as i32 + 1);
+                let sv = _mm256_permutevar8x32_epi32(
+                    sdup,
+                    _mm256_setr_epi32(g0, g0, g0, g0, g1, g1, g1, g1),
+                );
+                for (k, isum) in isum.iter_mut().enumerate() {
+                    let y = a.add(k * stride + i * Q8K_BYTES + Q8K_QS + 128 * h + 32 * j);
+                    *isum = D::dpwssd(*isum, _mm256_maddubs_epi16(e, load256(y)), sv);
+                }
+            }
+        }
+        // [8] i32 per vector: Σ_g min[g] · bsums[g] once its lanes are summed.
+        let mterm = |k: usize| {
+            let y = a.add(k * stride + i * Q8K_BYTES);
+            _mm256_madd_epi16(load256(y.add(Q8K_BSUMS)), mins)
+        };
+        let dy = |k: usize| f32_at(a.add(k * stride + i * Q8K_BYTES));
+        chain2::<B>(&isum, mterm, (d, dmin), dy, (a, stride, i), (&mut acc1, &mut acc));
+    }
+    store_lanes::<B>(acc, acc1, out);
 }
 
 /// Q6_K × Q8_K for `B` activation vectors; codes are used unsigned (0..64) and the -32 offset is

@@ -9,6 +9,7 @@ mod float;
 mod isa;
 mod kquant256;
 mod kquant512;
+pub(crate) mod lut;
 mod packed256;
 mod packed512;
 mod quantize;
@@ -105,10 +106,10 @@ macro_rules! packed_ptr {
 
 /// Defines a tier module `$m` (features `$feat`): 32-block kernels from module `$b32` over the ISA
 /// types `$d32`, K-quants from module `$kq` over `$dk`, float kernels `$fl` (also the attention
-/// scores), weighted sums `$ws`,
+/// scores), weighted sums `$ws`, Q2_K from `kquant256` over the 256-bit ISA type `$d256`,
 /// the packed Q4_K / Q6_K kernels `$p4` / `$p6` (`(module, vectors per pass)` or `none`); exports `SET`.
 macro_rules! tier {
-    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $fl:ident, $ws:ident, $p4:tt, $p6:tt) => {
+    ($m:ident, $tier:expr, $feat:literal, $b32:ident, [$($d32:ty),+], $kq:ident, $dk:ty, $d256:ty, $fl:ident, $ws:ident, $p4:tt, $p6:tt) => {
         mod $m {
             use super::*;
             packed_fn!($p4, packed_q4_k, q4_k_x16, PACKED_BLOCK, $feat, $dk);
@@ -117,6 +118,7 @@ macro_rules! tier {
             entry!(q5_0, $feat, QK, block_bytes::Q5_0, act_row::Q8_0_ACT, $b32::sym, [blocks32::Q5_0, $($d32),+]);
             entry!(q8_0, $feat, QK, block_bytes::Q8_0, act_row::Q8_0_ACT, $b32::sym, [blocks32::Q8_0, $($d32),+]);
             entry!(q4_1, $feat, QK, block_bytes::Q4_1, act_row::Q8_1_ACT, $b32::q4_1, [$($d32),+]);
+            entry!(q2_k, $feat, QK_K, block_bytes::Q2_K, block_bytes::Q8_K, kquant256::q2_k, [$d256]);
             entry!(q4_k, $feat, QK_K, block_bytes::Q4_K, block_bytes::Q8_K, $kq::q4_k, [$dk]);
             entry!(q6_k, $feat, QK_K, block_bytes::Q6_K, block_bytes::Q8_K, $kq::q6_k, [$dk]);
             entry!(f32, $feat, 1, block_bytes::F32, block_bytes::F32, float::$fl, [float::F32]);
@@ -165,8 +167,8 @@ macro_rules! tier {
                 // Every x86 tier has FMA and F16C: the scalar reference compiled with them.
                 q5_1: crate::kernels::scalar::SET_F16C.q5_1,
                 q8_0: q8_0::KERNELS,
+                q2_k: q2_k::KERNELS,
                 // Formats none of the available models use: the scalar reference (same bits).
-                q2_k: crate::kernels::scalar::SET.q2_k,
                 q3_k: crate::kernels::scalar::SET.q3_k,
                 q4_k: q4_k::KERNELS,
                 q5_k: crate::kernels::scalar::SET.q5_k,
@@ -209,6 +211,7 @@ tier!(
     [isa::Avx2],
     kquant256,
     isa::Avx2,
+    isa::Avx2,
     dot256,
     wsum256,
     (packed256, 2),
@@ -221,6 +224,7 @@ tier!(
     blocks32,
     [isa::AvxVnni],
     kquant256,
+    isa::AvxVnni,
     isa::AvxVnni,
     dot256,
     wsum256,
@@ -235,6 +239,7 @@ tier!(
     [isa::Bw512, isa::Bw256],
     kquant512,
     isa::Bw512,
+    isa::Bw256,
     dot512,
     wsum512,
     (packed512, 4),
@@ -248,6 +253,7 @@ tier!(
     [isa::Vnni512, isa::Vnni256],
     kquant512,
     isa::Vnni512,
+    isa::Vnni256,
     dot512,
     wsum512,
     (packed512, 4),
