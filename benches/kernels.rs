@@ -360,8 +360,49 @@ fn main() {
 }
 
 /// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of
-/// the `Q2_K×32` form of `w` (`kernels::lut`) with `act` by the LUT kernel `f`, each product
-/// building its activation tables first (once per vector, as a forward pass would per matrix).
+/// a matrix stored as row groups of `group_rows` rows and `group_bytes` bytes: each product first
+/// makes its per-vector context (`prepare`, e.g. lookup tables), then `group(ctx, g, out)` writes
+/// group `g`'s outputs (two threads: groups split in chunks over the pool).
+fn group_times<C: Sync>(
+    o: &Opts,
+    (rows, group_rows, group_bytes): (usize, usize, usize),
+    reps: usize,
+    pool2: &rayon::ThreadPool,
+    prepare: impl Fn() -> C + Sync,
+    group: impl Fn(&C, usize, &mut [f32]) + Sync,
+) -> (Duration, Duration, Duration) {
+    let mut out = vec![0f32; rows];
+    let mut one = || {
+        for _ in 0..reps {
+            let ctx = prepare();
+            for (g, og) in out.chunks_exact_mut(group_rows).enumerate() {
+                group(&ctx, g, og);
+            }
+        }
+        std::hint::black_box(&out);
+    };
+    let t1 = median_time(o.samples, &mut one);
+    let c1 = median_thread_cpu(o.samples, &mut one);
+    let per = (CHUNK_BYTES / group_bytes).max(1);
+    let t2 = median_time(o.samples, || {
+        pool2.install(|| {
+            for _ in 0..reps {
+                let ctx = prepare();
+                out.par_chunks_mut(per * group_rows).enumerate().for_each(|(c, o)| {
+                    for (i, og) in o.chunks_exact_mut(group_rows).enumerate() {
+                        group(&ctx, c * per + i, og);
+                    }
+                });
+            }
+        });
+        std::hint::black_box(&out);
+    });
+    (t1, c1, t2)
+}
+
+/// [`group_times`] of the `Q2_K×32` form of `w` (`kernels::lut`) with `act` by the LUT kernel
+/// `f`, each product building its activation tables first (once per vector, as a forward pass
+/// would per matrix).
 #[allow(clippy::too_many_arguments)]
 fn lut_times(
     o: &Opts,
@@ -377,40 +418,18 @@ fn lut_times(
     let mut p = vec![0u8; w.len()];
     lut::pack_q2_k(rows, n, w, &mut p);
     let gb = nb * lut::LUT_BLOCK;
-    let mut tables = vec![0u8; nb * lut::TABLE_BYTES];
-    let mut out = vec![0f32; rows];
-    let mut one = || {
-        for _ in 0..reps {
-            lut::build_tables(nb, act, &mut tables);
-            for (g, o) in out.chunks_exact_mut(lut::LUT_ROWS).enumerate() {
-                f(nb, &p[g * gb..(g + 1) * gb], act, &tables, o.try_into().unwrap());
-            }
-        }
-        std::hint::black_box(&out);
+    let tables = || {
+        let mut t = vec![0u8; nb * lut::TABLE_BYTES];
+        lut::build_tables(nb, act, &mut t);
+        t
     };
-    let t1 = median_time(o.samples, &mut one);
-    let c1 = median_thread_cpu(o.samples, &mut one);
-    let per = (CHUNK_BYTES / gb).max(1);
-    let t2 = median_time(o.samples, || {
-        pool2.install(|| {
-            for _ in 0..reps {
-                lut::build_tables(nb, act, &mut tables);
-                let t = &tables;
-                out.par_chunks_mut(per * lut::LUT_ROWS).enumerate().for_each(|(c, o)| {
-                    for (i, og) in o.chunks_exact_mut(lut::LUT_ROWS).enumerate() {
-                        let g = c * per + i;
-                        f(nb, &p[g * gb..(g + 1) * gb], act, t, og.try_into().unwrap());
-                    }
-                });
-            }
-        });
-        std::hint::black_box(&out);
-    });
-    (t1, c1, t2)
+    group_times(o, (rows, lut::LUT_ROWS, gb), reps, pool2, tables, |t, g, out| {
+        f(nb, &p[g * gb..(g + 1) * gb], act, t, out.try_into().unwrap())
+    })
 }
 
-/// Wall time (1 thread), thread CPU time (1 thread) and wall time (2 threads) of `reps` products of
-/// the packed (`Q4_K×16` / `Q6_K×16`) form of `w` with `act`, if the tier has a packed kernel for `ty`.
+/// [`group_times`] of the packed (`Q4_K×16` / `Q6_K×16`) form of `w` with `act`, if the tier has
+/// a packed kernel for `ty`.
 #[allow(clippy::too_many_arguments)]
 fn packed_times(
     o: &Opts,
@@ -427,32 +446,14 @@ fn packed_times(
     let mut p = vec![0u8; w.len()];
     packed::pack(ty, rows, n, w, &mut p);
     let gb = w.len() / rows * packed::PACK_ROWS;
-    let mut out = vec![0f32; rows];
-    let mut one = || {
-        for _ in 0..reps {
-            for (g, o) in out.chunks_exact_mut(packed::PACK_ROWS).enumerate() {
-                dot(n, &p[g * gb..(g + 1) * gb], act, act.len(), o);
-            }
-        }
-        std::hint::black_box(&out);
-    };
-    let t1 = median_time(o.samples, &mut one);
-    let c1 = median_thread_cpu(o.samples, &mut one);
-    let per = (CHUNK_BYTES / gb).max(1);
-    let t2 = median_time(o.samples, || {
-        pool2.install(|| {
-            for _ in 0..reps {
-                out.par_chunks_mut(per * packed::PACK_ROWS).enumerate().for_each(|(c, o)| {
-                    for (i, og) in o.chunks_exact_mut(packed::PACK_ROWS).enumerate() {
-                        let g = c * per + i;
-                        dot(n, &p[g * gb..(g + 1) * gb], act, act.len(), og);
-                    }
-                });
-            }
-        });
-        std::hint::black_box(&out);
-    });
-    Some((t1, c1, t2))
+    Some(group_times(
+        o,
+        (rows, packed::PACK_ROWS, gb),
+        reps,
+        pool2,
+        || (),
+        |_, g, out| dot(n, &p[g * gb..(g + 1) * gb], act, act.len(), out),
+    ))
 }
 
 /// Time of the batch kernel over a whole matrix for 1, 2, 4, 8 vectors relative to 1 vector.
