@@ -67,6 +67,7 @@ mod state {
     pub const DUPLICATE_ALIAS: &str = "42712";
     pub const GROUPING_ERROR: &str = "42803";
     pub const SYNTAX_ERROR: &str = "42601";
+    pub const AMBIGUOUS_COLUMN: &str = "42702";
 }
 
 /// The catalog-aware lines for `rej` on `sql` over the `shown` tables (as `renderer` names them),
@@ -591,6 +592,129 @@ fn qualifier_spans(sql: &str, q: &str, column: &str) -> Vec<std::ops::Range<usiz
         }
     }
     out
+}
+
+/// The deterministic repair of an ambiguous column (`column reference "patient_id" is
+/// ambiguous`) that every FROM item having it is joined on (`t.patient_id = p.patient_id`, so
+/// the values agree): each unqualified use (not a result label after AS, not a function name)
+/// is qualified with the first such item in FROM order (the preserved side of a LEFT JOIN
+/// chain). Returns the new statement and a note; it still has to pass validation.
+pub fn disambiguated(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(String, String)> {
+    if rej.sqlstate.as_deref() != Some(state::AMBIGUOUS_COLUMN) || !sql.is_ascii() {
+        return None;
+    }
+    let column = quoted_after(&rej.message, "column reference ")?;
+    let froms = from_items(sql);
+    let owners: Vec<&FromItem> = froms
+        .iter()
+        .filter(|f| resolve(f, shown).is_some_and(|t| t.columns.iter().any(|c| c.name == column)))
+        .collect();
+    let aliases: Vec<&str> = owners.iter().map(|f| f.alias.as_str()).collect();
+    if owners.len() < 2 || !joined_on(sql, &aliases, &column) {
+        return None;
+    }
+    let lower = sql.to_ascii_lowercase();
+    let in_string = |p: usize| sql[..p].matches('\'').count() % 2 == 1;
+    let bare: Vec<usize> = word_positions(sql, &column)
+        .into_iter()
+        .filter(|&p| {
+            let before = lower[..p].trim_end();
+            let after = sql[p + column.len()..].trim_start();
+            !in_string(p)
+                && !sql[..p].ends_with('.')
+                && !sql[..p].ends_with('"')
+                && !before.ends_with(" as")
+                && !after.starts_with('(')
+        })
+        .collect();
+    if bare.is_empty() {
+        return None;
+    }
+    let qualifier = quote_ident(&owners[0].alias);
+    let mut out = sql.to_string();
+    for &p in bare.iter().rev() {
+        out.insert_str(p, &format!("{qualifier}."));
+    }
+    let note = format!("{column} -> {qualifier}.{column} (joined on {column}: the values agree)");
+    Some((out, note))
+}
+
+/// PostgreSQL's reserved key words and those that cannot name a table alias (the
+/// `type_func_name` category), lowercased: `FROM inventory_snapshots is` stops the parser at
+/// `is`. From the key-words appendix of the PostgreSQL manual (PostgreSQL 15).
+#[rustfmt::skip]
+const NOT_AN_ALIAS: &[&str] = &[
+    "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "authorization",
+    "binary", "both", "case", "cast", "check", "collate", "collation", "column", "concurrently",
+    "constraint", "create", "cross", "current_catalog", "current_date", "current_role",
+    "current_schema", "current_time", "current_timestamp", "current_user", "default", "deferrable",
+    "desc", "distinct", "do", "else", "end", "except", "false", "fetch", "for", "foreign", "freeze",
+    "from", "full", "grant", "group", "having", "ilike", "in", "initially", "inner", "intersect",
+    "into", "is", "isnull", "join", "lateral", "leading", "left", "like", "limit", "localtime",
+    "localtimestamp", "natural", "not", "notnull", "null", "offset", "on", "only", "or", "order",
+    "outer", "overlaps", "placing", "primary", "references", "returning", "right", "select",
+    "session_user", "similar", "some", "symmetric", "table", "tablesample", "then", "to",
+    "trailing", "true", "union", "unique", "user", "using", "variadic", "verbose", "when", "where",
+    "window", "with",
+];
+
+/// The deterministic repair of a table alias that is a reserved word (`JOIN inventory_snapshots
+/// is ON c.id = is.car_id`): the parser reports a syntax error at the word; when the word
+/// follows a table name of a FROM or JOIN item and qualifies columns later (`is.`), the alias
+/// and each such qualifier become `<word>_` (when that name is free). Returns the new statement
+/// and a note; it still has to pass validation.
+pub fn dealiased(rej: &Rejection, sql: &str) -> Option<(String, String)> {
+    if rej.sqlstate.as_deref() != Some(state::SYNTAX_ERROR) {
+        return None;
+    }
+    let word = quoted_after(&rej.message, "at or near ")?.to_ascii_lowercase();
+    if !NOT_AN_ALIAS.contains(&word.as_str()) || !sql.is_ascii() {
+        return None;
+    }
+    let renamed = format!("{word}_");
+    if !word_positions(sql, &renamed).is_empty() {
+        return None;
+    }
+    let lower = sql.to_ascii_lowercase();
+    let in_string = |p: usize| sql[..p].matches('\'').count() % 2 == 1;
+    let at = word_positions(sql, &word);
+    // The alias: right after `FROM|JOIN|, <name>[.<name>] [AS]`.
+    let defined = at.iter().copied().filter(|&p| !in_string(p)).find(|&p| {
+        let mut before = lower[..p].split_whitespace().rev();
+        let mut prev = before.next();
+        if prev == Some("as") {
+            prev = before.next();
+        }
+        let comma = prev.is_some_and(|n| n.starts_with(','));
+        let named = prev.map(|n| n.trim_start_matches(',')).is_some_and(|n| {
+            n.split('.').all(|part| {
+                !part.is_empty()
+                    && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !is_clause_word(part)
+            })
+        });
+        let opener = before.next();
+        named
+            && (comma
+                || matches!(opener, Some("from" | "join"))
+                || opener.is_some_and(|o| o.ends_with(',')))
+    })?;
+    let uses: Vec<usize> = at
+        .iter()
+        .copied()
+        .filter(|&p| p != defined && !in_string(p) && sql[p + word.len()..].starts_with('.'))
+        .collect();
+    if uses.is_empty() {
+        return None;
+    }
+    let mut out = sql.to_string();
+    let mut spans = uses;
+    spans.push(defined);
+    spans.sort_unstable();
+    for &p in spans.iter().rev() {
+        out.replace_range(p..p + word.len(), &renamed);
+    }
+    Some((out, format!("alias {word} -> {renamed} ({word} is a reserved word)")))
 }
 
 /// The deterministic repair of a table the statement uses but does not read: the server says
@@ -1319,6 +1443,75 @@ mod tests {
         );
         assert!(feedback(&rej("42601", "syntax error at or near \"`\""), "SELECT `a`", &shop())
             .contains("never backticks"));
+    }
+
+    #[test]
+    fn an_ambiguous_column_joined_on_is_qualified() {
+        let sql = "SELECT ins_type, COUNT(DISTINCT patient_id) AS patient_id FROM outcomes JOIN treatments ON outcomes.treatment_id = treatments.treatment_id JOIN patients ON treatments.patient_id = patients.patient_id GROUP BY ins_type";
+        let r = rej("42702", "column reference \"patient_id\" is ambiguous");
+        let (fixed, note) = disambiguated(&r, sql, &clinic()).expect("qualified");
+        assert_eq!(
+            fixed,
+            "SELECT ins_type, COUNT(DISTINCT treatments.patient_id) AS patient_id FROM outcomes JOIN treatments ON outcomes.treatment_id = treatments.treatment_id JOIN patients ON treatments.patient_id = patients.patient_id GROUP BY ins_type"
+        );
+        assert_eq!(
+            note,
+            "patient_id -> treatments.patient_id (joined on patient_id: the values agree)"
+        );
+        // Not joined on it: the values may differ, nothing is rewritten.
+        let unjoined = "SELECT patient_id FROM treatments JOIN patients ON treatments.doc_id = patients.patient_id";
+        assert_eq!(disambiguated(&r, unjoined, &clinic()), None);
+    }
+
+    /// outcomes(treatment_id), treatments(treatment_id, patient_id, doc_id), patients(patient_id, ins_type).
+    fn clinic() -> SchemaInfo {
+        let table = |name: &str, cols: &[&str]| {
+            let mut t = Table::new("public", name, crate::nl2sql::TableKind::Table);
+            t.columns = cols
+                .iter()
+                .map(|c| crate::nl2sql::Column {
+                    name: (*c).into(),
+                    data_type: "integer".into(),
+                    ..crate::nl2sql::Column::default()
+                })
+                .collect();
+            t
+        };
+        SchemaInfo {
+            tables: vec![
+                table("outcomes", &["treatment_id"]),
+                table("treatments", &["treatment_id", "patient_id", "doc_id"]),
+                table("patients", &["patient_id", "ins_type"]),
+            ],
+            ..SchemaInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_reserved_word_alias_is_renamed() {
+        let sql = "SELECT c.make, MAX(s.price) FROM cars c JOIN inventory is ON c.id = is.car_id WHERE is.in_stock = FALSE GROUP BY c.make";
+        let r = rej("42601", "syntax error at or near \"is\"");
+        let (fixed, note) = dealiased(&r, sql).expect("renamed");
+        assert_eq!(
+            fixed,
+            "SELECT c.make, MAX(s.price) FROM cars c JOIN inventory is_ ON c.id = is_.car_id WHERE is_.in_stock = FALSE GROUP BY c.make"
+        );
+        assert_eq!(note, "alias is -> is_ (is is a reserved word)");
+        let listed = "SELECT or.id FROM customers AS c, orders or WHERE or.cid = c.id";
+        assert_eq!(
+            dealiased(&rej("42601", "syntax error at or near \"or\""), listed).map(|f| f.0),
+            Some("SELECT or_.id FROM customers AS c, orders or_ WHERE or_.cid = c.id".into())
+        );
+        // Not an alias, not used as a qualifier, another error, or the new name taken: nothing.
+        for (sql, msg) in [
+            ("SELECT a FROM t WHERE x is", "syntax error at or near \"is\""),
+            ("SELECT a FROM t is WHERE a > 1", "syntax error at or near \"is\""),
+            ("SELECT is.a FROM t is", "syntax error at or near \"FROM\""),
+            ("SELECT is.a, is_ FROM t is", "syntax error at or near \"is\""),
+        ] {
+            assert_eq!(dealiased(&rej("42601", msg), sql), None, "{sql}");
+        }
+        assert_eq!(dealiased(&rej("42703", "syntax error at or near \"is\""), sql), None);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! carries (an integer ratio made exact), used when the fixed statement passes without doubt; a
 //! column on the wrong table that exactly one other table has, requalified
 //! (`repair::requalified`), or a table used but not read, joined on its declared key
-//! (`repair::joined`), when that fixes this error (the statement passes, or fails further on for
+//! (`repair::joined`), an ambiguous column the tables having it are joined on qualified
+//! (`repair::disambiguated`), or a reserved word used as a table alias renamed (`repair::dealiased`),
+//! when that fixes this error (the statement passes, or fails further on for
 //! another reason; a doubt means it did not fix).
 
 use super::call::CallState;
@@ -54,6 +56,8 @@ pub fn find(
         Some(fix) => Some(((**fix).clone(), true)),
         None => repair::requalified(r, sql, shown)
             .or_else(|| repair::joined(r, sql, shown))
+            .or_else(|| repair::disambiguated(r, sql, shown))
+            .or_else(|| repair::dealiased(r, sql))
             .map(|f| (f, false)),
     });
     let ((fixed, note), exact) = fixed?;
