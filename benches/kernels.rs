@@ -9,8 +9,8 @@
 //! 3. the cost of the batch kernel for 1, 2, 4 and 8 activation vectors relative to 1.
 //!
 //! Rows labelled `x16` are the Q4_K / Q6_K matrix above them in the packed layout (`kernels::packed`), same bytes;
-//! rows labelled `lut` the Q2_K matrix above them in the `Q2_K×32` layout through a lookup-table kernel
-//! (`kernels::lut`; tables built once per product, included).
+//! rows labelled `lut` the Q2_K (Q4_0) matrix above them in the `Q2_K×32` (`Q4_0×32`) layout through a
+//! lookup-table kernel (`kernels::lut`, `kernels::lut_q4_0`; tables built once per product, included).
 //!
 //! Options: `--quick` (fewer samples, best tier only), `--tiers a,b` (`scalar-portable`: the scalar tier of a CPU without F16C), `--types q4_K,q6_K`, `--shapes 0.5b|1.5b`,
 //! `--no-bandwidth`, `--bandwidth-only`.
@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use turboinfer::kernels::{act_row, lut, packed, KernelSet, Tier, PORTABLE_OVERRIDE};
+use turboinfer::kernels::{act_row, lut, lut_q4_0, packed, KernelSet, Tier, PORTABLE_OVERRIDE};
 
 #[path = "common/bandwidth.rs"]
 mod bandwidth_probe;
@@ -333,13 +333,13 @@ fn main() {
                     );
                 }
             }
-            if lut::lut_packable(ty, *rows, *n) {
+            if lut::lut_packable(ty, *rows, *n) || lut_q4_0::lut_packable(ty, *rows, *n) {
                 let act = activation(&mut rng, o.tiers[0], ty, *n);
-                for (name, f) in turboinfer::kernels::lut_kernels() {
+                for (name, f) in turboinfer::kernels::lut_kernels(ty) {
                     if name == "scalar" && !o.tiers.iter().any(|k| k.tier() == Tier::Scalar) {
                         continue;
                     }
-                    let (t1, c1, t2) = lut_times(&o, f, *n, *rows, &w, &act, reps, &pool2);
+                    let (t1, c1, t2) = lut_times(&o, f, ty, *n, *rows, &w, &act, reps, &pool2);
                     let gbs = |t: Duration| (w.len() * reps) as f64 / t.as_secs_f64() / 1e9;
                     println!(
                         "{:<6} {:>14} {:<5} {:>9.1} {:<11} {:>9.2} {:>9.2} {:>9.2}",
@@ -400,13 +400,14 @@ fn group_times<C: Sync>(
     (t1, c1, t2)
 }
 
-/// [`group_times`] of the `Q2_K×32` form of `w` (`kernels::lut`) with `act` by the LUT kernel
-/// `f`, each product building its activation tables first (once per vector, as a forward pass
-/// would per matrix).
+/// [`group_times`] of the LUT form (`Q2_K×32`, `Q4_0×32`) of `w`, a `ty` matrix, with `act` by the
+/// LUT kernel `f`, each product building its activation tables first (once per vector, as a forward
+/// pass would per matrix).
 #[allow(clippy::too_many_arguments)]
 fn lut_times(
     o: &Opts,
     f: lut::LutGemvFn,
+    ty: GgmlType,
     n: usize,
     rows: usize,
     w: &[u8],
@@ -414,13 +415,19 @@ fn lut_times(
     reps: usize,
     pool2: &rayon::ThreadPool,
 ) -> (Duration, Duration, Duration) {
-    let nb = n / quant::QK_K;
+    type Tables = fn(usize, &[u8], &mut [u8]);
     let mut p = vec![0u8; w.len()];
-    lut::pack_q2_k(rows, n, w, &mut p);
-    let gb = nb * lut::LUT_BLOCK;
+    let (nb, block, table_bytes, build): (usize, usize, usize, Tables) = if ty == GgmlType::Q2_K {
+        lut::pack_q2_k(rows, n, w, &mut p);
+        (n / quant::QK_K, lut::LUT_BLOCK, lut::TABLE_BYTES, lut::build_tables)
+    } else {
+        lut_q4_0::pack_q4_0(rows, n, w, &mut p);
+        (n / quant::QK, lut_q4_0::LUT_BLOCK, lut_q4_0::TABLE_BYTES, lut_q4_0::build_tables)
+    };
+    let gb = nb * block;
     let tables = || {
-        let mut t = vec![0u8; nb * lut::TABLE_BYTES];
-        lut::build_tables(nb, act, &mut t);
+        let mut t = vec![0u8; nb * table_bytes];
+        build(nb, act, &mut t);
         t
     };
     group_times(o, (rows, lut::LUT_ROWS, gb), reps, pool2, tables, |t, g, out| {

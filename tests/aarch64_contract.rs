@@ -258,45 +258,75 @@ fn packed_groups(r: &mut Report, tiers: &[&'static KernelSet]) {
     }
 }
 
-/// The lookup-table GEMV kernels (`kernels::lut`, `Q2_K×32`): every output, of every LUT kernel
-/// this CPU runs (NEON `tbl` on aarch64), is the Q2_K reference dot of its row, bit for bit,
-/// including the largest sums (codes 3, scales and mins 15, activations ±127).
+/// The lookup-table GEMV kernels (`kernels::lut`, `Q2_K×32`; `kernels::lut_q4_0`, `Q4_0×32`):
+/// every output, of every LUT kernel this CPU runs (NEON `tbl` on aarch64), is the reference dot of
+/// its row, bit for bit, including the largest sums (all codes at their extreme, activations ±127).
 fn lut_groups(r: &mut Report) {
-    use turboinfer::kernels::lut;
+    use turboinfer::kernels::{lut, lut_q4_0};
+    type Pack = fn(usize, usize, &[u8], &mut [u8]);
+    type Tables = fn(usize, &[u8], &mut [u8]);
+    /// Type, elements per block, the code bytes of a block (set to 0xFF for the largest sums),
+    /// packed block bytes, table bytes per activation block, packing, tables.
+    type Layout = (GgmlType, usize, std::ops::Range<usize>, usize, usize, Pack, Tables);
+    let layouts: [Layout; 2] = [
+        (
+            GgmlType::Q2_K,
+            256,
+            0..80,
+            lut::LUT_BLOCK,
+            lut::TABLE_BYTES,
+            lut::pack_q2_k,
+            lut::build_tables,
+        ),
+        (
+            GgmlType::Q4_0,
+            32,
+            2..18,
+            lut_q4_0::LUT_BLOCK,
+            lut_q4_0::TABLE_BYTES,
+            lut_q4_0::pack_q4_0,
+            lut_q4_0::build_tables,
+        ),
+    ];
     let mut rng = Rng::new(0x107);
     let (rows, n) = (64, 512);
-    let nb = n / 256;
-    let rb = quant::row_size(GgmlType::Q2_K, n).unwrap();
-    for extreme_case in [None, Some(1.0f32), Some(-1.0)] {
-        let mut m: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, GgmlType::Q2_K, n)).collect();
-        let x = match extreme_case {
-            Some(s) => {
-                m.chunks_exact_mut(84).for_each(|b| b[..80].fill(0xFF));
-                vec![s; n]
-            }
-            None => activations(&mut rng, n),
-        };
-        let act = quantize_act(GgmlType::Q2_K, &x);
-        let mut p = vec![0u8; m.len()];
-        lut::pack_q2_k(rows, n, &m, &mut p);
-        let mut tables = vec![0u8; nb * lut::TABLE_BYTES];
-        lut::build_tables(nb, &act, &mut tables);
-        for (name, f) in turboinfer::kernels::lut_kernels() {
-            let mut bad = 0;
-            for (g, gw) in p.chunks_exact(nb * lut::LUT_BLOCK).enumerate() {
-                let mut out = [f32::NAN; lut::LUT_ROWS];
-                f(nb, gw, &act, &tables, &mut out);
-                for (rr, &got) in out.iter().enumerate() {
-                    let w = &m[(g * lut::LUT_ROWS + rr) * rb..][..rb];
-                    let want = quant::vec_dot(GgmlType::Q2_K, n, w, &act).unwrap();
-                    if got.to_bits() != want.to_bits() {
-                        bad += 1;
+    for (ty, elems, codes, packed_block, table_bytes, pack, build) in layouts {
+        let nb = n / elems;
+        let rb = quant::row_size(ty, n).unwrap();
+        let bb = rb / nb;
+        for extreme_case in [None, Some(1.0f32), Some(-1.0)] {
+            let mut m: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, ty, n)).collect();
+            let x = match extreme_case {
+                Some(s) => {
+                    m.chunks_exact_mut(bb).for_each(|b| b[codes.clone()].fill(0xFF));
+                    vec![s; n]
+                }
+                None => activations(&mut rng, n),
+            };
+            // The activation row without `act_row`'s padding, which `quant::vec_dot` refuses.
+            let act = quantize_act(ty, &x);
+            let act = &act[..quant::row_size(quant::activation_type(ty), n).unwrap()];
+            let mut p = vec![0u8; m.len()];
+            pack(rows, n, &m, &mut p);
+            let mut tables = vec![0u8; nb * table_bytes];
+            build(nb, act, &mut tables);
+            for (name, f) in turboinfer::kernels::lut_kernels(ty) {
+                let mut bad = 0;
+                for (g, gw) in p.chunks_exact(nb * packed_block).enumerate() {
+                    let mut out = [f32::NAN; lut::LUT_ROWS];
+                    f(nb, gw, act, &tables, &mut out);
+                    for (rr, &got) in out.iter().enumerate() {
+                        let w = &m[(g * lut::LUT_ROWS + rr) * rb..][..rb];
+                        let want = quant::vec_dot(ty, n, w, act).unwrap();
+                        if got.to_bits() != want.to_bits() {
+                            bad += 1;
+                        }
                     }
                 }
+                r.check(bad == 0, || {
+                    format!("LUT kernel {ty} {name} ({extreme_case:?}): {bad} outputs differ")
+                });
             }
-            r.check(bad == 0, || {
-                format!("LUT kernel {name} ({extreme_case:?}): {bad} outputs differ")
-            });
         }
     }
 }

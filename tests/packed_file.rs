@@ -467,3 +467,92 @@ fn cli_pack_is_idempotent() {
     }
     let _ = std::fs::remove_dir_all(out.parent().unwrap());
 }
+
+/// A Q2_K model with a pack: its matrices are packed in the lookup-table layout (`Q2_K×32`), the
+/// decode step runs the LUT kernel where the tier uses it (`KernelSet::lut`), and the logits are
+/// bitwise the unpacked model's, prompt batch and decode step alike. The model is Qwen2.5-Coder-1.5B
+/// cut to its first block, whose seven matrices are replaced by random valid Q2_K ones (its row
+/// lengths, 1536 and 8960, are whole Q2_K super-blocks; no shipped model is Q2_K).
+#[test]
+fn q2_k_lut_logits_equal_unpacked() {
+    use turboinfer::gguf::{GgufWriter, MetaValue};
+    let Some(base) = common::model_path("qwen2.5-coder-1.5b") else { return };
+    let src = GgufFile::open(&base).unwrap();
+    let h = src.header();
+    let mut w = GgufWriter::new();
+    for k in &h.metadata_order {
+        let v = if k.ends_with(".block_count") { MetaValue::U32(1) } else { h.metadata[k].clone() };
+        w.add_metadata(k.as_str(), v).unwrap();
+    }
+    let mut seed = 0x51ed_2701u64;
+    let mut next = move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as u32
+    };
+    let matrices = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"];
+    let mut random: Vec<(String, Vec<u64>, Vec<u8>)> = Vec::new();
+    for t in src.tensors() {
+        let is_matrix = matrices.iter().any(|m| t.name == format!("blk.0.{m}.weight"));
+        if is_matrix {
+            let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+            let mut b: Vec<u8> = (0..rows * cols / 256 * 84).map(|_| next() as u8).collect();
+            for blk in b.chunks_exact_mut(84) {
+                // Small finite f16 d and dmin (exponent field 3..4: about 2^-12..2^-11).
+                blk[80..82].copy_from_slice(&(0x0C00u16 + (next() % 0x800) as u16).to_le_bytes());
+                blk[82..84].copy_from_slice(&(0x0C00u16 + (next() % 0x800) as u16).to_le_bytes());
+            }
+            random.push((t.name.clone(), t.dims.clone(), b));
+        }
+    }
+    for t in src.tensors() {
+        if t.name.starts_with("blk.") && !t.name.starts_with("blk.0.") {
+            continue;
+        }
+        if let Some((name, dims, b)) = random.iter().find(|r| r.0 == t.name) {
+            w.add_tensor(name.as_str(), GgmlType::Q2_K, dims, b).unwrap();
+        } else {
+            w.add_tensor(t.name.as_str(), t.ty, &t.dims, src.data_of(t)).unwrap();
+        }
+    }
+    let dir = tmp_dir("q2k-lut");
+    let _cleanup = Cleanup(dir.clone());
+    let path = dir.join("q2k-one-block.gguf");
+    w.write_file(&path).unwrap();
+    let gguf = Arc::new(GgufFile::open(&path).unwrap());
+    let out = dir.join("q2k-one-block.gguf.kx16");
+    packed::write(&gguf, &out).unwrap();
+    let pack = Arc::new(PackedFile::open(&out, &gguf).unwrap());
+    // The seven Q2_K matrices (and the K-quant LM head, if it packs) are in the pack.
+    for m in matrices {
+        assert!(pack.entry(&format!("blk.0.{m}.weight")).is_some(), "{m} not packed");
+    }
+    let kset = turboinfer::kernels::kernels();
+    match kset.lut(GgmlType::Q2_K) {
+        Some(_) => println!("kernel path: Q2_K LUT kernel on tier {}", kset.tier().name()),
+        None => println!(
+            "kernel path: tier {} does not use the LUT kernel, both runs dot Q2_K unpacked",
+            kset.tier().name()
+        ),
+    }
+    let plain = Model::from_gguf(gguf.clone()).unwrap();
+    let mut lut_model = Model::from_gguf(gguf.clone()).unwrap();
+    assert!(lut_model.attach_packed(pack).unwrap() >= matrices.len());
+    let rt = Runtime::new(2).unwrap();
+    let prompt = [31u32, 414, 2093, 17, 90];
+    let mut a = plain.new_cache(32);
+    let mut b = lut_model.new_cache(32);
+    let la = plain.forward(&rt, &mut a, &prompt, Logits::All).unwrap();
+    let lb = lut_model.forward(&rt, &mut b, &prompt, Logits::All).unwrap();
+    assert!(la.iter().any(|x| x.is_finite() && *x != 0.0), "degenerate logits");
+    for (i, (x, y)) in la.iter().zip(&lb).enumerate() {
+        assert_eq!(x.to_bits(), y.to_bits(), "prompt logit {i}: {x} vs {y}");
+    }
+    // Decode steps: the single-vector path, where the LUT kernel runs.
+    for tok in [42u32, 7, 1000] {
+        let la = plain.forward(&rt, &mut a, &[tok], Logits::Last).unwrap();
+        let lb = lut_model.forward(&rt, &mut b, &[tok], Logits::Last).unwrap();
+        for (i, (x, y)) in la.iter().zip(&lb).enumerate() {
+            assert_eq!(x.to_bits(), y.to_bits(), "decode {tok}: logit {i}: {x} vs {y}");
+        }
+    }
+}

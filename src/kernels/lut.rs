@@ -1,6 +1,7 @@
 //! T-MAC-style GEMV by table lookup for 2-bit weights (`Q2_K`), measured against the dot-product
-//! kernels (`docs/performance.md`, "Lookup-table kernels"). Not wired into the forward pass: see
-//! there for what it gains and where it does not.
+//! kernels (`docs/performance.md`, "Lookup-table kernels"). The forward pass runs it for one-token
+//! products of Q2_K matrices packed in this layout (`<model>.kx16`) on the tiers where it was
+//! measured faster (`kernels::select::lut_for`).
 //!
 //! The idea (T-MAC, Wei et al. 2024): a b-bit weight code is b one-bit planes. For every group of
 //! four consecutive activations `a[4k..4k+4]` the sixteen possible sums `T_k[i] = Σ_{bit j of i}
@@ -59,6 +60,21 @@ use crate::quant::q8k_layout::{BSUMS as Q8K_BSUMS, QS as Q8K_QS};
 /// ([`build_tables`]). Bitwise the Q2_K reference dot product of each row.
 pub type LutGemvFn = fn(nb: usize, w: &[u8], act: &[u8], tables: &[u8], out: &mut [f32; LUT_ROWS]);
 
+/// A LUT kernel with what a matrix product needs around it: the activation blocks it reads, the
+/// tables to build per activation vector, and the GEMV of one 32-row group. What `KernelSet::lut`
+/// hands out where the measurements say a LUT beats the dot product (`kernels::select`).
+#[derive(Clone, Copy, Debug)]
+pub struct LutKernel {
+    /// Elements per activation block (and per packed block): 256 for Q2_K, 32 for Q4_0.
+    pub block: usize,
+    /// Table bytes per activation block.
+    pub table_bytes: usize,
+    /// Builds the tables of `nb` activation blocks (`build_tables`).
+    pub build_tables: fn(nb: usize, act: &[u8], tables: &mut [u8]),
+    /// The GEMV of one packed group of `LUT_ROWS` rows.
+    pub gemv: LutGemvFn,
+}
+
 /// Whether a matrix can be packed for the LUT kernel (Q2_K, whole groups, whole super-blocks).
 pub fn lut_packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
     ty == GgmlType::Q2_K
@@ -113,22 +129,29 @@ pub fn build_tables(nb: usize, act: &[u8], tables: &mut [u8]) {
         let q = &act[b * Q8K_BYTES + Q8K_QS..][..QK_K];
         let t = &mut tables[b * TABLE_BYTES..][..TABLE_BYTES];
         for k in 0..QUADS {
-            // Entry i is entry i without its lowest set bit, plus that bit's activation.
-            let mut e = [0i32; 16];
-            for i in 1..16usize {
-                e[i] = e[i & (i - 1)] + q[4 * k + i.trailing_zeros() as usize] as i8 as i32;
-            }
-            for (i, &s) in e.iter().enumerate() {
-                t[32 * k + i] = s as u8; // low byte
-                t[32 * k + 16 + i] = (s >> 8) as u8; // high byte, in [-2, 1]
-            }
+            quad_table(&q[4 * k..4 * k + 4], &mut t[32 * k..32 * k + 32]);
         }
+    }
+}
+
+/// The 32 table bytes of one quad of activation codes `q` (four i8 as bytes): entry `i` (the sum
+/// of the codes whose bit is set in `i`) as its low byte at `t[i]` and its high byte (in `[-2, 1]`:
+/// `|entry| ≤ 4·128`) at `t[16 + i]`. Shared by every LUT layout (`lut_q4_0` too).
+pub(crate) fn quad_table(q: &[u8], t: &mut [u8]) {
+    // Entry i is entry i without its lowest set bit, plus that bit's activation.
+    let mut e = [0i32; 16];
+    for i in 1..16usize {
+        e[i] = e[i & (i - 1)] + q[i.trailing_zeros() as usize] as i8 as i32;
+    }
+    for (i, &s) in e.iter().enumerate() {
+        t[i] = s as u8; // low byte
+        t[16 + i] = (s >> 8) as u8; // high byte
     }
 }
 
 /// Reads a table entry back from its two bytes.
 #[inline(always)]
-fn entry(t: &[u8], k: usize, i: usize) -> i32 {
+pub(crate) fn entry(t: &[u8], k: usize, i: usize) -> i32 {
     t[32 * k + i] as i32 + 256 * (t[32 * k + 16 + i] as i8 as i32)
 }
 

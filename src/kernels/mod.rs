@@ -21,6 +21,7 @@ mod bounds;
 mod elementwise;
 mod entry;
 pub mod lut;
+pub mod lut_q4_0;
 pub mod packed;
 mod scalar;
 mod select;

@@ -47,8 +47,13 @@ pub(crate) const Q6X_QH: usize = 2336;
 /// the tier, the vector count or the position of the vector in the batch.
 pub type PackedDotFn = fn(n: usize, w: &[u8], acts: &[u8], stride: usize, out: &mut [f32]);
 
-/// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed (Q4_K or Q6_K).
+/// Whether a matrix of `ty` with `rows` rows of `cols` elements can be packed: Q4_K or Q6_K in
+/// the ×16 layouts here, Q2_K in the lookup-table layout `Q2_K×32` (`kernels::lut`, the layout of
+/// the LUT GEMV, which the forward pass uses where it is measured faster: `KernelSet::lut`).
 pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
+    if ty == GgmlType::Q2_K {
+        return super::lut::lut_packable(ty, rows, cols);
+    }
     matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && rows > 0
         && rows.is_multiple_of(PACK_ROWS)
@@ -56,10 +61,11 @@ pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
         && cols.is_multiple_of(QK_K)
 }
 
-/// Packs a matrix of `ty` (Q4_K or Q6_K; see `pack_q4_k`, `pack_q6_k`).
+/// Packs a matrix of `ty` (Q4_K, Q6_K or Q2_K; see `pack_q4_k`, `pack_q6_k`, `lut::pack_q2_k`).
 pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8], dst: &mut [u8]) {
     match ty {
         GgmlType::Q6_K => pack_q6_k(rows, cols, src, dst),
+        GgmlType::Q2_K => super::lut::pack_q2_k(rows, cols, src, dst),
         _ => pack_q4_k(rows, cols, src, dst),
     }
 }

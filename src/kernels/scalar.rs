@@ -254,6 +254,7 @@ pub(crate) static SET: KernelSet = KernelSet {
     wsum_f16,
     packed_q4_k: None,
     packed_q6_k: None,
+    lut_q2_k: None,
     axpy: vector::axpy_body,
     axpy_q8_0: vector::axpy_q8_0_body,
     axpy4_q8_0: vector::axpy4_q8_0_body,

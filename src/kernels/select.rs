@@ -93,23 +93,38 @@ pub fn kernels() -> &'static KernelSet {
     }
 }
 
-/// The lookup-table GEMV kernels (`kernels::lut`) this CPU can run, by name, the scalar reference
-/// first. Not part of a `KernelSet`: the forward pass does not use them (`docs/performance.md`).
-pub fn lut_kernels() -> Vec<(&'static str, super::lut::LutGemvFn)> {
-    let mut v: Vec<(&'static str, super::lut::LutGemvFn)> =
-        vec![("scalar", super::lut::gemv_scalar)];
+/// The lookup-table GEMV kernels for weights of type `ty` this CPU can run, by name, the scalar
+/// reference first: `Q2_K×32` (`kernels::lut`) for Q2_K, `Q4_0×32` (`kernels::lut_q4_0`) for Q4_0,
+/// none for other types: every kernel, for the parity tests and the benchmark. The forward pass
+/// takes the one its tier's `KernelSet::lut` names.
+pub fn lut_kernels(ty: crate::quant::GgmlType) -> Vec<(&'static str, super::lut::LutGemvFn)> {
+    use super::{lut, lut_q4_0};
+    use crate::quant::GgmlType;
+    let q2 = match ty {
+        GgmlType::Q2_K => true,
+        GgmlType::Q4_0 => false,
+        _ => return Vec::new(),
+    };
+    let scalar: lut::LutGemvFn = if q2 { lut::gemv_scalar } else { lut_q4_0::gemv_scalar };
+    let mut v = vec![("scalar", scalar)];
     #[cfg(target_arch = "x86_64")]
     {
+        use super::x86;
         let f = crate::cpu::cpu_features();
+        let (k256, k512): (lut::LutGemvFn, lut::LutGemvFn) = if q2 {
+            (x86::lut::gemv, x86::lut::gemv512)
+        } else {
+            (x86::lut_q4_0::gemv, x86::lut_q4_0::gemv512)
+        };
         if Tier::Avx2.supported(f) {
-            v.push(("avx2", super::x86::lut::gemv));
+            v.push(("avx2", k256));
         }
         if Tier::Avx512.supported(f) {
-            v.push(("avx512", super::x86::lut::gemv512));
+            v.push(("avx512", k512));
         }
     }
     // NEON is the aarch64 baseline.
     #[cfg(target_arch = "aarch64")]
-    v.push(("neon", super::aarch64::lut::gemv));
+    v.push(("neon", if q2 { super::aarch64::lut::gemv } else { super::aarch64::lut_q4_0::gemv }));
     v
 }

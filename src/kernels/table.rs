@@ -83,6 +83,9 @@ pub struct KernelSet {
     pub(crate) wsum_f16: WeightedSumFn,
     /// Dot products of `Q4_K×16` packed row groups (`kernels::packed`), if this tier has them.
     pub(crate) packed_q4_k: Option<PackedDotFn>,
+    /// The lookup-table kernel for Q2_K matrices packed `Q2_K×32` (`kernels::lut`), on the tiers
+    /// where it was measured faster than the Q2_K dot product (`kernels::x86`), else `None`.
+    pub(crate) lut_q2_k: Option<super::lut::LutKernel>,
     /// Dot products of `Q6_K×16` packed row groups, if this tier has them.
     pub(crate) packed_q6_k: Option<PackedDotFn>,
     /// `y += a * x` (the sparse FFN's vector kernels, `kernels::vector`, are bitwise the same in
@@ -169,6 +172,17 @@ impl KernelSet {
         match ty {
             GgmlType::Q4_K => self.packed_q4_k,
             GgmlType::Q6_K => self.packed_q6_k,
+            _ => None,
+        }
+    }
+
+    /// The lookup-table kernel for matrices of `ty` packed in their LUT layout (`kernels::lut`),
+    /// where it is measured faster on this tier than the dot product (Q2_K on the x86 SIMD tiers:
+    /// `kernels::x86`), else `None` (then the matrix is dotted unpacked, with the same results).
+    /// Q4_0's LUT kernels (`kernels::lut_q4_0`) were slower than its dot products everywhere.
+    pub fn lut(&self, ty: GgmlType) -> Option<super::lut::LutKernel> {
+        match ty {
+            GgmlType::Q2_K => self.lut_q2_k,
             _ => None,
         }
     }

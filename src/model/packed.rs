@@ -1,6 +1,8 @@
-//! Packed K-quant weights file (`<model>.kx16`): every packable Q4_K and Q6_K matrix of a GGUF model
-//! (but an untied token embedding, which is never multiplied) in the
-//! `Q4_K×16` / `Q6_K×16` layouts of `kernels::packed`, written once next to the model and shared read-only by
+//! Packed K-quant weights file (`<model>.kx16`): every packable Q4_K, Q6_K and Q2_K matrix of a GGUF
+//! model (but an untied token embedding, which is never multiplied) in the
+//! `Q4_K×16` / `Q6_K×16` layouts of `kernels::packed` or the lookup-table layout `Q2_K×32` of
+//! `kernels::lut` (a build older than the Q2_K entries refuses such a file as a bad entry and
+//! runs unpacked), written once next to the model and shared read-only by
 //! every process that maps it (the CLI, every PostgreSQL backend), like the model itself. Never a
 //! private per-process copy (project rule, issue #4).
 //!
@@ -78,7 +80,7 @@ pub enum PackedError {
     OutOfBounds { path: PathBuf, name: String, offset: u64, len: u64, file_len: u64 },
     #[error("packed weights file {path}: entry {name:?}: {reason}")]
     BadEntry { path: PathBuf, name: String, reason: String },
-    #[error("model {path} has no packable Q4_K or Q6_K matrix (nothing to pack)")]
+    #[error("model {path} has no packable Q4_K, Q6_K or Q2_K matrix (nothing to pack)")]
     NothingToPack { path: PathBuf },
     #[error("cannot write packed weights file {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
@@ -136,7 +138,8 @@ pub fn sidecar_path(model: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// `(rows, cols)` of a tensor the pack holds: a 2-D Q4_K or Q6_K tensor `packable` in `kernels::packed`.
+/// `(rows, cols)` of a tensor the pack holds: a 2-D Q4_K, Q6_K or Q2_K tensor `packable` in
+/// `kernels::packed`.
 pub fn packable_shape(t: &TensorInfo) -> Option<(usize, usize)> {
     if t.dims.len() != 2 {
         return None;

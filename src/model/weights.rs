@@ -3,9 +3,8 @@
 use super::PackedFile;
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::packed::PackedDotFn;
 use crate::kernels::{KernelSet, TypeKernels};
-use crate::ops::{PackedRows, WeightRows};
+use crate::ops::{PackedKernel, PackedRows, WeightRows};
 use crate::quant::{self, GgmlType};
 use std::ops::Range;
 
@@ -25,10 +24,11 @@ pub struct Matrix {
     range: Range<usize>,
     /// The kernels for `ty` of the model's tier.
     kernels: TypeKernels,
-    /// The tier's kernel for the packed layout of `ty`, if it has one.
-    packed_dot: Option<PackedDotFn>,
-    /// Byte range of the same matrix in the `Q4_K×16` / `Q6_K×16` layout inside the model's packed weights
-    /// file (`Model::attach_packed`), if attached.
+    /// The tier's kernel for the packed layout of `ty`, if it has one (for Q2_K, the lookup-table
+    /// kernel where it is measured faster: `KernelSet::lut`).
+    packed_kernel: Option<PackedKernel>,
+    /// Byte range of the same matrix in the `Q4_K×16` / `Q6_K×16` / `Q2_K×32` layout inside the
+    /// model's packed weights file (`Model::attach_packed`), if attached.
     packed: Option<Range<usize>>,
 }
 
@@ -60,8 +60,8 @@ impl Matrix {
         pack: Option<&'a PackedFile>,
     ) -> WeightRows<'a> {
         let mut w = self.rows(file);
-        if let (Some(r), Some(p), Some(dot)) = (&self.packed, pack, self.packed_dot) {
-            w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], dot });
+        if let (Some(r), Some(p), Some(kernel)) = (&self.packed, pack, self.packed_kernel) {
+            w.packed = Some(PackedRows { data: &p.bytes()[r.clone()], kernel });
         }
         w
     }
@@ -77,9 +77,12 @@ impl Matrix {
     }
 
     /// Where a pass reads this matrix: its packed copy when one is attached and the tier has a
-    /// kernel for it (as [`Matrix::rows_with`] decides), else the model file.
+    /// kernel for it (as [`Matrix::rows_with`] decides), else the model file. A Q2_K matrix with
+    /// the lookup-table kernel is read from the pack by one-token passes (decoding) only; prompt
+    /// batches dot it unpacked from the model file (`ops::matmul`), so on a Q2_K model with a
+    /// pack both copies end up in the page cache.
     pub fn reads_from(&self) -> ReadFrom {
-        match (&self.packed, self.packed_dot) {
+        match (&self.packed, self.packed_kernel) {
             (Some(r), Some(_)) => ReadFrom::Pack(r.clone()),
             _ => ReadFrom::Gguf(self.range.clone()),
         }
@@ -188,7 +191,10 @@ fn matrix(
         act_ty,
         range: start..start + t.size as usize,
         kernels,
-        packed_dot: set.packed(t.ty),
+        packed_kernel: set
+            .packed(t.ty)
+            .map(PackedKernel::Rows16)
+            .or_else(|| set.lut(t.ty).map(PackedKernel::Lut32)),
         packed: None,
     })
 }

@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use crate::kernels::lut::{LutKernel, LUT_ROWS};
 use crate::kernels::packed::{PackedDotFn, PACK_ROWS};
 use crate::kernels::{TypeKernels, MAX_BATCH};
 
@@ -29,13 +30,24 @@ pub struct WeightRows<'a> {
     pub packed: Option<PackedRows<'a>>,
 }
 
-/// A matrix in the `Q4_K×16` layout (`kernels::packed`) and the tier's kernel for it.
+/// A matrix in a packed layout and the tier's kernel for it: `Q4_K×16` / `Q6_K×16`
+/// (`kernels::packed`) or the lookup-table layout `Q2_K×32` (`kernels::lut`).
 #[derive(Clone, Copy)]
 pub struct PackedRows<'a> {
-    /// `[rows / 16, cols / 256, 16 * 144]` packed bytes, as long as the unpacked matrix.
+    /// `[rows / group rows, cols / 256, group rows * block bytes]` packed bytes, as long as the
+    /// unpacked matrix.
     pub data: &'a [u8],
-    /// Dot products of one packed row group with activation vectors.
-    pub dot: PackedDotFn,
+    /// The kernel for the layout.
+    pub kernel: PackedKernel,
+}
+
+/// The kernel of a packed layout.
+#[derive(Clone, Copy, Debug)]
+pub enum PackedKernel {
+    /// Dot products of one 16-row group with activation vectors (`Q4_K×16`, `Q6_K×16`).
+    Rows16(PackedDotFn),
+    /// Table-lookup GEMV of one 32-row group per activation vector (`Q2_K×32`).
+    Lut32(LutKernel),
 }
 
 impl std::fmt::Debug for WeightRows<'_> {
@@ -66,8 +78,17 @@ pub fn matmul(w: WeightRows<'_>, acts: &[u8], act_row_bytes: usize, n_tok: usize
     assert_eq!(w.data.len(), w.rows * w.row_bytes, "weight bytes do not match shape");
     assert_eq!(acts.len(), n_tok * act_row_bytes, "activation bytes do not match shape");
     assert_eq!(out.len(), n_tok * w.rows, "output shape mismatch");
-    if let Some(p) = w.packed {
-        return matmul_packed(w, p, acts, act_row_bytes, n_tok, out);
+    match w.packed {
+        Some(PackedRows { data, kernel: PackedKernel::Rows16(dot) }) => {
+            return matmul_packed(w, data, dot, acts, act_row_bytes, n_tok, out);
+        }
+        // One token only: for a batch the dot product's batch kernel, which decodes each weight
+        // block once for up to eight tokens, is faster than a lookup per token (prompt
+        // processing of a Q2_K model ran ~25 % slower through the LUT, `docs/performance.md`).
+        Some(PackedRows { data, kernel: PackedKernel::Lut32(k) }) if n_tok == 1 => {
+            return matmul_lut(w, data, k, acts, out);
+        }
+        _ => {}
     }
     let (rb, cols) = (w.row_bytes, w.cols);
     let chunk = rows_per_task(rb);
@@ -135,16 +156,14 @@ const TOKEN_TILE: usize = 64;
 /// (like the unpacked SIMD kernels), so the result does not depend on the layout or on `n_tok`.
 fn matmul_packed(
     w: WeightRows<'_>,
-    p: PackedRows<'_>,
+    data: &[u8],
+    dot: PackedDotFn,
     acts: &[u8],
     act_row_bytes: usize,
     n_tok: usize,
     out: &mut [f32],
 ) {
-    assert!(
-        w.rows.is_multiple_of(PACK_ROWS) && p.data.len() == w.data.len(),
-        "packed matrix shape"
-    );
+    assert!(w.rows.is_multiple_of(PACK_ROWS) && data.len() == w.data.len(), "packed matrix shape");
     let gb = PACK_ROWS * w.row_bytes; // bytes per row group
     let per_task = (CHUNK_BYTES / gb).max(1); // groups per parallel task
     let cols = w.cols;
@@ -152,7 +171,7 @@ fn matmul_packed(
         out.par_chunks_mut(per_task * PACK_ROWS).enumerate().for_each(|(c, o)| {
             for (i, og) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
                 let g = c * per_task + i;
-                (p.dot)(cols, &p.data[g * gb..(g + 1) * gb], acts, act_row_bytes, og);
+                dot(cols, &data[g * gb..(g + 1) * gb], acts, act_row_bytes, og);
             }
         });
         return;
@@ -164,9 +183,9 @@ fn matmul_packed(
             let a = &acts[t0 * act_row_bytes..(t0 + nt) * act_row_bytes];
             for (i, og) in o.chunks_exact_mut(PACK_ROWS * n_tok).enumerate() {
                 let g = c * per_task + i;
-                (p.dot)(
+                dot(
                     cols,
-                    &p.data[g * gb..(g + 1) * gb],
+                    &data[g * gb..(g + 1) * gb],
                     a,
                     act_row_bytes,
                     &mut og[t0 * PACK_ROWS..(t0 + nt) * PACK_ROWS],
@@ -178,6 +197,31 @@ fn matmul_packed(
     out.par_chunks_mut(w.rows).enumerate().for_each(|(t, o)| {
         for (g, og) in o.chunks_exact_mut(PACK_ROWS).enumerate() {
             og.copy_from_slice(&tmp[(g * n_tok + t) * PACK_ROWS..(g * n_tok + t + 1) * PACK_ROWS]);
+        }
+    });
+}
+
+/// [`matmul`] of one token over a lookup-table layout (`Q2_K×32`, `kernels::lut`): the token's
+/// tables are built once (on this thread), then tasks of whole 32-row groups run the GEMV of each
+/// group. Each output is the LUT kernel's, bitwise the reference dot product of its row
+/// (`kernels::lut`), so the result does not depend on the layout.
+fn matmul_lut(w: WeightRows<'_>, data: &[u8], k: LutKernel, act: &[u8], out: &mut [f32]) {
+    assert!(
+        w.rows.is_multiple_of(LUT_ROWS)
+            && w.cols.is_multiple_of(k.block)
+            && data.len() == w.data.len(),
+        "LUT matrix shape"
+    );
+    let nb = w.cols / k.block;
+    let mut tables = vec![0u8; nb * k.table_bytes]; // [nb, table_bytes]
+    (k.build_tables)(nb, act, &mut tables);
+    let gb = LUT_ROWS * w.row_bytes; // bytes per row group
+    let per_task = (CHUNK_BYTES / gb).max(1); // groups per parallel task
+    out.par_chunks_mut(per_task * LUT_ROWS).enumerate().for_each(|(c, o)| {
+        for (i, og) in o.chunks_exact_mut(LUT_ROWS).enumerate() {
+            let g = c * per_task + i;
+            let og: &mut [f32; LUT_ROWS] = og.try_into().expect("32 rows");
+            (k.gemv)(nb, &data[g * gb..(g + 1) * gb], act, &tables, og);
         }
     });
 }
@@ -371,7 +415,10 @@ mod tests {
                 kernels,
                 packed: None,
             };
-            let pk = WeightRows { packed: Some(PackedRows { data: &packed, dot }), ..plain };
+            let pk = WeightRows {
+                packed: Some(PackedRows { data: &packed, kernel: PackedKernel::Rows16(dot) }),
+                ..plain
+            };
             for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
                 let x: Vec<f32> =
                     (0..n_tok * cols).map(|i| (i as f32 * 0.71).sin() * 3.0).collect();
@@ -393,5 +440,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The lookup-table path (`Q2_K×32`) equals the unpacked Q2_K path bit for bit on every tier
+    /// that uses it (`KernelSet::lut`), over several parallel tasks; batches (which take the
+    /// unpacked batch kernel) too.
+    #[test]
+    fn lut_equals_unpacked_on_every_tier_that_uses_it() {
+        use crate::kernels::lut::pack_q2_k;
+        let (rows, cols) = (LUT_ROWS * 12, 768); // 12 groups of 8 KB: two parallel tasks
+        let mut seed = 0x2468_ace0u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        let mut wb: Vec<u8> = (0..rows * cols / 256 * 84).map(|_| next() as u8).collect();
+        for b in wb.chunks_exact_mut(84) {
+            // Finite f16 d and dmin (exponent field 8..11: about 2^-7..2^-4).
+            b[80..82].copy_from_slice(&(0x2000u16 + (next() % 0x1000) as u16).to_le_bytes());
+            b[82..84].copy_from_slice(&(0x2000u16 + (next() % 0x1000) as u16).to_le_bytes());
+        }
+        let mut packed = vec![0u8; wb.len()];
+        pack_q2_k(rows, cols, &wb, &mut packed);
+        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let arb = cols / 256 * 292;
+        let mut used = 0;
+        for tier in Tier::ALL {
+            let Ok(set) = KernelSet::for_tier(tier) else { continue };
+            let Some(k) = set.lut(GgmlType::Q2_K) else { continue };
+            used += 1;
+            let plain = WeightRows {
+                data: &wb,
+                rows,
+                cols,
+                row_bytes: cols / 256 * 84,
+                kernels: set.get(GgmlType::Q2_K).unwrap(),
+                packed: None,
+            };
+            let lut = WeightRows {
+                packed: Some(PackedRows { data: &packed, kernel: PackedKernel::Lut32(k) }),
+                ..plain
+            };
+            for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
+                let x: Vec<f32> =
+                    (0..n_tok * cols).map(|i| (i as f32 * 0.53).cos() * 2.0).collect();
+                let mut xb = vec![0u8; n_tok * arb];
+                for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
+                    crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
+                }
+                let (mut a, mut b) = (vec![0.0; n_tok * rows], vec![1.0; n_tok * rows]);
+                rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
+                rt.install(|| matmul(lut, &xb, arb, n_tok, &mut b));
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                    assert_eq!(
+                        x.to_bits(),
+                        y.to_bits(),
+                        "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}",
+                        i / rows,
+                        i % rows
+                    );
+                }
+            }
+        }
+        // Every x86 SIMD tier this CPU has uses it (`kernels::select::lut_for`).
+        #[cfg(target_arch = "x86_64")]
+        assert!(used > 0 || !crate::cpu::cpu_features().avx2, "no tier used the LUT kernel");
+        let _ = used;
     }
 }

@@ -14,7 +14,7 @@ pub mod softmax;
 pub use crate::kernels::{silu, softmax_in_place, swiglu};
 pub use act_quant::SharedActs;
 pub use attention::{attention, AttnPrecision, AttnShape, KvView};
-pub use matmul::{matmul, matmul_rows, PackedRows, VecDotFn, WeightRows};
+pub use matmul::{matmul, matmul_rows, PackedKernel, PackedRows, VecDotFn, WeightRows};
 pub use norm::{rmsnorm, rmsnorm_chunks_in_place};
 pub use rope::{RopeMode, RopeTable};
 pub use softmax::log_softmax;

@@ -21,6 +21,7 @@ mod float;
 mod isa;
 mod kquant;
 pub(crate) mod lut;
+pub(crate) mod lut_q4_0;
 mod packed;
 
 use super::act_row;
@@ -210,6 +211,9 @@ macro_rules! tier {
                 wsum_f16,
                 packed_q4_k: packed_ptr!($p, packed_q4_k),
                 packed_q6_k: None,
+                // The NEON `tbl` LUT kernels are checked under QEMU but were never timed on ARM
+                // hardware: no measurement to prefer them by.
+                lut_q2_k: None,
                 axpy: crate::kernels::scalar::SET.axpy,
                 axpy_q8_0: crate::kernels::scalar::SET.axpy_q8_0,
                 axpy4_q8_0: crate::kernels::scalar::SET.axpy4_q8_0,

@@ -24,6 +24,30 @@ use crate::quant::block_bytes::Q8_K as Q8K_BYTES;
 use crate::quant::q8k_layout::BSUMS;
 use crate::quant::QK_K;
 
+/// Software prefetch distance: four packed super-blocks (10.5 KB) ahead, into L1, every line of the
+/// block asked for when the kernel starts the block four before it. As in the packed Q4_K kernel
+/// (`packed512::PREFETCH`), hardware prefetch alone does not keep a streaming kernel fed: the
+/// forward pass of a Q2_K model read its weights at ~40 % of one thread's read bandwidth without
+/// it (`docs/performance.md`, "Lookup-table kernels").
+pub(crate) const PREFETCH: usize = 4 * LUT_BLOCK;
+
+/// Asks for every cache line of the packed block `PREFETCH` bytes after `x` (a no-op past the end:
+/// prefetches never fault).
+#[inline(always)]
+pub(crate) unsafe fn prefetch_block<const BYTES: usize>(x: *const u8, ahead: usize) {
+    for l in 0..BYTES / 64 {
+        _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(ahead + 64 * l) as *const i8);
+    }
+}
+
+/// The Q2_K LUT kernel as the forward pass uses it (`KernelSet::lut`): 256-bit lookups.
+pub(crate) const Q2_K_LUT: crate::kernels::lut::LutKernel = crate::kernels::lut::LutKernel {
+    block: QK_K,
+    table_bytes: TABLE_BYTES,
+    build_tables: crate::kernels::lut::build_tables,
+    gemv,
+};
+
 /// Checks the operand sizes and that the CPU has `tier`.
 fn check(tier: Tier, nb: usize, w: &[u8], act: &[u8], tables: &[u8]) {
     assert!(
@@ -215,6 +239,7 @@ unsafe fn gemv_with<S: SubBlockSums>(
         let x = w.add(b * LUT_BLOCK);
         let y = a.add(b * Q8K_BYTES);
         let tb = t.add(b * TABLE_BYTES);
+        prefetch_block::<LUT_BLOCK>(x, PREFETCH);
         let mut isum = [zero; 4];
         let mut summs = [zero; 4];
         for g2 in 0..QK_K / 32 {

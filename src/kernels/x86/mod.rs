@@ -10,6 +10,7 @@ mod isa;
 mod kquant256;
 mod kquant512;
 pub(crate) mod lut;
+pub(crate) mod lut_q4_0;
 mod packed256;
 mod packed512;
 mod quantize;
@@ -182,6 +183,7 @@ macro_rules! tier {
                 wsum_f16,
                 packed_q4_k: packed_ptr!($p4, packed_q4_k),
                 packed_q6_k: packed_ptr!($p6, packed_q6_k),
+                lut_q2_k: Some(super::lut::Q2_K_LUT),
                 // AVX2+FMA builds: every x86 tier has both.
                 axpy: super::vector::axpy,
                 axpy_q8_0: super::vector::axpy_q8_0,
@@ -194,6 +196,13 @@ macro_rules! tier {
     };
 }
 
+// The lookup-table kernel (`kernels::lut`, 256-bit lookups) for Q2_K matrices packed `Q2_K×32`, on
+// every x86 SIMD tier: 1.5-1.7x the Q2_K dot product per thread on the AVX2 and the AVX-512 VNNI
+// tiers alike, the 512-bit lookups 0.93-1.00x the 256-bit ones; the scalar LUT runs at 0.6x the
+// scalar dot product, so the scalar tier keeps the dot product. Q4_0's LUT kernels lost to its dot
+// product on every tier (0.83-0.86x AVX2, 0.70x AVX-512), so none is used (`cargo bench --bench
+// kernels -- --shapes 1.5b --types q2_K,q4_0`, docs/performance.md "Lookup-table kernels").
+//
 // Packed kernels only where they beat the unpacked ones (`cargo bench --bench kernels`, 1536x8960,
 // thread CPU time, B=1 / B=8 vectors): rows in lanes pay off with a one-instruction `vpdpbusd` or
 // 512-bit vectors. AVX-VNNI Q4_K: 0.31 / 1.12 ms packed vs 0.49 / 1.74 unpacked. On AVX2 the
