@@ -8,6 +8,7 @@
 //!                 [--sparsity S [--sparse-sidecar FILE] [--selector predictor|gate]]
 //! turboinfer info -m MODEL.gguf
 //! turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
+//! turboinfer quantize -m IN.gguf -o OUT.gguf --type q4_0|q2_k [--force]
 //! turboinfer tiers
 //! ```
 
@@ -19,6 +20,7 @@ use turboinfer::cli_args::{Args, Opt};
 use turboinfer::generate::{generate, GenerateParams, Generation};
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Model, ModelOptions};
+use turboinfer::quant::GgmlType;
 use turboinfer::runtime::Runtime;
 use turboinfer::sampler::SamplerConfig;
 use turboinfer::tokenizer::Tokenizer;
@@ -32,6 +34,9 @@ const USAGE: &str = "usage:
   turboinfer info -m MODEL.gguf
   turboinfer pack [-m] MODEL.gguf [-o OUT] [--force]
                   (writes the packed K-quant weights file, default MODEL.gguf.kx16; skips a valid one)
+  turboinfer quantize -m IN.gguf -o OUT.gguf --type q4_0|q2_k [--force]
+                  (requantizes the blocks' weight matrices as llama-quantize --pure does, keeps the
+                   rest; refuses an existing OUT without --force)
   turboinfer tiers
                   (the kernel tiers, one a line: NAME yes [default] | NAME no (why); every tier computes
                    the same bits)";
@@ -52,6 +57,13 @@ enum Command {
     Pack {
         model: String,
         out: Option<String>,
+        force: bool,
+    },
+    /// `quantize`: the model, the output, the target type, replace an existing output.
+    Quantize {
+        model: String,
+        out: String,
+        ty: GgmlType,
         force: bool,
     },
     /// `tiers`: which kernel tiers this CPU runs.
@@ -127,6 +139,24 @@ const PACK_OPTIONS: &[Opt] = &[
     Opt::flag(&["--help", "-h"]),
 ];
 
+/// The options of `quantize`.
+const QUANTIZE_OPTIONS: &[Opt] = &[
+    Opt::one(&["--model", "-m"]),
+    Opt::one(&["--output", "-o"]),
+    Opt::one(&["--type"]),
+    Opt::flag(&["--force"]),
+    Opt::flag(&["--help", "-h"]),
+];
+
+/// The target of `quantize --type` (llama.cpp's names, any case).
+fn quantize_target(name: &str) -> Result<GgmlType, String> {
+    match name.to_ascii_lowercase().as_str() {
+        "q4_0" => Ok(GgmlType::Q4_0),
+        "q2_k" => Ok(GgmlType::Q2_K),
+        _ => Err(format!("unknown quantization type {name:?} (q4_0 or q2_k)")),
+    }
+}
+
 /// Parses `args` (without the program name).
 fn parse_args(args: &[String]) -> Result<Command, String> {
     let Some(cmd) = args.first() else { return Err("missing command".into()) };
@@ -141,6 +171,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
     }
     let spec = match cmd.as_str() {
         "pack" => PACK_OPTIONS,
+        "quantize" => QUANTIZE_OPTIONS,
         "info" => INFO_OPTIONS,
         "run" => RUN_OPTIONS,
         _ => return Err(format!("unknown command {cmd:?}")),
@@ -165,6 +196,14 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
         return Err(format!("unexpected argument {extra:?} for {cmd}"));
     }
     let model = o.req("--model", "-m MODEL")?.to_string();
+    if cmd == "quantize" {
+        return Ok(Command::Quantize {
+            model,
+            out: o.req("--output", "-o OUT")?.to_string(),
+            ty: quantize_target(o.req("--type", "--type q4_0|q2_k")?)?,
+            force: o.has("--force"),
+        });
+    }
     if cmd == "info" {
         return Ok(Command::Info { model });
     }
@@ -267,6 +306,51 @@ fn cmd_pack(model: &str, out: Option<&str>, force: bool) -> Result<(), String> {
         s.tensors,
         s.bytes,
         s.bytes as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
+
+/// `turboinfer quantize`: requantizes the block matrices of `model` to `ty` into `out` (written
+/// whole then renamed into place, so a failure leaves no partial file), then prints what it did.
+fn cmd_quantize(model: &str, out: &str, ty: GgmlType, force: bool) -> Result<(), String> {
+    use turboinfer::gguf::requantize::requantize;
+    let out_path = std::path::Path::new(out);
+    if out_path.exists() {
+        if !force {
+            return Err(format!("{out} exists (--force replaces it)"));
+        }
+        // The input is mapped while the output is written: replacing it in place is refused.
+        if std::fs::canonicalize(out_path).ok() == std::fs::canonicalize(model).ok() {
+            return Err(format!("{out} is the input model"));
+        }
+    }
+    let file = GgufFile::open(model).map_err(|e| e.to_string())?;
+    let t = std::time::Instant::now();
+    let (w, s) = requantize(file.header(), file.bytes(), ty).map_err(|e| e.to_string())?;
+    let written = w.write_file(out_path).map_err(|e| e.to_string())?;
+    let secs = t.elapsed().as_secs_f64();
+    let (before, after) = s.requantized_bits();
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!("{out}: {ty} in {secs:.1} s");
+    println!(
+        "  tensors:   {} requantized ({before:.2} -> {after:.2} bits per weight), {} kept",
+        s.requantized, s.kept
+    );
+    for (name, why) in &s.skipped {
+        println!("  kept {name}: {why}");
+    }
+    println!(
+        "  bytes:     {} -> {} of tensor data ({:.1} -> {:.1} MiB), file {} -> {written}",
+        s.bytes_in,
+        s.bytes_out,
+        mib(s.bytes_in),
+        mib(s.bytes_out),
+        file.len()
+    );
+    println!(
+        "  all tensors: {:.2} -> {:.2} bits per weight",
+        s.bytes_in as f64 * 8.0 / s.elements.max(1) as f64,
+        s.bits_per_weight()
     );
     Ok(())
 }
@@ -438,6 +522,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Pack { model, out, force } => cmd_pack(model, out.as_deref(), *force),
+        Command::Quantize { model, out, ty, force } => cmd_quantize(model, out, *ty, *force),
         Command::Run(r) => cmd_run(r),
     };
     match res {
@@ -559,6 +644,41 @@ mod tests {
         assert!(parse_args(&args(&["pack", "a", "--bogus"]))
             .unwrap_err()
             .contains("unknown option"));
+    }
+
+    #[test]
+    fn parses_quantize() {
+        assert_eq!(
+            parse_args(&args(&["quantize", "-m", "a.gguf", "-o", "b.gguf", "--type", "q4_0"]))
+                .unwrap(),
+            Command::Quantize {
+                model: "a.gguf".into(),
+                out: "b.gguf".into(),
+                ty: GgmlType::Q4_0,
+                force: false
+            }
+        );
+        assert_eq!(
+            parse_args(&args(&[
+                "quantize", "--model", "a", "--output", "b", "--type", "Q2_K", "--force"
+            ]))
+            .unwrap(),
+            Command::Quantize {
+                model: "a".into(),
+                out: "b".into(),
+                ty: GgmlType::Q2_K,
+                force: true
+            }
+        );
+        let err = |a: &[&str]| parse_args(&args(a)).unwrap_err();
+        assert!(err(&["quantize", "-m", "a", "-o", "b", "--type", "q4_k"]).contains("unknown"));
+        assert!(err(&["quantize", "-m", "a", "-o", "b"]).contains("--type"));
+        assert!(err(&["quantize", "-m", "a", "--type", "q4_0"]).contains("-o"));
+        assert!(err(&["quantize", "-o", "b", "--type", "q4_0"]).contains("-m"));
+        assert!(
+            err(&["quantize", "-m", "a", "-o", "b", "--type", "q4_0", "c"]).contains("unexpected")
+        );
+        assert!(err(&["quantize", "-m", "a", "-o", "b", "--type"]).contains("needs a value"));
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //! borrow from the mapping, which the page cache shares between processes.
 
 mod reader;
+pub mod requantize;
 mod value;
 mod writer;
 
+#[cfg(test)]
+mod requantize_tests;
 #[cfg(test)]
 mod tests;
 

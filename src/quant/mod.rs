@@ -1,5 +1,6 @@
-//! Quantization formats: block layouts, scalar reference dequantization and dot products, and the
-//! activation quantizers (Q8_0/Q8_1/Q8_K) that weights are dotted with.
+//! Quantization formats: block layouts, scalar reference dequantization and dot products, the
+//! activation quantizers (Q8_0/Q8_1/Q8_K) that weights are dotted with, and the weight quantizers
+//! into Q4_0 and Q2_K that `turboinfer quantize` makes smaller models with.
 //!
 //! Weights: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (and Q8_K).
 //! Activations: Q8_0, Q8_1, Q8_K, F32.
@@ -12,7 +13,8 @@
 //!
 //! Accuracy (checked by tests/quant_*.rs):
 //! - dequantization is bit-identical to ggml / gguf-py (same f32 operations in the same order);
-//! - the Q8_0/Q8_1/Q8_K quantizers are byte-identical to ggml's `quantize_row_q8_*_ref`;
+//! - the Q8_0/Q8_1/Q8_K quantizers are byte-identical to ggml's `quantize_row_q8_*_ref`, the Q4_0
+//!   and Q2_K weight quantizers to `quantize_row_q4_0_ref` / `quantize_row_q2_K_ref`;
 //! - dot products do ggml's `*_generic` kernels' exact integer block sums and the same f32 operations
 //!   in the same order (8 float lanes in the K-quants), so they are bit-identical to ggml's reference
 //!   results; against the f64 dot of the dequantized operands they agree to ≤ 1e-4·Σ|w·a| (≈1e-7 measured);
@@ -40,6 +42,8 @@ pub(crate) mod q8_0;
 mod q8_1;
 mod q8_k;
 mod types;
+#[cfg(test)]
+mod weight_quantize_tests;
 
 pub(crate) use format::{Format, Info};
 pub use types::{GgmlType, QK, QK_K};
@@ -186,6 +190,25 @@ pub fn quantize_row_fn(ty: GgmlType) -> Option<QuantizeFn> {
 /// Quantizes f32 activations `x` into `dst` in format `ty` (Q8_0, Q8_1, Q8_K or F32), as ggml's `*_ref` does.
 pub fn quantize_row(ty: GgmlType, x: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
     let f = quantize_row_fn(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+    check_len("destination", ty, x.len(), dst.len())?;
+    f(x, dst);
+    Ok(())
+}
+
+/// The unchecked weight quantizer into `ty` (Q4_0 or Q2_K, as ggml's `quantize_row_*_ref`), or
+/// `None`. Kept apart from [`quantize_row_fn`]: that one names the activation formats, which the
+/// forward pass picks by it, and a weight format must not become one by having a quantizer.
+pub fn weight_quantizer(ty: GgmlType) -> Option<QuantizeFn> {
+    match ty {
+        GgmlType::Q4_0 => Some(q4_0::quantize),
+        GgmlType::Q2_K => Some(q2_k::quantize),
+        _ => None,
+    }
+}
+
+/// Quantizes a row of f32 weights `x` into `dst` in format `ty` (see [`weight_quantizer`]).
+pub fn quantize_weights(ty: GgmlType, x: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = weight_quantizer(ty).ok_or(QuantError::Unsupported { ty, op: "weight quantize" })?;
     check_len("destination", ty, x.len(), dst.len())?;
     f(x, dst);
     Ok(())

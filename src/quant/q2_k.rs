@@ -8,7 +8,7 @@
 //! ```
 //! Dotted with Q8_K activations.
 
-use super::bytes::{f16_at, f32_at};
+use super::bytes::{f16_at, f32_at, put_f16};
 use super::contract::chain;
 use super::{q8_k, QK_K};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
@@ -57,6 +57,166 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
             let (dl, ml) = (d * (sc & 0x0F) as f32, dmin * (sc >> 4) as f32);
             for (o, &c) in yg.iter_mut().zip(vg) {
                 *o = dl * c as f32 - ml;
+            }
+        }
+    }
+}
+
+/// Largest 2-bit code.
+const NMAX: i32 = 3;
+/// Largest 4-bit sub-block scale or min code (the super-block's largest maps to it).
+const Q4_SCALE: f32 = 15.0;
+
+/// ggml's `nearest_int` (adding 1.5·2^23 and reading the mantissa: round half to even), which
+/// `round_ties_even` equals for |v| < 2^22; every value rounded here is a code-sized multiple of a
+/// scale fitted to the same numbers, far inside that range.
+#[inline(always)]
+fn nearest(v: f32) -> i32 {
+    v.round_ties_even() as i32
+}
+
+/// One sub-block's affine fit, ggml's `make_qkx2_quants(16, 3, x, |x|, …, -0.5, 0.1, 15, true)`:
+/// returns `(scale, min)` with `x ≈ scale·code - min` and the codes in `l`. Weights are `|x|` (large
+/// values matter more) and the error is their weighted absolute deviation. Starting from the plain
+/// min/max grid, it tries 16 grid widths `(3 + rmin + rdelta·k) / (max - min)`, k = 0..=15 (rmin
+/// -0.5, rdelta 0.1: from 2.5 to 4.0 steps over the range, so the rounding boundaries move across the
+/// values), and for each one the least-squares scale and min of those codes (the min clamped to ≤ 0,
+/// i.e. an offset that only subtracts), keeping the one of least error. f32 operations in ggml's
+/// order, so the result is bit for bit its own.
+fn fit_sub_block(x: &[f32; 16], l: &mut [u8; 16]) -> (f32, f32) {
+    // ggml's search parameters for Q2_K (see above).
+    const RMIN: f32 = -0.5;
+    const RDELTA: f32 = 0.1;
+    const NSTEP: i32 = 15;
+    let w = x.map(f32::abs);
+    let (mut min, mut max) = (x[0], x[0]);
+    let mut sum_w = w[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..16 {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    // The offset only ever subtracts: a sub-block of positive values still starts its grid at 0.
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l.fill(0);
+        return (0.0, -min);
+    }
+    let mut iscale = NMAX as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0.0f32;
+    for i in 0..16 {
+        let q = nearest(iscale * (x[i] - min)).clamp(0, NMAX);
+        l[i] = q as u8;
+        let diff = scale * q as f32 + min - x[i];
+        best_error += w[i] * diff.abs();
+    }
+    let mut laux = [0u8; 16];
+    for is in 0..=NSTEP {
+        iscale = (RMIN + RDELTA * is as f32 + NMAX as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+        for i in 0..16 {
+            let q = nearest(iscale * (x[i] - min)).clamp(0, NMAX);
+            laux[i] = q as u8;
+            let lf = q as f32;
+            sum_l += w[i] * lf;
+            sum_l2 += w[i] * lf * lf;
+            sum_xl += w[i] * lf * x[i];
+        }
+        // Weighted least squares of x on (code, 1): D is the normal equations' determinant.
+        let det = sum_w * sum_l2 - sum_l * sum_l;
+        if det > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0.0f32;
+            for i in 0..16 {
+                let diff = this_scale * laux[i] as f32 + this_min - x[i];
+                cur_error += w[i] * diff.abs();
+            }
+            if cur_error < best_error {
+                l.copy_from_slice(&laux);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// Quantizes whole super-blocks of f32 weights to Q2_K as ggml's `quantize_row_q2_K_ref` (what
+/// `llama-quantize` runs without an importance matrix): each 16-element sub-block gets its own
+/// fitted scale and min (`fit_sub_block`); those are quantized to 4 bits against the super-block's
+/// largest (`d = max_scale/15`, `dmin = max_min/15`, stored as f16); then every code is recomputed
+/// against the scale and min actually stored, `clamp(round((x + dmin·m)/(d·s)), 0, 3)` (a
+/// sub-block whose stored scale is 0 keeps its fitted codes, which then decode to `-dmin·m`). A
+/// weight format only: not the table's `QUANTIZE` (activation quantizers).
+pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
+    for (xb, b) in x.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BLOCK>().0) {
+        let mut l = [0u8; QK_K];
+        let (mut scales, mut mins) = ([0.0f32; QK_K / 16], [0.0f32; QK_K / 16]);
+        let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+        for (j, (xg, lg)) in
+            xb.as_chunks::<16>().0.iter().zip(l.as_chunks_mut::<16>().0).enumerate()
+        {
+            (scales[j], mins[j]) = fit_sub_block(xg, lg);
+            if scales[j] > max_scale {
+                max_scale = scales[j];
+            }
+            if mins[j] > max_min {
+                max_min = mins[j];
+            }
+        }
+        // Codes wrap into the byte as C's int-to-uint8 store does (a fitted scale is never
+        // negative in practice; this keeps even that case ggml's bytes).
+        if max_scale > 0.0 {
+            let iscale = Q4_SCALE / max_scale;
+            for j in 0..QK_K / 16 {
+                b[j] = nearest(iscale * scales[j]) as u8;
+            }
+            put_f16(&mut b[80..82], max_scale / Q4_SCALE);
+        } else {
+            b[..QK_K / 16].fill(0);
+            put_f16(&mut b[80..82], 0.0);
+        }
+        if max_min > 0.0 {
+            let iscale = Q4_SCALE / max_min;
+            for j in 0..QK_K / 16 {
+                b[j] = (b[j] as i32 | (nearest(iscale * mins[j]) << 4)) as u8;
+            }
+            put_f16(&mut b[82..84], max_min / Q4_SCALE);
+        } else {
+            put_f16(&mut b[82..84], 0.0);
+        }
+        let (d, dmin) = (f16_at(&b[80..82]), f16_at(&b[82..84]));
+        for (j, &sm) in b[..QK_K / 16].iter().enumerate() {
+            let dl = d * (sm & 0x0F) as f32;
+            if dl == 0.0 {
+                continue;
+            }
+            let ml = dmin * (sm >> 4) as f32;
+            for (li, &xi) in l[16 * j..16 * j + 16].iter_mut().zip(&xb[16 * j..16 * j + 16]) {
+                *li = nearest((xi + ml) / dl).clamp(0, NMAX) as u8;
+            }
+        }
+        // The layout of `codes`: byte 32·h + e of half h holds elements 128h + e + 32k at bit 2k.
+        for h in 0..2 {
+            for e in 0..32 {
+                let at = 128 * h + e;
+                b[16 + 32 * h + e] =
+                    l[at] | (l[at + 32] << 2) | (l[at + 64] << 4) | (l[at + 96] << 6);
             }
         }
     }

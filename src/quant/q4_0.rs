@@ -6,7 +6,7 @@
 //! ```
 //! Dotted with Q8_0 activations.
 
-use super::bytes::f16_at;
+use super::bytes::{f16_at, put_f16};
 use super::contract::{quad_dot, quad_sums, Arith, BlockTerms, Portable, QuadBlock};
 use super::{q8_0, QK};
 use super::{DequantizeFn, Format, GgmlType, QuantizeFn, VecDotFn};
@@ -37,6 +37,36 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
             // 8: the nibble's midpoint, making the 4-bit code signed (-8..=7).
             y[j] = ((qs[j] & 0x0F) as i32 - 8) as f32 * d;
             y[j + QK / 2] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+/// Quantizes whole blocks of f32 weights to Q4_0 exactly as ggml's `quantize_row_q4_0_ref` (what
+/// `llama-quantize` runs without an importance matrix): the block's largest magnitude keeps its sign
+/// and becomes code 0 (`d = max / -8`), so the extreme value is exact and the other side of zero gets
+/// the 7 remaining steps; the codes are `min(15, trunc(x/d + 8.5))` (8.5: the midpoint 8 plus 0.5,
+/// rounding half up by truncation of a non-negative value; 15: `x == -max` would give 16). `d` is
+/// stored as f16 but the codes use the unrounded `1/d`, as ggml does. A weight format only: not the
+/// table's `QUANTIZE` (activation quantizers), which the forward pass dispatches on.
+pub(crate) fn quantize(x: &[f32], dst: &mut [u8]) {
+    for (xb, b) in x.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BLOCK>().0) {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in xb {
+            // Strictly greater: the first of equal magnitudes wins, as in ggml.
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        // -8: the most negative 4-bit code after the midpoint offset.
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        put_f16(b, d);
+        // `as i8` truncates toward zero like C's `(int8_t)` on these non-negative in-range values
+        // (and saturates, where C would be undefined, on NaN or infinite input).
+        let code = |v: f32| ((v * id + 8.5) as i8).min(15) as u8;
+        for j in 0..QK / 2 {
+            b[2 + j] = code(xb[j]) | (code(xb[j + QK / 2]) << 4);
         }
     }
 }
