@@ -382,6 +382,39 @@ mod tests {
         }
     }
 
+    /// Asserts that `other` (the same K-quant matrix as `plain` in a packed layout) gives bitwise
+    /// `plain`'s products for one token, a batch, and more tokens than a token tile; activations
+    /// `x(i)` quantized to Q8_K.
+    fn same_products(
+        rt: &crate::runtime::Runtime,
+        plain: WeightRows<'_>,
+        other: WeightRows<'_>,
+        tier: Tier,
+        x: impl Fn(usize) -> f32,
+    ) {
+        let (rows, cols) = (plain.rows, plain.cols);
+        let arb = cols / 256 * 292;
+        for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
+            let x: Vec<f32> = (0..n_tok * cols).map(&x).collect();
+            let mut xb = vec![0u8; n_tok * arb];
+            for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
+                crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
+            }
+            let (mut a, mut b) = (vec![0.0; n_tok * rows], vec![1.0; n_tok * rows]);
+            rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
+            rt.install(|| matmul(other, &xb, arb, n_tok, &mut b));
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}",
+                    i / rows,
+                    i % rows
+                );
+            }
+        }
+    }
+
     /// The packed path equals the unpacked one bit for bit on every SIMD tier, for one token, a
     /// batch, and more tokens than a token tile, over several parallel tasks.
     #[test]
@@ -402,7 +435,6 @@ mod tests {
         let mut packed = vec![0u8; wb.len()];
         pack_q4_k(rows, cols, &wb, &mut packed);
         let rt = crate::runtime::Runtime::new(2).unwrap();
-        let arb = cols / 256 * 292;
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let Some(dot) = set.packed_q4_k() else { continue };
@@ -419,26 +451,7 @@ mod tests {
                 packed: Some(PackedRows { data: &packed, kernel: PackedKernel::Rows16(dot) }),
                 ..plain
             };
-            for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
-                let x: Vec<f32> =
-                    (0..n_tok * cols).map(|i| (i as f32 * 0.71).sin() * 3.0).collect();
-                let mut xb = vec![0u8; n_tok * arb];
-                for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
-                    crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
-                }
-                let (mut a, mut b) = (vec![0.0; n_tok * rows], vec![1.0; n_tok * rows]);
-                rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
-                rt.install(|| matmul(pk, &xb, arb, n_tok, &mut b));
-                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                    assert_eq!(
-                        x.to_bits(),
-                        y.to_bits(),
-                        "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}",
-                        i / rows,
-                        i % rows
-                    );
-                }
-            }
+            same_products(&rt, plain, pk, tier, |i| (i as f32 * 0.71).sin() * 3.0);
         }
     }
 
@@ -463,7 +476,6 @@ mod tests {
         let mut packed = vec![0u8; wb.len()];
         pack_q2_k(rows, cols, &wb, &mut packed);
         let rt = crate::runtime::Runtime::new(2).unwrap();
-        let arb = cols / 256 * 292;
         let mut used = 0;
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
@@ -481,26 +493,7 @@ mod tests {
                 packed: Some(PackedRows { data: &packed, kernel: PackedKernel::Lut32(k) }),
                 ..plain
             };
-            for n_tok in [1usize, 3, 8, TOKEN_TILE + 6] {
-                let x: Vec<f32> =
-                    (0..n_tok * cols).map(|i| (i as f32 * 0.53).cos() * 2.0).collect();
-                let mut xb = vec![0u8; n_tok * arb];
-                for (xr, br) in x.chunks_exact(cols).zip(xb.chunks_exact_mut(arb)) {
-                    crate::quant::quantize_row(GgmlType::Q8_K, xr, br).unwrap();
-                }
-                let (mut a, mut b) = (vec![0.0; n_tok * rows], vec![1.0; n_tok * rows]);
-                rt.install(|| matmul(plain, &xb, arb, n_tok, &mut a));
-                rt.install(|| matmul(lut, &xb, arb, n_tok, &mut b));
-                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                    assert_eq!(
-                        x.to_bits(),
-                        y.to_bits(),
-                        "tier {tier} n_tok {n_tok}: token {} row {}: {x} vs {y}",
-                        i / rows,
-                        i % rows
-                    );
-                }
-            }
+            same_products(&rt, plain, lut, tier, |i| (i as f32 * 0.53).cos() * 2.0);
         }
         // Every x86 SIMD tier this CPU has uses it (`kernels::select::lut_for`).
         #[cfg(target_arch = "x86_64")]

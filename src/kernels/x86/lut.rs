@@ -77,7 +77,7 @@ pub(crate) fn gemv512(nb: usize, w: &[u8], act: &[u8], tables: &[u8], out: &mut 
 
 /// The table of quad `k` at `t` (low bytes, or high bytes with `high`), in both 128-bit lanes.
 #[inline(always)]
-unsafe fn table(t: *const u8, k: usize, high: bool) -> __m256i {
+pub(super) unsafe fn table(t: *const u8, k: usize, high: bool) -> __m256i {
     _mm256_broadcastsi128_si256(_mm_loadu_si128(
         t.add(32 * k + 16 * high as usize) as *const __m128i
     ))
@@ -201,7 +201,7 @@ impl SubBlockSums for Lookup512 {
 /// The tables of quads `k0` (low 256 bits) and `k1` (high 256 bits), low or high bytes, each in
 /// both 128-bit lanes of its half.
 #[inline(always)]
-unsafe fn table2(t: *const u8, k0: usize, k1: usize, high: bool) -> __m512i {
+pub(super) unsafe fn table2(t: *const u8, k0: usize, k1: usize, high: bool) -> __m512i {
     let at = |k: usize| _mm_loadu_si128(t.add(32 * k + 16 * high as usize) as *const __m128i);
     _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(at(k0)), 0xFF00, at(k1))
 }

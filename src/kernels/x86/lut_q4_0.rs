@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::isa::load256;
-use super::lut::prefetch_block;
+use super::lut::{prefetch_block, table, table2};
 use crate::kernels::lut_q4_0::{LUT_BLOCK, LUT_ROWS, OFF_IDX, PLANE, TABLE_BYTES};
 use crate::kernels::Tier;
 use crate::quant::block_bytes::Q8_0 as Q80;
@@ -68,14 +68,6 @@ trait QuadSums {
 struct Lookup256;
 /// Eight 512-bit lookups per two quads (AVX-512 BW).
 struct Lookup512;
-
-/// The table of quad `k` at `t` (low bytes, or high bytes with `high`), in both 128-bit lanes.
-#[inline(always)]
-unsafe fn table(t: *const u8, k: usize, high: bool) -> __m256i {
-    _mm256_broadcastsi128_si256(_mm_loadu_si128(
-        t.add(32 * k + 16 * high as usize) as *const __m128i
-    ))
-}
 
 /// `h0 + 2·h1 + 4·h2 − 8·h3` in bytes (Horner: ((−h3·2 + h2)·2 + h1)·2 + h0).
 macro_rules! high_sum {
@@ -127,14 +119,6 @@ impl QuadSums for Lookup256 {
         }
         out
     }
-}
-
-/// The tables of quads `k0` (low 256 bits) and `k1` (high 256 bits), low or high bytes, each in
-/// both 128-bit lanes of its half.
-#[inline(always)]
-unsafe fn table2(t: *const u8, k0: usize, k1: usize, high: bool) -> __m512i {
-    let at = |k: usize| _mm_loadu_si128(t.add(32 * k + 16 * high as usize) as *const __m128i);
-    _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(at(k0)), 0xFF00, at(k1))
 }
 
 impl QuadSums for Lookup512 {
