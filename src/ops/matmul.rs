@@ -201,10 +201,30 @@ fn matmul_packed(
     });
 }
 
+/// The lookup tables of the last activation vector a LUT product used on this thread. The q, k
+/// and v projections read one vector, gate and up another, so each vector's tables are built once
+/// and shared by every matrix reading it. Keyed by the whole vector's bytes (compared: ~1.7 KB
+/// for 1536 elements, against building ~12 KB of tables) and the table builder, so a hit is
+/// always the tables the vector would get.
+struct LutTables {
+    build: fn(usize, &[u8], &mut [u8]),
+    nb: usize,
+    /// The activation row the tables were built from.
+    act: Vec<u8>,
+    /// `[nb, table_bytes]`
+    tables: Vec<u8>,
+}
+
+thread_local! {
+    /// This thread's [`LutTables`] (taken out while in use, so a nested product on the same thread,
+    /// e.g. a job rayon runs here while this one waits, builds its own instead of failing).
+    static LUT_TABLES: std::cell::Cell<Option<LutTables>> = const { std::cell::Cell::new(None) };
+}
+
 /// [`matmul`] of one token over a lookup-table layout (`Q2_K×32`, `kernels::lut`): the token's
-/// tables are built once (on this thread), then tasks of whole 32-row groups run the GEMV of each
-/// group. Each output is the LUT kernel's, bitwise the reference dot product of its row
-/// (`kernels::lut`), so the result does not depend on the layout.
+/// tables are built once per activation vector ([`LutTables`], on this thread), then tasks of
+/// whole 32-row groups run the GEMV of each group. Each output is the LUT kernel's, bitwise the
+/// reference dot product of its row (`kernels::lut`), so the result does not depend on the layout.
 fn matmul_lut(w: WeightRows<'_>, data: &[u8], k: LutKernel, act: &[u8], out: &mut [f32]) {
     assert!(
         w.rows.is_multiple_of(LUT_ROWS)
@@ -213,17 +233,25 @@ fn matmul_lut(w: WeightRows<'_>, data: &[u8], k: LutKernel, act: &[u8], out: &mu
         "LUT matrix shape"
     );
     let nb = w.cols / k.block;
-    let mut tables = vec![0u8; nb * k.table_bytes]; // [nb, table_bytes]
-    (k.build_tables)(nb, act, &mut tables);
+    let memo = LUT_TABLES
+        .take()
+        .filter(|m| std::ptr::fn_addr_eq(m.build, k.build_tables) && m.nb == nb && m.act == act);
+    let memo = memo.unwrap_or_else(|| {
+        let mut tables = vec![0u8; nb * k.table_bytes];
+        (k.build_tables)(nb, act, &mut tables);
+        LutTables { build: k.build_tables, nb, act: act.to_vec(), tables }
+    });
+    let tables = &memo.tables;
     let gb = LUT_ROWS * w.row_bytes; // bytes per row group
     let per_task = (CHUNK_BYTES / gb).max(1); // groups per parallel task
     out.par_chunks_mut(per_task * LUT_ROWS).enumerate().for_each(|(c, o)| {
         for (i, og) in o.chunks_exact_mut(LUT_ROWS).enumerate() {
             let g = c * per_task + i;
             let og: &mut [f32; LUT_ROWS] = og.try_into().expect("32 rows");
-            (k.gemv)(nb, &data[g * gb..(g + 1) * gb], act, &tables, og);
+            (k.gemv)(nb, &data[g * gb..(g + 1) * gb], act, tables, og);
         }
     });
+    LUT_TABLES.set(Some(memo));
 }
 
 /// `out[t, j] = dot(w[rows[j]], acts[t])`: [`matmul`] restricted to the weight rows listed in
