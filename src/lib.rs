@@ -20,6 +20,7 @@ pub mod quant;
 pub mod regular_file;
 pub mod runtime;
 pub mod sampler;
+pub mod serve;
 #[cfg(feature = "sparse")]
 pub mod sparse;
 pub mod tokenizer;

@@ -57,3 +57,64 @@ fn sequences_together_equal_sequences_alone() {
         assert!(base.copy_prefix_to(base.len(), &mut small).is_err());
     }
 }
+
+/// `Model::forward_batch` with a different number of new tokens per sequence (a prompt chunk
+/// whose logits nobody reads, a decode step, a draft check with every row's logits) against
+/// each sequence alone: the logits asked for are bitwise equal, and so are the caches (the next
+/// token of each, decoded alone from both, gives the same logits).
+#[test]
+fn ragged_batch_equals_sequences_alone() {
+    use turboinfer::model::SeqStep;
+    let rt = Runtime::new(2).unwrap();
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
+        let Some(path) = common::model_path(name) else { continue };
+        let model = Model::load(&path).unwrap();
+        let vocab = model.config().vocab_size;
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let start = |prompt: &[u32]| {
+            let mut kv = model.new_cache(64);
+            if !prompt.is_empty() {
+                model.forward(&rt, &mut kv, prompt, Logits::Last).unwrap();
+            }
+            kv
+        };
+        // (tokens already in the cache, new tokens, logits of the last how many)
+        let seqs: [(&[u32], &[u32], usize); 3] = [
+            (&[], &[31, 414, 2093, 17, 90, 1000, 5], 0),
+            (&[8, 9, 10], &[12], 1),
+            (&[3], &[7, 700, 70], 3),
+        ];
+        let mut together: Vec<_> = seqs.iter().map(|s| start(s.0)).collect();
+        let mut alone: Vec<_> = seqs.iter().map(|s| start(s.0)).collect();
+        let mut steps: Vec<SeqStep> = together
+            .iter_mut()
+            .zip(&seqs)
+            .map(|(kv, s)| SeqStep { cache: kv, tokens: s.1, logits: s.2 })
+            .collect();
+        let got = model.forward_batch(&rt, &mut steps, &mut || true).unwrap();
+        assert_eq!(got.len(), 4 * vocab, "{name}: 0 + 1 + 3 rows of logits");
+        let mut want = Vec::new();
+        for (kv, s) in alone.iter_mut().zip(&seqs) {
+            let all = model.forward(&rt, kv, s.1, Logits::All).unwrap();
+            want.extend_from_slice(&all[(s.1.len() - s.2) * vocab..]);
+        }
+        assert!(bits(&got) == bits(&want), "{name}: batched logits differ from each alone");
+        for (i, (a, b)) in together.iter_mut().zip(&mut alone).enumerate() {
+            assert_eq!(a.len(), b.len());
+            let x = model.forward(&rt, a, &[42], Logits::Last).unwrap();
+            let y = model.forward(&rt, b, &[42], Logits::Last).unwrap();
+            assert!(bits(&x) == bits(&y), "{name} sequence {i}: caches differ after the batch");
+        }
+        // Bad steps are refused before any cache moves.
+        let before: Vec<usize> = together.iter().map(|kv| kv.len()).collect();
+        let (a, rest) = together.split_first_mut().unwrap();
+        let mut bad = vec![
+            SeqStep { cache: a, tokens: &[1, 2], logits: 1 },
+            SeqStep { cache: &mut rest[0], tokens: &[5], logits: 2 },
+        ];
+        assert!(model.forward_batch(&rt, &mut bad, &mut || true).is_err());
+        let mut empty = vec![SeqStep { cache: &mut rest[1], tokens: &[], logits: 0 }];
+        assert!(model.forward_batch(&rt, &mut empty, &mut || true).is_err());
+        assert_eq!(together.iter().map(|kv| kv.len()).collect::<Vec<_>>(), before);
+    }
+}

@@ -24,6 +24,9 @@ pub enum ModelError {
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("forward pass called with no tokens")]
     EmptyBatch,
+    /// A batched step asked for the logits of more tokens than it has.
+    #[error("logits asked for the last {asked} tokens of a step of {tokens}")]
+    LogitsRows { asked: usize, tokens: usize },
     /// The model or pack file changed while mapped (overwritten or truncated in place): what
     /// this pass read may be garbage, and the mapping must be dropped and the model reloaded.
     #[error("the model file {} changed while in use (rewritten or truncated in place); replace model files by rename, never in place", path.display())]

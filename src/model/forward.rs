@@ -22,6 +22,18 @@ pub enum Logits {
     All,
 }
 
+/// One sequence's share of a batched pass ([`Model::forward_batch`]).
+#[derive(Debug)]
+pub struct SeqStep<'a> {
+    /// The sequence's KV cache; the step's tokens go at positions `cache.len()..`.
+    pub cache: &'a mut KvCache,
+    /// The new tokens (at least one).
+    pub tokens: &'a [u32],
+    /// How many of the last tokens get logits: 1 to decode, `tokens.len()` to check drafts,
+    /// 0 for a prompt chunk whose logits nobody reads (no LM head rows for it).
+    pub logits: usize,
+}
+
 /// Which part of a layer one pool entry runs (see `Model::hidden_seqs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Half {
@@ -444,10 +456,8 @@ impl Model {
 
     /// One decoding step of several sequences in one pass: `tokens[i]` is the next token of the
     /// sequence whose cache is `caches[i]`; appends each token's keys and values to its own cache
-    /// and returns the logits `[caches.len(), vocab]`. The weights are read once for all the
-    /// sequences (a decode step is bound by reading them), and each sequence's logits are bitwise
-    /// those of [`Model::forward`] on that sequence alone. `between_layers` as in
-    /// [`Model::forward_checked`] (on interruption no cache has advanced).
+    /// and returns the logits `[caches.len(), vocab]`. [`Model::forward_batch`] with one token
+    /// and its logits per sequence.
     pub fn forward_seqs(
         &self,
         rt: &Runtime,
@@ -456,19 +466,51 @@ impl Model {
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
         assert_eq!(tokens.len(), caches.len(), "one token per sequence");
-        if tokens.is_empty() {
+        let mut steps: Vec<SeqStep<'_>> = caches
+            .iter_mut()
+            .zip(tokens.chunks(1))
+            .map(|(cache, t)| SeqStep { cache, tokens: t, logits: 1 })
+            .collect();
+        self.forward_batch(rt, &mut steps, between_layers)
+    }
+
+    /// One pass over several sequences, each with its own number of new tokens (a prompt chunk
+    /// of one caller beside a decode step or a draft check of another: continuous batching).
+    /// Appends each step's keys and values to its own cache and returns the logits of the last
+    /// `steps[i].logits` tokens of each step, in step order: `[Σ logits, vocab]`. The weights are
+    /// read once for all the sequences (a decode step is bound by reading them), and each
+    /// sequence's logits are bitwise those of [`Model::forward`] on that sequence alone (rows
+    /// of a batch are computed independently: the engine's batch = sequential property).
+    /// `between_layers` as in [`Model::forward_checked`]. Every input is checked before any
+    /// cache changes; on an error or an interruption no cache has advanced.
+    pub fn forward_batch(
+        &self,
+        rt: &Runtime,
+        steps: &mut [SeqStep<'_>],
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
+        if steps.is_empty() {
             return Err(ModelError::EmptyBatch);
         }
-        for cache in caches.iter() {
-            cache.check_shape(&self.cfg)?;
-            cache.check_room(1)?;
-        }
         let vocab = self.cfg.vocab_size;
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::TokenOutOfRange { id, vocab });
+        for s in steps.iter() {
+            if s.tokens.is_empty() {
+                return Err(ModelError::EmptyBatch);
+            }
+            if s.logits > s.tokens.len() {
+                return Err(ModelError::LogitsRows { asked: s.logits, tokens: s.tokens.len() });
+            }
+            s.cache.check_shape(&self.cfg)?;
+            s.cache.check_room(s.tokens.len())?;
+            if let Some(&id) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(ModelError::TokenOutOfRange { id, vocab });
+            }
         }
-        let hn = self.hidden_seqs(rt, caches, tokens, Logits::Last, between_layers)?;
-        self.lm_head(rt, &hn) // [n_seq, vocab]
+        let hn = self.hidden_seqs(rt, steps, between_layers)?;
+        if hn.is_empty() {
+            return Ok(Vec::new()); // no step asked for logits: no LM head
+        }
+        self.lm_head(rt, &hn) // [Σ logits, vocab]
     }
 
     /// Err when the model or pack file changed under its mapping since it was opened (see
@@ -536,27 +578,38 @@ impl Model {
         which: Logits,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
-        self.hidden_seqs(rt, &mut [cache], tokens, which, between_layers)
+        let logits = match which {
+            Logits::Last => 1,
+            Logits::All => tokens.len(),
+        };
+        self.hidden_seqs(rt, &mut [SeqStep { cache, tokens, logits }], between_layers)
     }
 
-    /// [`Model::hidden`] over several sequences in one pass: `tokens` holds `tokens.len() /
-    /// caches.len()` consecutive tokens of each sequence in the order of `caches`, each at its own
-    /// cache's positions; the weights are read once for all of them. With `Logits::Last`, the
-    /// last token of each sequence (`[caches.len(), dim]`). Every value is bitwise what the
-    /// sequence alone would give (rows of a batch are computed independently).
+    /// [`Model::hidden`] over several sequences in one pass (inputs validated), each step's
+    /// tokens at its own cache's positions; the weights are read once for all of them. Returns
+    /// the final-normed hidden states of the last `logits` tokens of each step
+    /// (`[Σ logits, dim]`). Every value is bitwise what the sequence alone would give (rows of a
+    /// batch are computed independently).
     fn hidden_seqs(
         &self,
         rt: &Runtime,
-        caches: &mut [&mut KvCache],
-        tokens: &[u32],
-        which: Logits,
+        steps: &mut [SeqStep<'_>],
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let f = &*self.file;
         let pk = self.packed.as_deref();
+        // Where each step's tokens sit in the batch.
+        let spans: Vec<std::ops::Range<usize>> = steps
+            .iter()
+            .scan(0, |at, s| {
+                let r = *at..*at + s.tokens.len();
+                *at = r.end;
+                Some(r)
+            })
+            .collect();
+        let tokens: Vec<u32> = steps.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         let n = tokens.len();
-        let per = n / caches.len(); // tokens of each sequence
         let (dim, qd, kvd, hd) = (c.dim, c.q_dim(), c.kv_dim(), c.head_dim);
 
         let scratch =
@@ -564,14 +617,17 @@ impl Model {
         let mut x = scratch(n * dim)?; // [n, dim] residual stream
         let embd = &self.w.token_embd;
         let deq = quant::dequantize_row_fn(embd.ty).expect("checked at load");
-        for (row, &id) in x.chunks_exact_mut(dim).zip(tokens) {
+        for (row, &id) in x.chunks_exact_mut(dim).zip(&tokens) {
             deq(embd.row_bytes_of(f, id as usize), row);
         }
 
         // Each sequence's rotary table at its own positions.
-        let ropes: Vec<RopeTable> = caches
+        let ropes: Vec<RopeTable> = steps
             .iter()
-            .map(|kv| RopeTable::new(kv.len()..kv.len() + per, c.n_rot, c.rope_theta))
+            .map(|s| {
+                let at = s.cache.len();
+                RopeTable::new(at..at + s.tokens.len(), c.n_rot, c.rope_theta)
+            })
             .collect();
         let mut h = scratch(n * dim)?; // [n, dim] normalised input of a sub-block
         let mut q = scratch(n * qd)?; // [n, n_heads, head_dim]
@@ -601,9 +657,10 @@ impl Model {
                     if let Some(w) = &lw.k_norm {
                         ops::rmsnorm_chunks_in_place(&mut k, w, c.rms_eps);
                     }
-                    for (i, (cache, rope)) in caches.iter_mut().zip(&ropes).enumerate() {
-                        let rows = i * per..(i + 1) * per; // this sequence's tokens in the batch
-                        for t in 0..per {
+                    for ((step, rope), rows) in steps.iter_mut().zip(&ropes).zip(&spans) {
+                        let cache = &mut *step.cache;
+                        let rows = rows.clone(); // this sequence's tokens in the batch
+                        for t in 0..rows.len() {
                             let r = rows.start + t;
                             rope.apply(t, &mut q[r * qd..(r + 1) * qd], hd, c.rope_mode);
                             rope.apply(t, &mut k[r * kvd..(r + 1) * kvd], hd, c.rope_mode);
@@ -683,15 +740,13 @@ impl Model {
                 self.drop_behind(l);
             }
         }
-        for cache in caches.iter_mut() {
-            cache.advance(per);
+        for (step, span) in steps.iter_mut().zip(&spans) {
+            step.cache.advance(span.len());
         }
 
-        // The rows that get logits: the last token of each sequence, or every token.
-        let rows: Vec<usize> = match which {
-            Logits::Last => (1..=caches.len()).map(|i| i * per - 1).collect(),
-            Logits::All => (0..n).collect(),
-        };
+        // The rows that get logits: the last `logits` tokens of each step.
+        let rows: Vec<usize> =
+            steps.iter().zip(&spans).flat_map(|(s, r)| r.end - s.logits..r.end).collect();
         let mut hn = scratch(rows.len() * dim)?; // [n_out, dim]
         for (o, &r) in hn.chunks_exact_mut(dim).zip(&rows) {
             ops::rmsnorm(o, &x[r * dim..(r + 1) * dim], &self.w.output_norm, c.rms_eps);

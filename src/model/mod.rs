@@ -13,7 +13,7 @@ mod weights;
 pub use config::{Arch, Config};
 pub use error::ModelError;
 pub use ffn_hook::FfnHook;
-pub use forward::{Logits, Model, DEFAULT_READAHEAD};
+pub use forward::{Logits, Model, SeqStep, DEFAULT_READAHEAD};
 pub use kv_cache::{KvCache, KvDtype};
 pub use options::ModelOptions;
 pub use packed::{PackStatus, PackedError, PackedFile};

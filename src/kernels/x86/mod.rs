@@ -212,6 +212,14 @@ macro_rules! tier {
 // 2.86 ms (2026-11-26, AVX2-only VM; prompt processing at depth 1350 ~1.35x). Packed Q6_K's code
 // decode costs more than it saves on both 256-bit tiers (B=1: 1.6-2.0 vs 0.5 ms), so it stays
 // unpacked there (same results, block-exact).
+//
+// Vectors per pass of the 512-bit packed kernels: four for Q4_K and, since 2026-12-01, four for
+// Q6_K too (two before). A batch of 8 decoded each Q6_K group twice instead of four times; forward
+// passes of 4, 8 and 16 tokens at depth 512 on the 1.5B (AVX512-VNNI, 2 threads) took 3-8 % less
+// (`cargo bench --bench e2e -- --verify 1,4,8,16 --depth 512 --reps 5`, three alternating runs of
+// each build: 8 tokens 139.9 -> 131.4 ms, medians of the three medians), one token the same (its
+// path is unchanged). The integer sums are exact and each vector's float work is the same, so the
+// bits do not change (tests/kernels_packed.rs checks 1 to 9 vectors on every tier).
 tier!(
     avx2,
     Tier::Avx2,
@@ -252,7 +260,7 @@ tier!(
     dot512,
     wsum512,
     (packed512, 4),
-    (packed512, 2)
+    (packed512, 4)
 );
 tier!(
     avx512_vnni,
@@ -266,7 +274,7 @@ tier!(
     dot512,
     wsum512,
     (packed512, 4),
-    (packed512, 2)
+    (packed512, 4)
 );
 
 pub(crate) use avx2::SET as AVX2;

@@ -1,0 +1,339 @@
+//! The sequence table of a [`Server`]: each sequence's token history and (when resident) its
+//! KV cache, the budget that bounds the resident caches, and one batched pass per [`Server::step`].
+
+use super::ServeError;
+use crate::model::{KvCache, Model, SeqStep};
+use crate::runtime::Runtime;
+use std::collections::{HashMap, HashSet};
+
+/// A sequence's name, chosen by the caller (e.g. a backend's process number and call number).
+pub type SeqId = u64;
+
+/// One caller's request: a forward pass over its sequence's new tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The sequence.
+    pub seq: SeqId,
+    /// How many tokens the sequence held before `tokens` in the caller's view. A sequence the
+    /// server holds longer is rewound to it (drafts the caller rejected); 0 starts a sequence
+    /// (or starts it over). Greater than what the server holds: [`ServeError::UnknownPosition`].
+    pub pos: usize,
+    /// The new tokens (at least one), at positions `pos..`.
+    pub tokens: Vec<u32>,
+    /// Logits for the last this many of `tokens` (0 for a prompt chunk nobody reads).
+    pub logits: usize,
+}
+
+/// What a request gets back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// `[logits, vocab]`: the rows asked for, in token order.
+    pub logits: Vec<f32>,
+    /// Tokens of the history run again because the sequence's cache had been evicted.
+    pub recomputed: usize,
+    /// Tokens whose keys and values were copied from another sequence sharing them (a schema
+    /// prefix asked about by several callers is computed once).
+    pub copied: usize,
+}
+
+/// Counters since the server was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Batched forward passes run.
+    pub passes: u64,
+    /// Requests answered.
+    pub requests: u64,
+    /// Tokens run through the model (new ones and recomputed ones).
+    pub tokens: u64,
+    /// Of those, history tokens recomputed after an eviction.
+    pub recomputed: u64,
+    /// Tokens whose cache entries were copied from another sequence instead of computed.
+    pub copied: u64,
+    /// Caches evicted to make room.
+    pub evictions: u64,
+    /// The largest batch (requests in one pass).
+    pub max_batch: u64,
+}
+
+/// One sequence: everything it was fed, and its cache while resident (then `kv.len()` equals
+/// `tokens.len()`).
+struct Seq {
+    tokens: Vec<u32>,
+    kv: Option<KvCache>,
+    /// The step that last used it (least recently used caches are evicted first).
+    used: u64,
+}
+
+/// Sequences served from one model under a KV memory budget (see the module docs).
+pub struct Server {
+    /// Positions each sequence's cache holds.
+    n_ctx: usize,
+    /// Bytes the resident caches may take.
+    budget: usize,
+    /// Bytes of one cache.
+    per_cache: usize,
+    seqs: HashMap<SeqId, Seq>,
+    step: u64,
+    stats: ServerStats,
+}
+
+impl Server {
+    /// A server whose sequences hold up to `n_ctx` tokens each (clamped to the model's
+    /// training context), with at most `budget` bytes of caches resident.
+    pub fn new(model: &Model, n_ctx: usize, budget: usize) -> Server {
+        let n_ctx = KvCache::capacity_for(model.config(), n_ctx);
+        Server {
+            n_ctx,
+            budget,
+            per_cache: model.kv_cache_bytes(n_ctx).max(1),
+            seqs: HashMap::new(),
+            step: 0,
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// How many caches the budget holds at once: the most requests one step can run.
+    pub fn fits(&self) -> usize {
+        self.budget / self.per_cache
+    }
+
+    /// Positions each sequence holds.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Sequences known, and how many of them have their cache resident.
+    pub fn sequences(&self) -> (usize, usize) {
+        (self.seqs.len(), self.seqs.values().filter(|s| s.kv.is_some()).count())
+    }
+
+    /// Bytes of the resident caches.
+    pub fn resident_bytes(&self) -> usize {
+        self.sequences().1 * self.per_cache
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// Drops a sequence (its caller finished, cancelled or went away). False if unknown.
+    pub fn forget(&mut self, seq: SeqId) -> bool {
+        self.seqs.remove(&seq).is_some()
+    }
+
+    /// Runs every valid request of `reqs` in one batched forward pass and answers each, in
+    /// order. A request that is invalid, or that the budget has no room for, gets its error
+    /// and changes nothing; when the pass itself fails (or `between_layers` stops it), every
+    /// request that was in it gets that error and no sequence advanced.
+    pub fn step(
+        &mut self,
+        model: &Model,
+        rt: &Runtime,
+        reqs: &[Request],
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Vec<Result<Reply, ServeError>> {
+        let mut out: Vec<Option<Result<Reply, ServeError>>> = vec![None; reqs.len()];
+        let run = self.admit(reqs, &mut out);
+        self.step += 1;
+        let now = self.step;
+
+        // Rewind each sequence to where its caller stands.
+        for &i in &run {
+            let r = &reqs[i];
+            let s =
+                self.seqs.entry(r.seq).or_insert(Seq { tokens: Vec::new(), kv: None, used: now });
+            s.tokens.truncate(r.pos);
+            if let Some(kv) = &mut s.kv {
+                kv.truncate(r.pos);
+            }
+            s.used = now;
+        }
+        self.make_room(reqs, &run);
+
+        // Each sequence's cache (taken out of the table for the pass) and the tokens to feed it.
+        struct Plan {
+            i: usize,
+            kv: KvCache,
+            feed: Vec<u32>,
+            fresh: bool,
+            recomputed: usize,
+            copied: usize,
+        }
+        let mut plans: Vec<Plan> = Vec::with_capacity(run.len());
+        // First the sequences not resident (while every resident cache, of this batch too, is
+        // still in the table to copy from): a new cache, the longest prefix another sequence
+        // shares copied into it, and the rest of the history run again with the new tokens.
+        for &i in &run {
+            let r = &reqs[i];
+            if self.seqs[&r.seq].kv.is_some() {
+                continue;
+            }
+            let mut kv = match model.try_new_cache(self.n_ctx) {
+                Ok(kv) => kv,
+                Err(e) => {
+                    out[i] = Some(Err(e.into()));
+                    continue;
+                }
+            };
+            let hist = &self.seqs[&r.seq].tokens;
+            let full: Vec<u32> = hist.iter().chain(&r.tokens).copied().collect();
+            // At least the tokens whose logits are asked for (and one) must be computed.
+            let limit = full.len() - r.logits.max(1);
+            let copied = match self.donor(r.seq, &full[..limit]) {
+                Some((donor, n)) if n > 0 => match donor.copy_prefix_to(n, &mut kv) {
+                    Ok(()) => n,
+                    Err(_) => 0, // a cache of another shape: compute instead
+                },
+                _ => 0,
+            };
+            let recomputed = r.pos.saturating_sub(copied);
+            plans.push(Plan {
+                i,
+                kv,
+                feed: full[copied..].to_vec(),
+                fresh: true,
+                recomputed,
+                copied,
+            });
+        }
+        // Then the resident ones, which only feed their new tokens.
+        for &i in &run {
+            let r = &reqs[i];
+            if let Some(kv) = self.seqs.get_mut(&r.seq).and_then(|s| s.kv.take()) {
+                plans.push(Plan {
+                    i,
+                    kv,
+                    feed: r.tokens.clone(),
+                    fresh: false,
+                    recomputed: 0,
+                    copied: 0,
+                });
+            }
+        }
+        if plans.is_empty() {
+            return out.into_iter().map(|o| o.expect("every request answered")).collect();
+        }
+
+        let mut steps: Vec<SeqStep<'_>> = plans
+            .iter_mut()
+            .map(|p| SeqStep { cache: &mut p.kv, tokens: &p.feed, logits: reqs[p.i].logits })
+            .collect();
+        let res = model.forward_batch(rt, &mut steps, between_layers);
+        drop(steps);
+        match res {
+            Ok(logits) => {
+                let vocab = model.config().vocab_size;
+                let mut at = 0;
+                self.stats.passes += 1;
+                self.stats.max_batch = self.stats.max_batch.max(plans.len() as u64);
+                for p in plans {
+                    let r = &reqs[p.i];
+                    let rows = &logits[at * vocab..(at + r.logits) * vocab];
+                    at += r.logits;
+                    let s = self.seqs.get_mut(&r.seq).expect("admitted");
+                    s.tokens.extend_from_slice(&r.tokens);
+                    debug_assert_eq!(p.kv.len(), s.tokens.len());
+                    s.kv = Some(p.kv);
+                    self.stats.requests += 1;
+                    self.stats.tokens += p.feed.len() as u64;
+                    self.stats.recomputed += p.recomputed as u64;
+                    self.stats.copied += p.copied as u64;
+                    out[p.i] = Some(Ok(Reply {
+                        logits: rows.to_vec(),
+                        recomputed: p.recomputed,
+                        copied: p.copied,
+                    }));
+                }
+            }
+            Err(e) => {
+                let e = ServeError::from(e);
+                for p in plans {
+                    // A resident cache did not advance; a new one holds a copied prefix that
+                    // may run past the history: dropped, rebuilt next time.
+                    if !p.fresh {
+                        self.seqs.get_mut(&reqs[p.i].seq).expect("admitted").kv = Some(p.kv);
+                    }
+                    out[p.i] = Some(Err(e.clone()));
+                }
+            }
+        }
+        out.into_iter().map(|o| o.expect("every request answered")).collect()
+    }
+
+    /// Checks each request; returns the indices of those to run (at most [`Server::fits`]) and
+    /// records an error for the others.
+    fn admit(&self, reqs: &[Request], out: &mut [Option<Result<Reply, ServeError>>]) -> Vec<usize> {
+        let mut seen = HashSet::new();
+        let mut run = Vec::new();
+        for (i, r) in reqs.iter().enumerate() {
+            let known = self.seqs.get(&r.seq).map_or(0, |s| s.tokens.len());
+            let err = if r.tokens.is_empty() || r.logits > r.tokens.len() {
+                Some(ServeError::BadRequest {
+                    seq: r.seq,
+                    tokens: r.tokens.len(),
+                    logits: r.logits,
+                })
+            } else if r.pos > known {
+                Some(ServeError::UnknownPosition { seq: r.seq, pos: r.pos, known })
+            } else if r.pos + r.tokens.len() > self.n_ctx {
+                Some(ServeError::ContextFull {
+                    seq: r.seq,
+                    needed: r.pos + r.tokens.len(),
+                    n_ctx: self.n_ctx,
+                })
+            } else if !seen.insert(r.seq) {
+                Some(ServeError::Duplicate { seq: r.seq })
+            } else if run.len() >= self.fits() {
+                Some(ServeError::OverBudget {
+                    budget: self.budget,
+                    fits: self.fits(),
+                    n_ctx: self.n_ctx,
+                })
+            } else {
+                None
+            };
+            match err {
+                Some(e) => out[i] = Some(Err(e)),
+                None => run.push(i),
+            }
+        }
+        run
+    }
+
+    /// Evicts the least recently used caches of sequences outside this batch until the batch's
+    /// sequences fit in the budget beside the resident ones.
+    fn make_room(&mut self, reqs: &[Request], run: &[usize]) {
+        let batch: HashSet<SeqId> = run.iter().map(|&i| reqs[i].seq).collect();
+        let needed = batch.iter().filter(|id| self.seqs[id].kv.is_none()).count();
+        let mut resident = self.sequences().1;
+        while resident + needed > self.fits() {
+            // Oldest first; ties by id so that the choice is the same every run.
+            let victim = self
+                .seqs
+                .iter()
+                .filter(|(id, s)| s.kv.is_some() && !batch.contains(id))
+                .min_by_key(|(id, s)| (s.used, **id))
+                .map(|(id, _)| *id);
+            let Some(v) = victim else { break }; // admit() kept the batch within the budget
+            self.seqs.get_mut(&v).expect("found").kv = None;
+            self.stats.evictions += 1;
+            resident -= 1;
+        }
+    }
+
+    /// The resident cache (of another sequence than `seq`) whose tokens share the longest
+    /// prefix with `tokens`, and that prefix's length.
+    fn donor(&self, seq: SeqId, tokens: &[u32]) -> Option<(&KvCache, usize)> {
+        self.seqs
+            .iter()
+            .filter(|(id, _)| **id != seq)
+            .filter_map(|(id, s)| {
+                let kv = s.kv.as_ref()?;
+                let n = s.tokens.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+                Some((n, std::cmp::Reverse(*id), kv))
+            })
+            .max_by_key(|(n, id, _)| (*n, *id))
+            .map(|(n, _, kv)| (kv, n))
+    }
+}
