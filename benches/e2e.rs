@@ -8,7 +8,12 @@
 //! forward pass over b tokens with logits for every row, after the D cached tokens, for each listed
 //! b in turn (interleaved, so drift hits every size alike); median ms and the ratio to b = 1.
 //!
+//! `--chunked C` measures instead a prompt of `--pp` tokens prefilled in chunks of C, as nl2sql
+//! does, with the logits of every chunk's last token against those of the last chunk only (the
+//! other chunks skip the LM head), alternating.
+//!
 //! cargo bench --bench e2e -- [--reps R] [--pp N] [--tg N] [--depth D] [-t THREADS] MODEL.gguf...
+//! cargo bench --bench e2e -- --chunked 64 --pp 1344 [--reps R] MODEL.gguf...
 //! cargo bench --bench e2e -- --verify 1,2,3,4 [--reps R] [--depth D] [-t THREADS] MODEL.gguf...
 
 use std::time::Instant;
@@ -28,6 +33,8 @@ struct Args {
     threads: usize,
     /// Batch sizes of `--verify` (empty: the pp/tg run).
     verify: Vec<usize>,
+    /// Chunk size of `--chunked` (0: the pp/tg run).
+    chunked: usize,
     models: Vec<String>,
 }
 
@@ -40,6 +47,7 @@ fn parse_args() -> Args {
         depth: 0,
         threads: 2,
         verify: Vec::new(),
+        chunked: 0,
         models: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -55,6 +63,7 @@ fn parse_args() -> Args {
             "--pp" => a.pp = num("--pp"),
             "--tg" => a.tg = num("--tg"),
             "--depth" => a.depth = num("--depth"),
+            "--chunked" => a.chunked = num("--chunked"),
             "-t" | "--threads" => a.threads = num("-t"),
             "--verify" => {
                 let list = it.next().unwrap_or_default();
@@ -93,6 +102,9 @@ fn main() {
     let rt = Runtime::new(a.threads).expect("thread pool");
     if !a.verify.is_empty() {
         return verify(&a, &rt);
+    }
+    if a.chunked > 0 {
+        return chunked(&a, &rt);
     }
     println!("| model | test | tok/s (median of {}) | runs |", a.reps);
     // 512 MiB: far larger than the last-level cache, small next to the models.
@@ -193,5 +205,44 @@ fn verify(a: &Args, rt: &Runtime) {
             let runs = ms[j].iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(" ");
             println!("| {name} | {b}{at} | {m:.1} | {ratio} | {runs} |");
         }
+    }
+}
+
+/// `--chunked`: a `pp`-token prompt in chunks of `chunked` tokens, every chunk's last logits
+/// (before 2026-12-01) against the last chunk's only, alternating; checks both end on the same bits.
+fn chunked(a: &Args, rt: &Runtime) {
+    use turboinfer::model::SeqStep;
+    println!("| model | prompt | logits of | ms (median of {}) | runs |", a.reps);
+    println!("|---|---|---|---|---|");
+    for path in &a.models {
+        let model = Model::load(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().to_string();
+        let prompt = tokens(a.pp, model.config().vocab_size);
+        let mut cache = model.new_cache(a.pp);
+        let n_chunks = a.pp.div_ceil(a.chunked);
+        let mut run = |every: bool| -> (f64, Vec<f32>) {
+            cache.clear();
+            let t = Instant::now();
+            let mut logits = Vec::new();
+            for (k, c) in prompt.chunks(a.chunked).enumerate() {
+                let rows = usize::from(every || k + 1 == n_chunks);
+                let mut step = [SeqStep { cache: &mut cache, tokens: c, logits: rows }];
+                logits = model.forward_batch(rt, &mut step, &mut || true).expect("chunk");
+            }
+            (t.elapsed().as_secs_f64() * 1e3, logits)
+        };
+        run(false); // pages the weights in
+        let (mut every, mut last) = (Vec::new(), Vec::new());
+        for _ in 0..a.reps {
+            let (te, le) = run(true);
+            let (tl, ll) = run(false);
+            assert!(le.iter().zip(&ll).all(|(x, y)| x.to_bits() == y.to_bits()), "logits differ");
+            every.push(te);
+            last.push(tl);
+        }
+        let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(" ");
+        let p = format!("{} in chunks of {}", a.pp, a.chunked);
+        println!("| {name} | {p} | every chunk | {:.0} | {} |", median(every.clone()), fmt(&every));
+        println!("| {name} | {p} | last chunk | {:.0} | {} |", median(last.clone()), fmt(&last));
     }
 }

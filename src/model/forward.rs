@@ -22,6 +22,16 @@ pub enum Logits {
     All,
 }
 
+impl Logits {
+    /// How many of a batch of `n_tokens` get logits (a [`SeqStep::logits`]).
+    pub fn rows(self, n_tokens: usize) -> usize {
+        match self {
+            Logits::Last => 1,
+            Logits::All => n_tokens,
+        }
+    }
+}
+
 /// One sequence's share of a batched pass ([`Model::forward_batch`]).
 #[derive(Debug)]
 pub struct SeqStep<'a> {
@@ -420,17 +430,8 @@ impl Model {
         which: Logits,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
-        if tokens.is_empty() {
-            return Err(ModelError::EmptyBatch);
-        }
-        cache.check_shape(&self.cfg)?;
-        cache.check_room(tokens.len())?;
-        let vocab = self.cfg.vocab_size;
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::TokenOutOfRange { id, vocab });
-        }
-        let hn = self.hidden(rt, cache, tokens, which, between_layers)?;
-        self.lm_head(rt, &hn)
+        let logits = which.rows(tokens.len());
+        self.forward_batch(rt, &mut [SeqStep { cache, tokens, logits }], between_layers)
     }
 
     /// The full LM head over final-normed hidden states `hn` (`[n_out, dim]`): logits
@@ -508,7 +509,8 @@ impl Model {
         }
         let hn = self.hidden_seqs(rt, steps, between_layers)?;
         if hn.is_empty() {
-            return Ok(Vec::new()); // no step asked for logits: no LM head
+            // No step asked for logits: no LM head (its matrix is not even read).
+            return self.unchanged().map(|()| Vec::new());
         }
         self.lm_head(rt, &hn) // [Σ logits, vocab]
     }
@@ -578,10 +580,7 @@ impl Model {
         which: Logits,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
-        let logits = match which {
-            Logits::Last => 1,
-            Logits::All => tokens.len(),
-        };
+        let logits = which.rows(tokens.len());
         self.hidden_seqs(rt, &mut [SeqStep { cache, tokens, logits }], between_layers)
     }
 
