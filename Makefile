@@ -39,7 +39,7 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared psql \
+        demo test test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
@@ -48,7 +48,7 @@ help:
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
 	@echo "               test-aarch64"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
-	@echo "               test-stat-shared psql"
+	@echo "               test-stat-shared test-batch-worker psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
@@ -176,6 +176,7 @@ test:
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
 	@$(MAKE) --no-print-directory test-stat-shared
+	@$(MAKE) --no-print-directory test-batch-worker
 
 ## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
 ## copy of Debian's PostgreSQL 15), then a fresh cluster of it: CREATE EXTENSION, an answer.
@@ -237,6 +238,11 @@ test-concurrency:
 ## 'turboinfer': two sessions' calls summed in one row, the overflow row, reset; removed afterwards.
 test-stat-shared:
 	@$(TIMED) "turboinfer_stat in shared memory" scripts/test-stat-shared.sh
+
+## The batch worker (preloaded, turboinfer.batch_worker = on): answers under concurrency equal
+## to in-process ones, eviction under a small budget, cancel, the worker terminated mid-call.
+test-batch-worker:
+	@$(TIMED) "batch worker" scripts/test-batch-worker.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

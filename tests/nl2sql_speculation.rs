@@ -161,7 +161,7 @@ fn fixture_prompts_are_identical_with_speculation() {
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b"] {
         let Some(e) = common::engine(name) else { continue };
         let Some(fx) = common::load_fixture(name) else { continue };
-        let mut kv = e.model().new_cache(512);
+        let mut kv = turboinfer::nl2sql::seq::Seq::Local(e.model().new_cache(512));
         for g in fx["generate"].as_array().unwrap() {
             let prompt = common::ids(&g["prompt_ids"]);
             let n = common::ids(&g["output_ids"]).len();

@@ -92,8 +92,36 @@ pub struct Choice {
 /// invented name half written, a banned word), and a word is a few tokens long.
 const BACKTRACK_DEPTH: usize = 8;
 
+/// What the decoder needs of the cache it decodes into: how much it holds, how much it may hold,
+/// and rewinding it (a KV cache of this process, or a sequence another process holds).
+pub trait Positions {
+    /// Tokens held.
+    fn len(&self) -> usize;
+    /// True when no token is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Tokens it may hold.
+    fn capacity(&self) -> usize;
+    /// Keeps the first `n` tokens.
+    fn truncate(&mut self, n: usize);
+}
+
+impl Positions for KvCache {
+    fn len(&self) -> usize {
+        KvCache::len(self)
+    }
+    fn capacity(&self) -> usize {
+        KvCache::capacity(self)
+    }
+    fn truncate(&mut self, n: usize) {
+        KvCache::truncate(self, n)
+    }
+}
+
 /// Runs the model on tokens appended to the cache and returns logits rows `[n, vocab]` (or the last).
-pub type ForwardFn<'a, E> = dyn FnMut(&mut KvCache, &[u32], Logits) -> Result<Vec<f32>, E> + 'a;
+pub type ForwardFn<'a, E, C = KvCache> =
+    dyn FnMut(&mut C, &[u32], Logits) -> Result<Vec<f32>, E> + 'a;
 /// Picks the next token from (text so far, logits row, ids excluded at this position).
 pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
 /// True when the answer text is complete (ends the decode with [`StopReason::EndOfStatement`]).
@@ -117,15 +145,15 @@ pub type CompleteFn<'a> = dyn Fn(&str) -> bool + 'a;
 /// On return the cache holds the prompt and every generated token but the last (as plain
 /// decoding leaves it).
 #[allow(clippy::too_many_arguments)]
-pub fn decode<E: From<GenerateError>>(
+pub fn decode<E: From<GenerateError>, C: Positions + ?Sized>(
     tok: &Tokenizer,
-    kv: &mut KvCache,
+    kv: &mut C,
     first: Vec<f32>,
     context: &[u32],
     mut drafting: Option<&mut dyn Drafting>,
     limits: Limits<'_>,
     complete: Option<&CompleteFn>,
-    forward: &mut ForwardFn<E>,
+    forward: &mut ForwardFn<E, C>,
     choose: &mut ChooseFn,
     on_step: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Decoded, E> {
@@ -214,7 +242,7 @@ pub fn decode<E: From<GenerateError>>(
             }
         }
         kv.truncate(base + ids.len() - 1); // every generated token but `id`
-        if kv.check_room(1).is_err() {
+        if kv.len() + 1 > kv.capacity() {
             break StopReason::ContextFull;
         }
         draft = match drafting.as_deref_mut() {

@@ -6,8 +6,7 @@ use super::draft::{Drafter, Window};
 use super::error::Nl2SqlError;
 use super::progress::Progress;
 use super::sqltext::answer_complete;
-use crate::generate::speculate::{self, ChooseFn, Drafting, ForwardFn, Limits};
-use crate::model::KvCache;
+use crate::generate::speculate::{self, ChooseFn, Drafting, ForwardFn, Limits, Positions};
 use crate::tokenizer::Tokenizer;
 
 pub use crate::generate::speculate::{Choice, Decoded, SpecStats, StopReason};
@@ -56,14 +55,14 @@ impl Drafting for SqlDrafting<'_> {
 /// end of the statement as a stop when `limits.stop_at_statement`, and progress reported as
 /// [`Progress::Decode`].
 #[allow(clippy::too_many_arguments)]
-pub fn decode(
+pub fn decode<C: Positions + ?Sized>(
     tok: &Tokenizer,
-    kv: &mut KvCache,
+    kv: &mut C,
     first: Vec<f32>,
     context: &[u32],
     drafter: Option<(&Drafter, &[u32])>,
     limits: DecodeLimits<'_>,
-    forward: &mut ForwardFn<Nl2SqlError>,
+    forward: &mut ForwardFn<Nl2SqlError, C>,
     choose: &mut ChooseFn,
     on_progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<Decoded, Nl2SqlError> {

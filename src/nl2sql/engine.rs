@@ -23,6 +23,7 @@ use super::refusal;
 use super::render::{self, Renderer};
 use super::repair::Rejection;
 use super::schema::SchemaInfo;
+use super::seq::{RemoteSeq, Seq};
 use super::shaping::Shaping;
 use super::stages::{self, Answer, CallState, REPAIR_RESERVE_TOKENS};
 use super::trim;
@@ -31,7 +32,7 @@ use crate::clock::ms_since;
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::kv_file::{self, KvFileKey};
 use crate::gguf::GgufFile;
-use crate::model::{FfnHook, KvCache, Model, ModelError};
+use crate::model::{FfnHook, Model, ModelError};
 use crate::runtime::Runtime;
 #[cfg(feature = "sparse")]
 use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
@@ -595,7 +596,7 @@ impl Engine {
     pub fn complete(
         &self,
         rt: &Runtime,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         prompt: &[u32],
         max_new: usize,
         speculation: bool,
@@ -712,10 +713,18 @@ impl Engine {
         cache: &mut PrefixCache,
         capacity: usize,
     ) -> Result<(), Nl2SqlError> {
-        if cache.kv.as_ref().is_none_or(|kv| kv.capacity() != capacity) {
+        let fits = match (&cache.kv, &cache.transport) {
+            (Some(Seq::Local(kv)), None) => kv.capacity() == capacity,
+            (Some(Seq::Remote(r)), Some(t)) => r.uses(t) && cache.capacity() == capacity,
+            _ => false,
+        };
+        if !fits {
             cache.kv = None;
             cache.prefix = None;
-            cache.kv = Some(self.model.try_new_cache(capacity)?);
+            cache.kv = Some(match cache.transport.clone() {
+                Some(t) => Seq::Remote(RemoteSeq::new(t, capacity)),
+                None => Seq::Local(self.model.try_new_cache(capacity)?),
+            });
         }
         Ok(())
     }
@@ -744,10 +753,13 @@ impl Engine {
         kv.clear();
         let key = self.kv_file_key(plan);
         let tf = Instant::now();
-        let from_file = cache
-            .files
-            .as_ref()
-            .is_some_and(|f| load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events));
+        // Cache files hold this process's caches; a batch server shares prefixes by itself.
+        let from_file = match (cache.files.as_ref(), kv.local_mut()) {
+            (Some(f), Some(kv)) => {
+                load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events)
+            }
+            _ => false,
+        };
         timings.cache_file_ms += ms_since(tf);
         let source = if from_file {
             PrefixSource::File
@@ -761,7 +773,7 @@ impl Engine {
             };
             self.forward(rt).prefill(kv, &plan.prefix_ids, &mut schema_progress)?;
             let tf = Instant::now();
-            if let Some(f) = cache.files.as_ref() {
+            if let (Some(f), Some(kv)) = (cache.files.as_ref(), kv.local()) {
                 store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
             }
             timings.cache_file_ms += ms_since(tf);

@@ -38,6 +38,12 @@ pub enum Nl2SqlError {
     /// question's words instead of failing, so this only reaches callers of `Linker`).
     #[error(transparent)]
     Embed(#[from] crate::embed::EmbedError),
+    /// The process serving this caller's sequences refused a request (`seq.rs`).
+    #[error("the batch server refused a request: {0}")]
+    Serve(crate::serve::ServeError),
+    /// The process serving this caller's sequences is gone or unusable (`seq.rs`).
+    #[error("the batch server failed: {0}")]
+    Transport(String),
     /// A generation error with no nl2sql meaning of its own.
     #[error(transparent)]
     Generate(GenerateError),

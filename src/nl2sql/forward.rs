@@ -6,6 +6,7 @@ use super::decode::{self, Choice, DecodeLimits, Decoded};
 use super::draft::Drafter;
 use super::error::Nl2SqlError;
 use super::progress::Progress;
+use super::seq::{self, Seq};
 use super::shaping::Shaping;
 use super::vocab::ActiveVocab;
 use crate::model::{KvCache, Logits, Model, ModelError, SeqStep};
@@ -31,10 +32,11 @@ pub struct Forward<'a> {
 impl Forward<'_> {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
     /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
-    /// `between_layers` runs before each half layer on this thread; false cancels the call.
+    /// `between_layers` runs before each half layer on this thread; false cancels the call
+    /// (a remote sequence's transport checks for cancellation itself while it waits).
     fn logits(
         &self,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         tokens: &[u32],
         which: Logits,
         between_layers: &mut dyn FnMut() -> bool,
@@ -45,11 +47,18 @@ impl Forward<'_> {
     /// [`Forward::logits`] for the last `rows` tokens of `tokens` (0: none, no LM head).
     fn logits_rows(
         &self,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         tokens: &[u32],
         rows: usize,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
+        let kv = match kv {
+            Seq::Local(kv) => kv,
+            Seq::Remote(r) => {
+                let mut out = seq::remote_step(&mut [(r, tokens, rows)])?;
+                return Ok(out.pop().unwrap_or_default());
+            }
+        };
         let step = SeqStep { cache: kv, tokens, logits: rows };
         match self.model.forward_batch(self.rt, &mut [step], between_layers) {
             Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
@@ -57,14 +66,29 @@ impl Forward<'_> {
         }
     }
 
-    /// One decode step of several sequences in one pass (`Model::forward_seqs`): `tokens[i]`
-    /// after what `kvs[i]` holds; returns `[kvs.len(), vocab]` logits.
+    /// One decode step of several sequences in one pass (`Model::forward_seqs`, or one request
+    /// to the server of remote ones): `tokens[i]` after what `kvs[i]` holds; returns
+    /// `[kvs.len(), vocab]` logits. The sequences are all local or all remote (forks of one).
     pub fn logits_seqs(
         &self,
-        kvs: &mut [&mut KvCache],
+        kvs: &mut [&mut Seq],
         tokens: &[u32],
     ) -> Result<Vec<f32>, Nl2SqlError> {
-        Ok(self.model.forward_seqs(self.rt, kvs, tokens, &mut || true)?)
+        let mut local: Vec<&mut KvCache> = Vec::new();
+        let mut remote = Vec::new();
+        for (s, t) in kvs.iter_mut().zip(tokens.chunks(1)) {
+            match &mut **s {
+                Seq::Local(kv) => local.push(kv),
+                Seq::Remote(r) => remote.push((r, t, 1)),
+            }
+        }
+        match (local.is_empty(), remote.is_empty()) {
+            (_, true) => Ok(self.model.forward_seqs(self.rt, &mut local, tokens, &mut || true)?),
+            (true, false) => Ok(seq::remote_step(&mut remote)?.concat()),
+            (false, false) => {
+                Err(Nl2SqlError::Transport("local and remote sequences in one step".into()))
+            }
+        }
     }
 
     /// The one token chooser: the next token given the answer `text` so far and the logits
@@ -82,14 +106,25 @@ impl Forward<'_> {
     /// (bitwise the same values as the full logits' entries).
     fn decode_logits(
         &self,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         tokens: &[u32],
         which: Logits,
         shaping: &Shaping,
     ) -> Result<Vec<f32>, Nl2SqlError> {
-        match &shaping.vocab {
-            Some(v) => Ok(self.model.forward_rows(self.rt, kv, tokens, which, v.ids())?),
-            None => self.logits(kv, tokens, which, &mut || true),
+        match (&shaping.vocab, kv) {
+            (Some(v), Seq::Local(kv)) => {
+                Ok(self.model.forward_rows(self.rt, kv, tokens, which, v.ids())?)
+            }
+            // The server returns whole rows: the active entries are the same bits.
+            (Some(v), kv) => {
+                let full = self.logits(kv, tokens, which, &mut || true)?; // [n_out, vocab]
+                let vocab = self.model.config().vocab_size;
+                Ok(full
+                    .chunks_exact(vocab)
+                    .flat_map(|row| v.ids().iter().map(|&id| row[id as usize]))
+                    .collect()) // [n_out, active]
+            }
+            (None, kv) => self.logits(kv, tokens, which, &mut || true),
         }
     }
 
@@ -97,7 +132,7 @@ impl Forward<'_> {
     /// token's logits `[vocab]`.
     pub fn prefill(
         &self,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         ids: &[u32],
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
@@ -120,7 +155,7 @@ impl Forward<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn decode(
         &self,
-        kv: &mut KvCache,
+        kv: &mut Seq,
         logits: Vec<f32>,
         context: &[u32],
         drafter: Option<(&Drafter, &[u32])>,

@@ -32,6 +32,7 @@ pub mod refusal;
 mod render;
 pub mod repair;
 mod schema;
+pub mod seq;
 mod shaping;
 pub mod sqltext;
 mod stages;

@@ -2,9 +2,11 @@
 //! and its cache files) and what a call reports about it.
 
 use super::draft::Drafter;
+use super::seq::{Seq, Transport};
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::kv_file::{KvFileDir, KvFileError, KvFileKey};
 use crate::model::KvCache;
+use std::rc::Rc;
 
 /// Counters of the prefix cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,10 +54,12 @@ pub struct CacheEvent {
 }
 
 /// The reusable KV state of one backend/session: the cache buffers and which prefix they hold.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct PrefixCache {
-    /// The KV buffers (allocated by a call, at its context size).
-    pub(super) kv: Option<KvCache>,
+    /// The KV buffers (allocated by a call, at its context size), here or in a batch server.
+    pub(super) kv: Option<Seq>,
+    /// The batch server the next call's sequence lives in (`None`: this process).
+    pub(super) transport: Option<Rc<dyn Transport>>,
     /// Fingerprint and token count of the prefix at the start of `kv`, when it is complete.
     pub(super) prefix: Option<(Fingerprint, usize)>,
     /// Hit/miss counters.
@@ -66,6 +70,18 @@ pub struct PrefixCache {
     pub(super) events: Vec<CacheEvent>,
     /// The speculative drafter of the last schema prefix (built once per fingerprint).
     pub(super) drafter: Option<Drafter>,
+}
+
+impl std::fmt::Debug for PrefixCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrefixCache")
+            .field("len", &self.kv.as_ref().map(Seq::len))
+            .field("capacity", &self.capacity())
+            .field("remote", &self.remote())
+            .field("prefix", &self.prefix)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PrefixCache {
@@ -86,7 +102,27 @@ impl PrefixCache {
 
     /// Positions the KV buffers can hold (0 before first use).
     pub fn capacity(&self) -> usize {
-        self.kv.as_ref().map_or(0, KvCache::capacity)
+        self.kv.as_ref().map_or(0, Seq::capacity)
+    }
+
+    /// From the next call on, keeps the sequence in the batch server behind `transport`
+    /// (`None`: in this process). A change drops the sequence (and the prefix it held).
+    pub fn set_transport(&mut self, transport: Option<Rc<dyn Transport>>) {
+        let same = match (&self.transport, &transport) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        };
+        if !same {
+            self.kv = None;
+            self.prefix = None;
+            self.transport = transport;
+        }
+    }
+
+    /// Whether calls run their forward passes in a batch server.
+    pub fn remote(&self) -> bool {
+        self.transport.is_some()
     }
 
     /// Forgets the cached prefix (keeps the buffers).

@@ -11,6 +11,7 @@ use crate::embed::{EmbedError, DEFAULT_ENCODER};
 use crate::model::ModelError;
 use crate::nl2sql::model_path::{ModelPathError, MODELS_DIR};
 use crate::nl2sql::Nl2SqlError;
+use crate::serve::ServeError;
 use crate::sparse::SparseError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -251,6 +252,26 @@ impl From<Nl2SqlError> for ErrorReport {
                 Some("Raise turboinfer.context_tokens.".into()),
             ),
             Nl2SqlError::Embed(e) => e.into(),
+            // The batch worker exited or restarted during the call (terminated, or failed): like
+            // a backend terminated by an administrator, class 57.
+            Nl2SqlError::Transport(m) => error_report(
+                PgSqlErrorCode::ERRCODE_OPERATOR_INTERVENTION,
+                format!("turboinfer: {m}"),
+                None,
+                Some("turboinfer_info()->'batch_worker' shows the worker; the server log says why it exited.".into()),
+            ),
+            Nl2SqlError::Serve(ServeError::OverBudget { budget, fits, n_ctx }) => error_report(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+                format!("turboinfer: the batch worker's KV memory ({budget} bytes) holds {fits} sequences of {n_ctx} positions; this call needs more at once"),
+                None,
+                Some("Raise turboinfer.batch_memory_mb (server start), or lower turboinfer.samples.".into()),
+            ),
+            Nl2SqlError::Serve(ServeError::ContextFull { needed, n_ctx, .. }) => error_report(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("nl2sql: the context is full ({needed} positions needed, {n_ctx} available in the batch worker)"),
+                None,
+                Some("Raise turboinfer.context_tokens in the server's configuration (read by the worker at start).".into()),
+            ),
             other => error_report(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("turboinfer: {other}"), None, None),
         }
     }

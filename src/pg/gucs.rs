@@ -159,6 +159,14 @@ const DEFAULT_MAX_CONCURRENT: i32 = 1;
 /// Most slots accepted (a lock per slot is tried while waiting).
 const MAX_MAX_CONCURRENT: i32 = 1024;
 
+/// `turboinfer.batch_worker`: with the library preloaded, a background worker runs every
+/// backend's forward passes in batches (`worker`). Read at server start.
+pub static BATCH_WORKER: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.batch_memory_mb`: the batch worker's KV caches (`worker`). 2048 MB holds nine
+/// sequences of 4,096 positions of the 1.5B model (224 MB each, f32): eight callers at once
+/// and a ninth sequence for sampled candidates or a caller's schema prefix kept warm.
+pub static BATCH_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(2048);
+
 /// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
 pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.schema_cache`: keep the schema read from the catalog in the backend until the
@@ -346,6 +354,29 @@ pub fn register() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    // Server-start settings exist only while the library is being preloaded: PostgreSQL makes
+    // defining a PGC_POSTMASTER variable later (a backend loading the library) a FATAL error.
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_bool_guc(
+            c"turboinfer.batch_worker",
+            c"With turboinfer in shared_preload_libraries: one background worker owns the model and runs the forward passes of every backend's nl2sql() calls in batches.",
+            c"Takes effect at server start. Off: each backend maps the model and computes by itself. turboinfer_info() shows the worker under batch_worker.",
+            &BATCH_WORKER,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+        GucRegistry::define_int_guc(
+            c"turboinfer.batch_memory_mb",
+            c"Memory for the batch worker's KV caches, in MB (least recently used sequences are evicted and recomputed).",
+            c"Takes effect at server start. Each sequence takes the KV cache of turboinfer.context_tokens positions (224 MB for the 1.5B model at 4096).",
+            &BATCH_MEMORY_MB,
+            64,
+            1 << 20,
+            GucContext::Postmaster,
+            GucFlags::UNIT_MB,
+        );
+    }
     GucRegistry::define_int_guc(
         c"turboinfer.max_new_tokens_limit",
         c"Most tokens per answer a non-superuser may set in turboinfer.max_new_tokens.",
@@ -575,6 +606,11 @@ pub fn register() {
     // postgresql.conf) are reported with a WARNING and removed.
     // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
+}
+
+/// `turboinfer.batch_memory_mb` in bytes.
+pub fn batch_memory_bytes() -> usize {
+    usize::try_from(BATCH_MEMORY_MB.get()).unwrap_or(2048) << 20
 }
 
 /// `turboinfer.weight_budget_mb` in bytes (`None`: no limit).

@@ -30,17 +30,20 @@ mod stat;
 mod subxact;
 mod track;
 mod validate;
+mod worker;
 
 // The magic block tells the server which PostgreSQL major version this library was built for.
 ::pgrx::pg_module_magic!(name, version);
 
 /// Library initialisation (once per backend, when the library is first loaded): registers the
 /// settings, replaces pgrx's panic hook (no backtraces to clients, see `panic`) and, when the
-/// library is preloaded, requests the shared memory of `turboinfer_stat` (see `stat`). No threads
+/// library is preloaded, requests the shared memory of `turboinfer_stat` (see `stat`) and, with
+/// `turboinfer.batch_worker` on, registers the batch worker and its board (see `worker`). No threads
 /// are created and no model is loaded here: the postmaster may load the library before forking.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     panic::install();
     gucs::register();
     stat::init();
+    worker::init();
 }

@@ -7,7 +7,7 @@
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
-use super::{catalog, catalog_cache, examples, gucs, progress, slots, track, validate};
+use super::{catalog, catalog_cache, examples, gucs, progress, slots, track, validate, worker};
 use crate::model::ModelError;
 use crate::nl2sql::{
     Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
@@ -190,8 +190,18 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
     let target = target(sparsity);
     // The model work waits for an inference slot (turboinfer.max_concurrent); the catalog was read
     // before, without one.
+    // With the batch worker serving this call, its passes are batched with the other callers'
+    // and no inference slot is taken (the worker bounds the work); otherwise the call computes
+    // here, after waiting for a slot.
+    let remote = backend::with_backend(|b| {
+        let (loaded, _, _) = b.model_and_runtime().unwrap_or_else(|e| report(e));
+        // The sparse FFN hook is set by `prepare` below; a call that wants one computes here.
+        let capacity = loaded.engine.context_capacity(&opts);
+        let t = (target == 0.0).then(|| worker::client::transport(&loaded.engine, capacity));
+        t.flatten()
+    });
     let t2 = Instant::now();
-    let slot = slots::acquire();
+    let slot = if remote.is_none() { Some(slots::acquire()) } else { None };
     let wait_ms = ms(t2);
     let result = backend::with_backend(|b| {
         let out = {
@@ -201,6 +211,7 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
             notice_context_cap(loaded, &opts);
             let Loaded { engine, cache, path, .. } = loaded;
             cache.set_file_dir(gucs::kv_file_dir());
+            cache.set_transport(remote.filter(|_| engine.model().ffn_hook().is_none()));
             let r = generate(engine, rt, cache, &schema, question, &opts);
             log_cache_events(cache);
             let used = active.map(|a| (shown_path(&a.path), a.level, a.selector, a.summary()));
@@ -423,6 +434,7 @@ fn turboinfer_info() -> Jsonb {
                     "max_question_chars": MAX_QUESTION_CHARS,
                     "cache_files": cache_files_json(),
                     "slots": slots::info(),
+                    "batch_worker": worker::info(),
                 })
             }
             Err(e) => json!({
@@ -439,6 +451,7 @@ fn turboinfer_info() -> Jsonb {
                 "threads": threads,
                 "cache_files": cache_files_json(),
                 "slots": slots::info(),
+                "batch_worker": worker::info(),
             }),
         }
     });

@@ -11,6 +11,8 @@
 //!   caches are evicted when the budget is full, and rebuilt from the history when their
 //!   sequence comes back.
 //! - [`error`]: what a request can get wrong.
+//! - [`wire`]: one caller's requests and their answers as bytes, for a shared-memory segment
+//!   between a backend and the worker.
 //!
 //! Greedy answers cannot change: a sequence's logits are bitwise those of the sequence run
 //! alone, whatever it was batched with, whether its cache was evicted and recomputed, and
@@ -20,6 +22,7 @@
 
 mod error;
 mod table;
+pub mod wire;
 
 pub use error::ServeError;
 pub use table::{Reply, Request, SeqId, Server, ServerStats};

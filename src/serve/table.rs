@@ -122,6 +122,14 @@ impl Server {
         self.seqs.remove(&seq).is_some()
     }
 
+    /// Drops every sequence whose id satisfies `which` (a caller that went away or cancelled:
+    /// its sequences' positions are no longer known to it); returns how many.
+    pub fn forget_where(&mut self, which: impl Fn(SeqId) -> bool) -> usize {
+        let before = self.seqs.len();
+        self.seqs.retain(|&id, _| !which(id));
+        before - self.seqs.len()
+    }
+
     /// Runs every valid request of `reqs` in one batched forward pass and answers each, in
     /// order. A request that is invalid, or that the budget has no room for, gets its error
     /// and changes nothing; when the pass itself fails (or `between_layers` stops it), every

@@ -2,7 +2,6 @@
 //! after the question, decode an answer, judge a statement, execute one.
 
 use crate::clock::ms_since;
-use crate::model::KvCache;
 use crate::nl2sql::candidates::TokenScore;
 use crate::nl2sql::decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 use crate::nl2sql::draft::Drafter;
@@ -14,6 +13,7 @@ use crate::nl2sql::options::Options;
 use crate::nl2sql::outcome::{PhaseTimings, TokenCounts};
 use crate::nl2sql::repair::Rejection;
 use crate::nl2sql::schema::SchemaInfo;
+use crate::nl2sql::seq::Seq;
 use crate::nl2sql::shaping::Shaping;
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ pub struct CallState<'a, 'h> {
     /// The tables the prompt shows (constraints, repair facts).
     pub shown: &'a SchemaInfo,
     /// The KV cache: schema prefix, question, then the current turn and its answer.
-    pub kv: &'a mut KvCache,
+    pub kv: &'a mut Seq,
     /// Cache length at the end of the question: every turn after the first answer starts here.
     pub question_end: usize,
     /// The prompt tokens the decoder sees: prefix, question, then the current turn.

@@ -8,7 +8,6 @@
 //! bitwise what it is without the check.
 
 use crate::clock::ms_since;
-use crate::model::KvCache;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::forward::Forward;
 use crate::nl2sql::outcome::PhaseTimings;
@@ -16,6 +15,7 @@ use crate::nl2sql::progress::Progress;
 use crate::nl2sql::refusal::{self, AnswerTokens, Verdict};
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
+use crate::nl2sql::seq::Seq;
 use std::time::Instant;
 
 /// What the check needs besides the question: its threshold and the tables the model was shown
@@ -41,7 +41,7 @@ pub struct Check<'a> {
 /// whole: a few dozen prompt tokens more.
 pub fn prefill(
     forward: &Forward<'_>,
-    kv: &mut KvCache,
+    kv: &mut Seq,
     question_ids: &[u32],
     plain: Option<&[u32]>,
     check: Option<Check<'_>>,

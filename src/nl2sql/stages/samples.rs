@@ -11,12 +11,12 @@
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
 use crate::clock::ms_since;
-use crate::model::KvCache;
 use crate::nl2sql::candidates::{self, Candidate, TokenScore};
 use crate::nl2sql::decode::StopReason;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::progress::Progress;
 use crate::nl2sql::repair::cap_chars;
+use crate::nl2sql::seq::Seq as KvSeq;
 use crate::nl2sql::sqltext::{answer_complete, extract_sql};
 use crate::sampler::{Sampler, SamplerConfig};
 use std::time::Instant;
@@ -28,7 +28,7 @@ pub const SAMPLE_TEMPERATURE: f32 = 0.7;
 
 /// One sequence being sampled.
 struct Seq {
-    kv: KvCache,
+    kv: KvSeq,
     sampler: Sampler,
     ids: Vec<u32>,
     scores: Vec<TokenScore>,
@@ -52,8 +52,7 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
     let cap = call.question_end + budget + 1;
     let mut seqs = Vec::with_capacity(n);
     for i in 0..n {
-        let mut kv = KvCache::try_with_dtype(model.config(), cap, call.kv.dtype())?;
-        call.kv.copy_prefix_to(call.question_end, &mut kv)?;
+        let kv = call.kv.fork(call.question_end, cap, model.config())?;
         let cfg = SamplerConfig {
             temperature: SAMPLE_TEMPERATURE,
             seed: i as u64,
@@ -98,7 +97,7 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
             return Err(Nl2SqlError::Cancelled);
         }
         let tokens: Vec<u32> = feed.iter().map(|&(_, id)| id).collect();
-        let mut kvs: Vec<&mut KvCache> = seqs
+        let mut kvs: Vec<&mut KvSeq> = seqs
             .iter_mut()
             .enumerate()
             .filter(|(i, _)| feed.iter().any(|&(j, _)| j == *i))

@@ -36,7 +36,7 @@ impl FileId {
     }
 
     /// A string for fingerprints: path plus identity.
-    fn identity(&self, path: &Path) -> String {
+    pub fn identity(&self, path: &Path) -> String {
         format!(
             "{}|dev={}|ino={}|size={}|mtime_ns={}",
             path.display(),
@@ -153,7 +153,7 @@ impl Backend {
 
 /// Builds a runtime with PostgreSQL's signals blocked, so the workers inherit a mask that keeps
 /// every signal on the backend thread, then restores the backend's mask.
-fn spawn_runtime(n_threads: usize) -> Result<Runtime, LoadError> {
+pub fn spawn_runtime(n_threads: usize) -> Result<Runtime, LoadError> {
     // SAFETY: plain libc signal-set manipulation on stack-allocated sets.
     unsafe {
         let mut block: libc::sigset_t = std::mem::zeroed();

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Many callers with and without the batch worker (issue #30), side by side in one run: a private
+# cluster (port BW_PORT, default 54346) with shared_preload_libraries = 'turboinfer' and model
+# BW_MODEL (default qwen2.5-coder-1.5b), a small shop schema, then for each mode
+#   off: turboinfer.batch_worker = off, turboinfer.max_concurrent = 1 (callers queue; each
+#        backend computes alone, with every core);
+#   on:  turboinfer.batch_worker = on (one worker batches every caller's passes);
+# (1) one caller asks every question (the lone caller's time per answer), then (2) BW_CALLERS
+# (default 8) sessions at once each ask every question. Prints the wall time of (2), the median and
+# slowest caller, the lone caller's median answer, the worker's counters, and whether every answer
+# of every run equals the lone in-backend caller's.
+#   benches/batch-worker.sh
+# Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's), the
+# model. Takes a few minutes (the 1.5B on 2 cores).
+set -euo pipefail
+me="batch-worker.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/testlib.sh"
+PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
+PORT=${BW_PORT:-54346}
+MODEL=${BW_MODEL:-qwen2.5-coder-1.5b}
+CALLERS=${BW_CALLERS:-8}
+[[ -f /var/lib/turboinfer/models/$MODEL.gguf ]] || die "model $MODEL is not installed"
+work=$(mktemp -d /tmp/turboinfer-bwbench.XXXXXX)
+chmod 755 "$work"
+pc_bin=$PGBIN pc_dir=$work pc_port=$PORT
+trap 'pc_stop; rm -rf "$work"' EXIT
+pc_init
+cat >>"$pc_data/postgresql.conf" <<EOF
+shared_preload_libraries = 'turboinfer'
+turboinfer.model = '$MODEL'
+turboinfer.context_tokens = 2048
+turboinfer.max_new_tokens = 96
+turboinfer.batch_memory_mb = 4096
+EOF
+mode() { # mode on|off
+    pc_stop
+    sed -i '/^turboinfer.batch_worker/d' "$pc_data/postgresql.conf"
+    echo "turboinfer.batch_worker = $1" >>"$pc_data/postgresql.conf"
+    pc_start
+}
+q() { pc_psql "$@"; }
+questions=(
+    "how many customers are there?"
+    "total amount of orders per country"
+    "which customer placed the most orders?"
+    "what is the average order amount?"
+    "how many orders were placed in 2024?"
+    "list the names of customers from France"
+)
+ask() { # ask: one session, every question; one line per answer: seconds<TAB>sql
+    local x
+    for x in "${questions[@]}"; do
+        echo "SELECT clock_timestamp() AS t0 \\gset"
+        echo "SELECT replace(nl2sql('$x'), E'\\n', ' ') AS a \\gset"
+        echo "SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) || E'\\t' || :'a';"
+    done | q -d bw -f -
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+mode off
+q -c "CREATE DATABASE bw"
+q -d bw -c "CREATE EXTENSION turboinfer" \
+  -c "CREATE TABLE customers (id int PRIMARY KEY, name text, country text)" \
+  -c "CREATE TABLE orders (id int PRIMARY KEY, customer_id int REFERENCES customers, amount numeric, placed date)" \
+  -c "INSERT INTO customers SELECT g, 'c' || g, (ARRAY['FR','DE','US'])[1 + g % 3] FROM generate_series(1, 30) g" \
+  -c "INSERT INTO orders SELECT g, 1 + g % 30, g * 1.5, date '2024-01-01' + g FROM generate_series(1, 200) g"
+for m in off on; do
+    [[ $m == on ]] && mode on
+    if [[ $m == on ]]; then
+        for i in $(seq 1 240); do [[ $(q -d bw -c "SELECT turboinfer_info()->'batch_worker'->>'ready'") == true ]] && break; sleep 0.5; done
+    fi
+    ask >/dev/null # warm: model mapped, schema prefix computed (in the worker, or a cache file)
+    ask >"$work/lone-$m.out"
+    start=$(date +%s.%N)
+    for i in $(seq 1 "$CALLERS"); do
+        ( s=$(date +%s.%N); ask >"$work/c$i-$m.out"; echo "$(date +%s.%N) - $s" | bc >"$work/t$i-$m" ) &
+    done
+    wait
+    total=$(echo "$(date +%s.%N) - $start" | bc)
+    callers=$(cat "$work"/t*-"$m" | median)
+    slowest=$(cat "$work"/t*-"$m" | sort -n | tail -n 1)
+    lone=$(cut -f1 "$work/lone-$m.out" | median)
+    same=yes
+    for f in "$work/lone-$m.out" "$work"/c*-"$m".out; do
+        cmp -s <(cut -f2 "$work/lone-off.out") <(cut -f2 "$f") || same=no
+    done
+    printf '%-4s %d callers x %d questions: total %.1f s, median caller %.1f s, slowest %.1f s; lone caller median answer %.2f s; answers equal the lone in-backend ones: %s\n' \
+        "$m" "$CALLERS" "${#questions[@]}" "$total" "$callers" "$slowest" "$lone" "$same"
+    [[ $m == on ]] && echo "     worker: $(q -d bw -c "SELECT turboinfer_info()->'batch_worker'")"
+done

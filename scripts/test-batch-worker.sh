@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The batch worker (issue #30): a private cluster (port TURBOINFER_BATCHTEST_PORT, default 54345)
+# with shared_preload_libraries = 'turboinfer', model qwen2.5-coder-0.5b, then
+#   1. the reference: every question answered with turboinfer.batch_worker = off (each backend
+#      computes by itself);
+#   2. the worker on, with a KV memory budget of three sequences: it starts and reports ready in
+#      turboinfer_info();
+#   3. four sessions at once ask every question: every answer equals the reference, the worker ran
+#      several callers in one pass, evicted caches and recomputed them, and a waiting backend
+#      showed the wait event Extension in pg_stat_activity;
+#   4. cancel: a call stopped by statement_timeout raises 57014; the same session's next call
+#      answers as the reference;
+#   5. the worker terminated mid-call: the caller gets an ERROR, the postmaster (same pid) starts
+#      a new worker, the next call answers as the reference;
+#   6. no backend crashed.
+# Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's),
+# model qwen2.5-coder-0.5b. The cluster lives in a temporary directory, removed afterwards.
+set -euo pipefail
+me="test-batch-worker.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
+PORT=${TURBOINFER_BATCHTEST_PORT:-54345}
+MODEL=qwen2.5-coder-0.5b
+# A 0.5B sequence of 2048 positions takes 48 MB of f32 keys and values: 150 MB holds three, fewer
+# than four callers' sequences, so the worker must evict and recompute.
+BUDGET_MB=150
+
+[[ -x $PGBIN/initdb ]] || die "no PostgreSQL at $PGBIN"
+[[ -f /var/lib/turboinfer/models/$MODEL.gguf ]] || die "model $MODEL is not installed (make fetch-model MODEL=$MODEL)"
+work=$(mktemp -d /tmp/turboinfer-batchtest.XXXXXX)
+chmod 755 "$work"
+pc_bin=$PGBIN pc_dir=$work pc_port=$PORT # the private cluster (testlib.sh)
+cleanup() {
+    pc_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+pc_init
+cat >>"$pc_data/postgresql.conf" <<EOF
+shared_preload_libraries = 'turboinfer'
+turboinfer.model = '$MODEL'
+turboinfer.context_tokens = 2048
+turboinfer.threads = 2
+turboinfer.batch_memory_mb = $BUDGET_MB
+EOF
+worker() { # worker on|off: (re)start the cluster with the worker on or off
+    pc_stop
+    sed -i '/^turboinfer.batch_worker/d' "$pc_data/postgresql.conf"
+    echo "turboinfer.batch_worker = $1" >>"$pc_data/postgresql.conf"
+    pc_start
+}
+q() { pc_psql "$@"; }
+worker off
+pm_first=$(head -n 1 "$pc_data/postmaster.pid")
+q -c "CREATE DATABASE batchtest"
+q -d batchtest -c "CREATE EXTENSION turboinfer" \
+  -c "CREATE TABLE customers (id int PRIMARY KEY, name text, country text)" \
+  -c "CREATE TABLE orders (id int PRIMARY KEY, customer_id int REFERENCES customers, amount numeric, placed date)" \
+  -c "INSERT INTO customers SELECT g, 'c' || g, (ARRAY['FR','DE','US'])[1 + g % 3] FROM generate_series(1, 30) g" \
+  -c "INSERT INTO orders SELECT g, 1 + g % 30, g * 1.5, date '2024-01-01' + g FROM generate_series(1, 200) g"
+questions=(
+    "how many customers are there?"
+    "total amount of orders per country"
+    "which customer placed the most orders?"
+    "what is the average order amount?"
+)
+ask() { # ask QUESTION...: one session answers each question, one line each
+    local args=() x
+    for x in "$@"; do args+=(-c "SELECT replace(nl2sql('$x'), E'\n', ' ')"); done
+    q -d batchtest -c "SET turboinfer.max_new_tokens = 64" "${args[@]}"
+}
+
+# 1. Reference answers, each backend computing by itself.
+ask "${questions[@]}" >"$work/ref.out"
+if [[ $(wc -l <"$work/ref.out") -eq ${#questions[@]} ]]; then ok "reference: ${#questions[@]} answers without the worker"; else bad "reference answers" "$(cat "$work/ref.out")"; fi
+off=$(q -d batchtest -c "SELECT turboinfer_info()->'batch_worker'")
+if [[ $off == null ]]; then ok "worker off: batch_worker is null in turboinfer_info()"; else bad "worker off: batch_worker" "$off"; fi
+
+# 2. The worker on.
+worker on
+pm_pid=$(head -n 1 "$pc_data/postmaster.pid")
+info() { q -d batchtest -c "SELECT turboinfer_info()->'batch_worker'->>'$1'"; }
+ready() {
+    local i
+    for i in $(seq 1 120); do [[ $(info ready) == true ]] && return 0; sleep 0.5; done
+    return 1
+}
+if ready; then ok "worker ready: $(q -d batchtest -c "SELECT turboinfer_info()->'batch_worker'")"; else bad "worker not ready" "$(info failure) $(tail -n 5 "$pc_log")"; fi
+wpid=$(info pid)
+
+# 3. Four sessions at once.
+for i in 1 2 3 4; do ask "${questions[@]}" >"$work/s$i.out" 2>&1 & done
+seen=0
+for i in $(seq 1 200); do
+    n=$(q -d batchtest -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%nl2sql%'")
+    if [[ $n -gt 0 ]]; then seen=1; break; fi
+    sleep 0.05
+done
+wait
+same=1
+for i in 1 2 3 4; do cmp -s "$work/ref.out" "$work/s$i.out" || { same=0; bad "session $i answers differ from the reference" "$(diff "$work/ref.out" "$work/s$i.out")"; }; done
+[[ $same -eq 1 ]] && ok "four sessions at once: all $((4 * ${#questions[@]})) answers equal the reference"
+[[ $seen -eq 1 ]] && ok "a waiting backend shows wait event Extension" || bad "no backend seen waiting on wait event Extension"
+batch=$(info max_batch) evictions=$(info evictions) recomputed=$(info recomputed_tokens)
+if [[ $batch -ge 2 ]]; then ok "several callers in one pass (max_batch $batch, $(info passes) passes for $(info requests) requests)"; else bad "no pass held two callers (max_batch $batch)"; fi
+if [[ $evictions -gt 0 && $recomputed -gt 0 ]]; then ok "the memory budget evicted $evictions caches and recomputed $recomputed tokens"; else bad "no eviction under a budget of three sequences ($evictions, $recomputed)"; fi
+if [[ $(info pid) == "$wpid" ]]; then ok "the same worker throughout"; else bad "the worker changed: $wpid -> $(info pid)"; fi
+
+# 4. Cancel by statement_timeout, then the same session answers.
+out=$(q -d batchtest -v ON_ERROR_STOP=0 -c "SET statement_timeout = '400ms'" \
+      -c "SELECT nl2sql('${questions[1]}')" -c "RESET statement_timeout" \
+      -c "SET turboinfer.max_new_tokens = 64" -c "SELECT replace(nl2sql('${questions[1]}'), E'\n', ' ')" 2>&1)
+if grep -q 'canceling statement due to statement timeout' <<<"$out" && [[ $(tail -n 1 <<<"$out") == "$(sed -n 2p "$work/ref.out")" ]]; then
+    ok "statement_timeout cancels a call; the session's next call answers as the reference"
+else
+    bad "cancel then answer" "$out"
+fi
+
+# 5. The worker terminated mid-call.
+q -d batchtest -v ON_ERROR_STOP=0 -v VERBOSITY=verbose -c "SET turboinfer.max_new_tokens = 64" -c "SELECT nl2sql('${questions[2]}')" >"$work/killed.out" 2>&1 &
+caller=$!
+for i in $(seq 1 100); do
+    n=$(q -d batchtest -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%nl2sql%'")
+    [[ $n -gt 0 ]] && break
+    sleep 0.05
+done
+term=$(q -d batchtest -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'turboinfer batch worker' AND pid = $wpid")
+wait $caller || true
+if [[ $term == t ]] && grep -q "batch worker exited" "$work/killed.out" && grep -q 57000 "$work/killed.out"; then ok "pg_terminate_backend() on the worker mid-call: the caller got $(grep -o 'ERROR.*' "$work/killed.out" | head -n 1)"; else bad "worker terminated mid-call" "$(cat "$work/killed.out")"; fi
+if ready && [[ $(info pid) != "$wpid" ]]; then ok "the postmaster started a new worker (pid $wpid -> $(info pid), generation $(info generation))"; else bad "no new worker" "$(tail -n 5 "$pc_log")"; fi
+got=$(ask "${questions[2]}")
+if [[ $got == "$(sed -n 3p "$work/ref.out")" ]]; then ok "the next call answers as the reference"; else bad "after the restart" "$got"; fi
+
+# 6. No crash.
+if [[ $(head -n 1 "$pc_data/postmaster.pid") == "$pm_pid" ]] && ! grep -q 'terminated by signal' "$pc_log"; then
+    ok "no backend crashed (postmaster $pm_pid, first $pm_first)"
+else
+    bad "a process crashed" "$(grep -E 'terminated by signal|PANIC' "$pc_log" | head -n 5)"
+fi
+
+echo "$me: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
