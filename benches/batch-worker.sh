@@ -19,11 +19,7 @@ PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
 PORT=${BW_PORT:-54346}
 MODEL=${BW_MODEL:-qwen2.5-coder-1.5b}
 CALLERS=${BW_CALLERS:-8}
-[[ -f /var/lib/turboinfer/models/$MODEL.gguf ]] || die "model $MODEL is not installed"
-work=$(mktemp -d /tmp/turboinfer-bwbench.XXXXXX)
-chmod 755 "$work"
-pc_bin=$PGBIN pc_dir=$work pc_port=$PORT
-trap 'pc_stop; rm -rf "$work"' EXIT
+pc_temp bwbench "$MODEL"
 pc_init
 cat >>"$pc_data/postgresql.conf" <<EOF
 shared_preload_libraries = 'turboinfer'
@@ -32,12 +28,7 @@ turboinfer.context_tokens = 2048
 turboinfer.max_new_tokens = 96
 turboinfer.batch_memory_mb = 4096
 EOF
-mode() { # mode on|off
-    pc_stop
-    sed -i '/^turboinfer.batch_worker/d' "$pc_data/postgresql.conf"
-    echo "turboinfer.batch_worker = $1" >>"$pc_data/postgresql.conf"
-    pc_start
-}
+mode() { pc_set turboinfer.batch_worker "$1"; } # mode on|off (the cluster restarted)
 q() { pc_psql "$@"; }
 questions=(
     "how many customers are there?"

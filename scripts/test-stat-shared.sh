@@ -20,16 +20,7 @@ MODEL=smollm2-135m
 # Rows of the shared table (MAX_ENTRIES in src/pg/stat.rs): one more role than that overflows.
 MAX_ENTRIES=256
 
-[[ -x $PGBIN/initdb ]] || die "no PostgreSQL at $PGBIN"
-[[ -f /var/lib/turboinfer/models/$MODEL.gguf ]] || die "model $MODEL is not installed (make fetch-model MODEL=$MODEL)"
-work=$(mktemp -d /tmp/turboinfer-stattest.XXXXXX)
-chmod 755 "$work"
-pc_bin=$PGBIN pc_dir=$work pc_port=$PORT # the private cluster (testlib.sh)
-cleanup() {
-    pc_stop
-    rm -rf "$work"
-}
-trap cleanup EXIT
+pc_temp stattest "$MODEL" # the private cluster (testlib.sh)
 
 pc_init
 echo "shared_preload_libraries = 'turboinfer'" >>"$pc_data/postgresql.conf"
@@ -90,11 +81,4 @@ got=$(q -d stattest -c "SELECT turboinfer_stat_reset() <= clock_timestamp()" -c 
 q -d stattest -c "SET client_min_messages = warning" -c "DO \$\$ BEGIN FOR i IN 1..$MAX_ENTRIES LOOP EXECUTE format('DROP ROLE stattest_%s', i); END LOOP; END \$\$" >/dev/null
 
 # 4. No crash.
-if [[ $(head -n 1 "$pc_data/postmaster.pid") == "$pm_pid" ]] && ! grep -q 'terminated by signal' "$pc_log"; then
-    ok "no backend crashed"
-else
-    bad "the postmaster restarted or a backend was terminated by a signal" "$(grep -E 'terminated|PANIC|FATAL' "$pc_log" || true)"
-fi
-
-echo "$me: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+pc_no_crash "$pm_pid"

@@ -39,3 +39,33 @@ pc_stop() {
 }
 # pc_psql [psql args...]: psql on the test cluster as postgres (tuples only, unaligned).
 pc_psql() { "$pc_bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$pc_run" -p "$pc_port" -U postgres "$@"; }
+# pc_temp NAME MODEL: checks for PostgreSQL at $PGBIN and the installed MODEL, makes the work
+# directory $work (0755; the cluster is stopped and $work removed at exit) and points pc_bin,
+# pc_dir and pc_port ($PORT) at it. Then `pc_init`.
+pc_temp() {
+    [[ -x $PGBIN/initdb ]] || die "no PostgreSQL at $PGBIN"
+    [[ -f /var/lib/turboinfer/models/$2.gguf ]] || die "model $2 is not installed (make fetch-model MODEL=$2)"
+    work=$(mktemp -d "/tmp/turboinfer-$1.XXXXXX")
+    chmod 755 "$work"
+    pc_bin=$PGBIN pc_dir=$work pc_port=$PORT
+    trap 'pc_stop; rm -rf "$work"' EXIT
+}
+# pc_set NAME VALUE: NAME = VALUE in postgresql.conf (replacing an earlier line), the cluster
+# (re)started.
+pc_set() {
+    pc_stop
+    sed -i "/^$1 = /d" "$pc_data/postgresql.conf"
+    echo "$1 = $2" >>"$pc_data/postgresql.conf"
+    pc_start
+}
+# pc_no_crash PM_PID: a check that the postmaster is still PM_PID (no crash restart) and that no
+# process was terminated by a signal; then the script's summary line and exit status.
+pc_no_crash() {
+    if [[ $(head -n 1 "$pc_data/postmaster.pid") == "$1" ]] && ! grep -q 'terminated by signal' "$pc_log"; then
+        ok "no backend crashed (postmaster $1)"
+    else
+        bad "the postmaster restarted or a process was terminated by a signal" "$(grep -E 'terminated|PANIC|FATAL' "$pc_log" || true)"
+    fi
+    echo "$me: $pass passed, $fail failed"
+    [[ $fail -eq 0 ]]
+}

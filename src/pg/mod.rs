@@ -17,6 +17,7 @@ mod examples;
 mod facts;
 mod functions;
 mod gucs;
+mod latch;
 mod linking;
 mod nl2sql;
 mod nodes;

@@ -82,16 +82,7 @@ pub fn acquire() -> Slot {
                 return Slot { key2: Some(k) };
             }
         }
-        // SAFETY: MyLatch is this backend's latch; WL_EXIT_ON_PM_DEATH exits if the postmaster dies.
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                POLL_MS as _,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
+        super::latch::wait(POLL_MS);
         pgrx::check_for_interrupts!();
     }
 }

@@ -20,6 +20,7 @@
 //! The request and its answer travel in a DSM segment the backend creates for the step; the
 //! slot carries its handle. Each side wakes the other by setting its latch.
 
+use crate::serve::ServerStats;
 use pgrx::pg_sys;
 use pgrx::shmem::PGRXSharedMemory;
 
@@ -64,13 +65,8 @@ pub struct Slot {
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct Counters {
-    pub passes: u64,
-    pub requests: u64,
-    pub tokens: u64,
-    pub recomputed: u64,
-    pub copied: u64,
-    pub evictions: u64,
-    pub max_batch: u64,
+    /// The server's own counters (passes, requests, tokens, evictions, ...).
+    pub server: ServerStats,
     /// Steps of callers answered (a step of one caller may hold several sequences).
     pub steps: u64,
     pub sequences: u64,
@@ -123,7 +119,7 @@ impl Slot {
 }
 
 impl Board {
-    pub const fn new() -> Board {
+    pub fn new() -> Board {
         Board {
             worker_pid: 0,
             worker_procno: -1,
@@ -136,19 +132,7 @@ impl Board {
             fits: 0,
             threads: 0,
             failure: [0; FAILURE_BYTES],
-            counters: Counters {
-                passes: 0,
-                requests: 0,
-                tokens: 0,
-                recomputed: 0,
-                copied: 0,
-                evictions: 0,
-                max_batch: 0,
-                steps: 0,
-                sequences: 0,
-                resident: 0,
-                resident_bytes: 0,
-            },
+            counters: Counters::default(),
             next_owner: 1,
             slots: [Slot::FREE; MAX_CALLERS],
         }

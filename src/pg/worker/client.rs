@@ -11,6 +11,7 @@ use super::board::{self, State};
 use super::BOARD;
 use crate::nl2sql::seq::Transport;
 use crate::nl2sql::{Engine, Nl2SqlError};
+use crate::pg::latch;
 use crate::serve::{wire, Request, SeqId, ServeError};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
@@ -119,7 +120,7 @@ fn wait_idle(slot: usize) -> bool {
             _ if !ready => return false,
             _ => board::wake(worker),
         }
-        wait_latch();
+        latch::wait(POLL_MS);
         pgrx::check_for_interrupts!();
     }
 }
@@ -134,19 +135,6 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
             // A ready worker forgets the sequences, then frees the slot; a new worker frees it.
             s.state = if ready { State::Gone } else { State::Free };
         }
-    }
-}
-
-fn wait_latch() {
-    // SAFETY: MyLatch is this backend's latch; WL_EXIT_ON_PM_DEATH exits if the postmaster dies.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            POLL_MS as _,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
     }
 }
 
@@ -211,7 +199,7 @@ impl Transport for Client {
         };
         board::wake(worker);
         loop {
-            wait_latch();
+            latch::wait(POLL_MS);
             let (state, failed, ready, generation, pid) = {
                 let b = BOARD.share();
                 let s = &b.slots[self.slot];

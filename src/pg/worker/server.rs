@@ -351,13 +351,7 @@ fn publish(server: &Server, batch: Option<usize>) {
     let (seqs, resident) = server.sequences();
     let mut b = BOARD.exclusive();
     let c = &mut b.counters;
-    c.passes = st.passes;
-    c.requests = st.requests;
-    c.tokens = st.tokens;
-    c.recomputed = st.recomputed;
-    c.copied = st.copied;
-    c.evictions = st.evictions;
-    c.max_batch = st.max_batch;
+    c.server = st;
     c.steps += batch.unwrap_or(0) as u64;
     c.sequences = seqs as u64;
     c.resident = resident as u64;
