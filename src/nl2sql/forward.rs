@@ -32,8 +32,9 @@ pub struct Forward<'a> {
 impl Forward<'_> {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
     /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
-    /// `between_layers` runs before each half layer on this thread; false cancels the call
-    /// (a remote sequence's transport checks for cancellation itself while it waits).
+    /// `between_layers` runs before each half layer on this thread (once before the pass for a
+    /// remote sequence, whose transport also checks for cancellation while it waits); false
+    /// cancels the call.
     fn logits(
         &self,
         kv: &mut Seq,
@@ -55,6 +56,10 @@ impl Forward<'_> {
         let kv = match kv {
             Seq::Local(kv) => kv,
             Seq::Remote(r) => {
+                // Once per pass (the server runs the layers): progress, and an early stop.
+                if !between_layers() {
+                    return Err(Nl2SqlError::Cancelled);
+                }
                 let mut out = seq::remote_step(&mut [(r, tokens, rows)])?;
                 return Ok(out.pop().unwrap_or_default());
             }
