@@ -8,7 +8,9 @@
 # (1) one caller asks every question (the lone caller's time per answer), then (2) BW_CALLERS
 # (default 8) sessions at once each ask every question. Prints the wall time of (2), the median and
 # slowest caller, the lone caller's median answer, the worker's counters, and whether every answer
-# of every run equals the lone in-backend caller's.
+# of every run equals the lone in-backend caller's. Then (3) llama-server -np BW_CALLERS answers
+# the prompts nl2sql() built the same way, side by side (BW_LLAMACPP=0 skips it; it needs
+# benches/llamacpp.sh build).
 #   benches/batch-worker.sh
 # Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's), the
 # model. Takes a few minutes (the 1.5B on 2 cores).
@@ -79,3 +81,17 @@ for m in off on; do
         "$m" "$CALLERS" "${#questions[@]}" "$total" "$callers" "$slowest" "$lone" "$same"
     [[ $m == on ]] && echo "     worker: $(q -d bw -c "SELECT turboinfer_info()->'batch_worker'")"
 done
+# (3) The peer: llama-server -np CALLERS on the very prompts nl2sql() built (BW_LLAMACPP=0: skip).
+if [[ ${BW_LLAMACPP:-1} == 1 ]]; then
+    {
+        echo "["
+        for i in "${!questions[@]}"; do
+            [[ $i -gt 0 ]] && echo ","
+            q -d bw -c "SELECT nl2sql_explain('${questions[$i]}')::jsonb->'prompt'"
+        done
+        echo "]"
+    } >"$work/prompts.json"
+    pc_stop # the cores to llama-server alone
+    python3 "$(dirname "${BASH_SOURCE[0]}")/llamacpp-callers.py" "$work/prompts.json" "$MODEL" \
+        "$(nproc)" 2048 96 "$CALLERS" "$work" || echo "llama-server: not run (build it with benches/llamacpp.sh build)"
+fi

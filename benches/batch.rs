@@ -74,12 +74,18 @@ fn run(model: &Model, rt: &Runtime, a: &Args, s: usize, together: bool) -> (f64,
             .collect()
     };
     // The prompt once (sequence 0), then every sequence's own token after a copy of it.
-    step(&mut server, vec![Request { seq: 0, pos: 0, tokens: prompt.clone(), logits: 0 }]);
+    step(
+        &mut server,
+        vec![Request { seq: 0, pos: 0, tokens: prompt.clone(), logits: 0, rows: None }],
+    );
     for i in 0..s {
         let mut t = if i == 0 { vec![] } else { prompt.clone() };
         t.push(next[i]);
         let p = if i == 0 { a.depth } else { 0 };
-        let l = step(&mut server, vec![Request { seq: i as u64, pos: p, tokens: t, logits: 1 }]);
+        let l = step(
+            &mut server,
+            vec![Request { seq: i as u64, pos: p, tokens: t, logits: 1, rows: None }],
+        );
         pos[i] = a.depth + 1;
         next[i] = argmax(&l[0]);
     }
@@ -87,7 +93,13 @@ fn run(model: &Model, rt: &Runtime, a: &Args, s: usize, together: bool) -> (f64,
     if together {
         for _ in 0..a.tg {
             let reqs = (0..s)
-                .map(|i| Request { seq: i as u64, pos: pos[i], tokens: vec![next[i]], logits: 1 })
+                .map(|i| Request {
+                    seq: i as u64,
+                    pos: pos[i],
+                    tokens: vec![next[i]],
+                    logits: 1,
+                    rows: None,
+                })
                 .collect();
             for (i, l) in step(&mut server, reqs).iter().enumerate() {
                 out[i].push(next[i]);
@@ -98,7 +110,13 @@ fn run(model: &Model, rt: &Runtime, a: &Args, s: usize, together: bool) -> (f64,
     } else {
         for i in 0..s {
             for _ in 0..a.tg {
-                let r = Request { seq: i as u64, pos: pos[i], tokens: vec![next[i]], logits: 1 };
+                let r = Request {
+                    seq: i as u64,
+                    pos: pos[i],
+                    tokens: vec![next[i]],
+                    logits: 1,
+                    rows: None,
+                };
                 let l = step(&mut server, vec![r]);
                 out[i].push(next[i]);
                 pos[i] += 1;

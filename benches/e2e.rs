@@ -226,7 +226,7 @@ fn chunked(a: &Args, rt: &Runtime) {
             let mut logits = Vec::new();
             for (k, c) in prompt.chunks(a.chunked).enumerate() {
                 let rows = usize::from(every || k + 1 == n_chunks);
-                let mut step = [SeqStep { cache: &mut cache, tokens: c, logits: rows }];
+                let mut step = [SeqStep { cache: &mut cache, tokens: c, logits: rows, rows: None }];
                 logits = model.forward_batch(rt, &mut step, &mut || true).expect("chunk");
             }
             (t.elapsed().as_secs_f64() * 1e3, logits)

@@ -10,9 +10,11 @@
 #      showed the wait event Extension in pg_stat_activity;
 #   4. cancel: a call stopped by statement_timeout raises 57014; the same session's next call
 #      answers as the reference;
-#   5. the worker terminated mid-call: the caller gets an ERROR, the postmaster (same pid) starts
+#   5. a caller terminated (pg_terminate_backend) while it waits: another caller answers as the
+#      reference, the worker carries on, the terminated backend's slot is given back;
+#   6. the worker terminated mid-call: the caller gets an ERROR, the postmaster (same pid) starts
 #      a new worker, the next call answers as the reference;
-#   6. no backend crashed.
+#   7. no backend crashed.
 # Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's),
 # model qwen2.5-coder-0.5b. The cluster lives in a temporary directory, removed afterwards.
 set -euo pipefail
@@ -102,7 +104,27 @@ else
     bad "cancel then answer" "$out"
 fi
 
-# 5. The worker terminated mid-call.
+# 5. A caller terminated mid-batch: another caller in the same batches answers as the reference,
+#    the worker carries on (same pid), and the slot of the terminated backend is given back.
+callers_before=$(info callers)
+PGAPPNAME=victim q -d batchtest -v ON_ERROR_STOP=0 -c "SET turboinfer.max_new_tokens = 64" -c "SELECT nl2sql('${questions[2]}')" >"$work/victim.out" 2>&1 &
+victim=$!
+ask "${questions[0]}" "${questions[3]}" >"$work/survivor.out" 2>&1 &
+survivor=$!
+term=f
+for i in $(seq 1 200); do
+    term=$(q -d batchtest -c "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity WHERE application_name = 'victim' AND wait_event_type = 'Extension'")
+    [[ $term == t ]] && break
+    sleep 0.05
+done
+wait $victim || true
+wait $survivor || true
+if [[ $term == t ]] && grep -q 'terminating connection due to administrator command' "$work/victim.out"; then ok "pg_terminate_backend() on a caller while it waits for the worker"; else bad "caller terminated mid-batch" "$term $(cat "$work/victim.out")"; fi
+if [[ $(cat "$work/survivor.out") == "$(sed -n '1p;4p' "$work/ref.out")" && $(info pid) == "$wpid" ]]; then ok "the other caller answers as the reference, the same worker serving"; else bad "after a caller was terminated" "$(cat "$work/survivor.out") worker $(info pid)"; fi
+for i in $(seq 1 40); do [[ $(info callers) -le $callers_before ]] && break; sleep 0.1; done
+if [[ $(info callers) -le $callers_before ]]; then ok "the terminated caller's slot was given back (callers $(info callers))"; else bad "slot not given back" "callers $callers_before -> $(info callers)"; fi
+
+# 6. The worker terminated mid-call.
 q -d batchtest -v ON_ERROR_STOP=0 -v VERBOSITY=verbose -c "SET turboinfer.max_new_tokens = 64" -c "SELECT nl2sql('${questions[2]}')" >"$work/killed.out" 2>&1 &
 caller=$!
 for i in $(seq 1 100); do
@@ -117,5 +139,5 @@ if ready && [[ $(info pid) != "$wpid" ]]; then ok "the postmaster started a new 
 got=$(ask "${questions[2]}")
 if [[ $got == "$(sed -n 3p "$work/ref.out")" ]]; then ok "the next call answers as the reference"; else bad "after the restart" "$got"; fi
 
-# 6. No crash (the postmaster started by `worker on` throughout).
+# 7. No crash (the postmaster started by `worker on` throughout).
 pc_no_crash "$pm_pid"

@@ -59,9 +59,10 @@ fn sequences_together_equal_sequences_alone() {
 }
 
 /// `Model::forward_batch` with a different number of new tokens per sequence (a prompt chunk
-/// whose logits nobody reads, a decode step, a draft check with every row's logits) against
-/// each sequence alone: the logits asked for are bitwise equal, and so are the caches (the next
-/// token of each, decoded alone from both, gives the same logits).
+/// whose logits nobody reads, a decode step, a draft check with every row's logits, one over
+/// a subset of the vocabulary) against each sequence alone: the logits asked for are bitwise
+/// equal, and so are the caches (the next token of each, decoded alone from both, gives the
+/// same logits).
 #[test]
 fn ragged_batch_equals_sequences_alone() {
     use turboinfer::model::SeqStep;
@@ -78,25 +79,34 @@ fn ragged_batch_equals_sequences_alone() {
             }
             kv
         };
-        // (tokens already in the cache, new tokens, logits of the last how many)
-        let seqs: [(&[u32], &[u32], usize); 3] = [
-            (&[], &[31, 414, 2093, 17, 90, 1000, 5], 0),
-            (&[8, 9, 10], &[12], 1),
-            (&[3], &[7, 700, 70], 3),
+        // Vocabulary pruning: a few entries, ascending, the last one included.
+        let subset: Vec<u32> = [0, 1, 17, 400, 9000, vocab - 1].map(|i| i as u32).to_vec();
+        // (tokens already in the cache, new tokens, logits of the last how many, of which rows)
+        type Case<'a> = (&'a [u32], &'a [u32], usize, Option<&'a [u32]>);
+        let seqs: [Case; 4] = [
+            (&[], &[31, 414, 2093, 17, 90, 1000, 5], 0, None),
+            (&[8, 9, 10], &[12], 1, None),
+            (&[3], &[7, 700, 70], 3, None),
+            (&[5, 6], &[44, 45], 2, Some(&subset)),
         ];
         let mut together: Vec<_> = seqs.iter().map(|s| start(s.0)).collect();
         let mut alone: Vec<_> = seqs.iter().map(|s| start(s.0)).collect();
         let mut steps: Vec<SeqStep> = together
             .iter_mut()
             .zip(&seqs)
-            .map(|(kv, s)| SeqStep { cache: kv, tokens: s.1, logits: s.2 })
+            .map(|(kv, s)| SeqStep { cache: kv, tokens: s.1, logits: s.2, rows: s.3 })
             .collect();
         let got = model.forward_batch(&rt, &mut steps, &mut || true).unwrap();
-        assert_eq!(got.len(), 4 * vocab, "{name}: 0 + 1 + 3 rows of logits");
+        assert_eq!(got.len(), 4 * vocab + 2 * subset.len(), "{name}: 0 + 1 + 3 + 2 rows");
         let mut want = Vec::new();
         for (kv, s) in alone.iter_mut().zip(&seqs) {
             let all = model.forward(&rt, kv, s.1, Logits::All).unwrap();
-            want.extend_from_slice(&all[(s.1.len() - s.2) * vocab..]);
+            for row in all[(s.1.len() - s.2) * vocab..].chunks_exact(vocab) {
+                match s.3 {
+                    Some(ids) => want.extend(ids.iter().map(|&id| row[id as usize])),
+                    None => want.extend_from_slice(row),
+                }
+            }
         }
         assert!(bits(&got) == bits(&want), "{name}: batched logits differ from each alone");
         for (i, (a, b)) in together.iter_mut().zip(&mut alone).enumerate() {
@@ -109,12 +119,16 @@ fn ragged_batch_equals_sequences_alone() {
         let before: Vec<usize> = together.iter().map(|kv| kv.len()).collect();
         let (a, rest) = together.split_first_mut().unwrap();
         let mut bad = vec![
-            SeqStep { cache: a, tokens: &[1, 2], logits: 1 },
-            SeqStep { cache: &mut rest[0], tokens: &[5], logits: 2 },
+            SeqStep { cache: a, tokens: &[1, 2], logits: 1, rows: None },
+            SeqStep { cache: &mut rest[0], tokens: &[5], logits: 2, rows: None },
         ];
         assert!(model.forward_batch(&rt, &mut bad, &mut || true).is_err());
-        let mut empty = vec![SeqStep { cache: &mut rest[1], tokens: &[], logits: 0 }];
+        let mut empty = vec![SeqStep { cache: &mut rest[1], tokens: &[], logits: 0, rows: None }];
         assert!(model.forward_batch(&rt, &mut empty, &mut || true).is_err());
+        let stray = [vocab as u32];
+        let mut row =
+            vec![SeqStep { cache: &mut rest[1], tokens: &[5], logits: 1, rows: Some(&stray) }];
+        assert!(model.forward_batch(&rt, &mut row, &mut || true).is_err());
         assert_eq!(together.iter().map(|kv| kv.len()).collect::<Vec<_>>(), before);
     }
 }

@@ -8,12 +8,19 @@ use turboinfer::model::{Logits, Model};
 use turboinfer::runtime::Runtime;
 use turboinfer::serve::{Request, ServeError, Server};
 
-/// The logits of the last `k` tokens of `history`, computed alone on a fresh cache.
-fn alone(model: &Model, rt: &Runtime, history: &[u32], k: usize) -> Vec<u32> {
+/// The logits of the last `k` tokens of `history` (the entries `rows` only, when set),
+/// computed alone on a fresh cache.
+fn alone(model: &Model, rt: &Runtime, history: &[u32], k: usize, rows: Option<&[u32]>) -> Vec<u32> {
     let mut kv = model.new_cache(history.len());
     let all = model.forward(rt, &mut kv, history, Logits::All).unwrap();
     let vocab = model.config().vocab_size;
-    all[(history.len() - k) * vocab..].iter().map(|x| x.to_bits()).collect()
+    let last = all[(history.len() - k) * vocab..].chunks_exact(vocab);
+    match rows {
+        Some(ids) => {
+            last.flat_map(|row| ids.iter().map(|&id| row[id as usize].to_bits())).collect()
+        }
+        None => last.flatten().map(|x| x.to_bits()).collect(),
+    }
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -21,7 +28,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 fn req(seq: u64, pos: usize, tokens: &[u32], logits: usize) -> Request {
-    Request { seq, pos, tokens: tokens.to_vec(), logits }
+    Request { seq, pos, tokens: tokens.to_vec(), logits, rows: None }
 }
 
 /// Runs `reqs` as one step and checks each reply against the sequence alone; `hist` mirrors
@@ -42,7 +49,7 @@ fn check_step(
         h.extend_from_slice(&r.tokens);
         if r.logits > 0 {
             assert!(
-                bits(&reply.logits) == alone(model, rt, h, r.logits),
+                bits(&reply.logits) == alone(model, rt, h, r.logits, r.rows.as_deref()),
                 "sequence {} at {}: logits differ from the sequence alone",
                 r.seq,
                 h.len()
@@ -93,6 +100,15 @@ fn batched_sequences_answer_as_alone() {
         &mut server,
         &mut hist,
         &[req(1, 44, &[400], 1), req(0, 42, &[14, 15], 2)],
+    );
+    // Vocabulary pruning: a draft check over a few entries beside a full-vocabulary step.
+    let subset = vec![2, 3, 500, 49151];
+    check_step(
+        &model,
+        &rt,
+        &mut server,
+        &mut hist,
+        &[req(0, 44, &[16, 17], 2), Request { rows: Some(subset), ..req(1, 45, &[401, 402], 2) }],
     );
     assert_eq!(server.stats().max_batch, 3);
     assert_eq!(server.stats().evictions, 0);
@@ -150,11 +166,13 @@ fn bad_requests_change_nothing() {
         &rt,
         &[
             req(0, 3, &[4], 1),
-            req(0, 3, &[5], 1),     // the same sequence twice
-            req(1, 2, &[5], 1),     // a sequence the server never saw, past position 0
-            req(1, 0, &[], 0),      // no tokens
-            req(1, 0, &[5], 2),     // more logits than tokens
-            req(1, 0, &[7; 17], 1), // longer than the context
+            req(0, 3, &[5], 1),         // the same sequence twice
+            req(1, 2, &[5], 1),         // a sequence the server never saw, past position 0
+            req(1, 0, &[], 0),          // no tokens
+            req(1, 0, &[5], 2),         // more logits than tokens
+            req(1, 0, &[7; 17], 1),     // longer than the context
+            req(1, 0, &[1_000_000], 1), // a token outside the vocabulary
+            Request { rows: Some(vec![3, 1 << 20]), ..req(1, 0, &[5], 1) }, // a row outside it
         ],
         &mut || true,
     );
@@ -164,10 +182,50 @@ fn bad_requests_change_nothing() {
     assert!(matches!(out[3], Err(ServeError::BadRequest { .. })));
     assert!(matches!(out[4], Err(ServeError::BadRequest { .. })));
     assert!(matches!(out[5], Err(ServeError::ContextFull { needed: 17, n_ctx: 16, .. })));
+    assert!(matches!(out[6], Err(ServeError::OutOfVocab { id: 1_000_000, .. })));
+    assert!(matches!(out[7], Err(ServeError::OutOfVocab { id: 0x10_0000, .. })));
     hist[0].extend([4]);
     // An interrupted pass advances nothing; the same request then answers as before.
     let r = [req(0, 4, &[8, 9], 1), req(1, 0, &[6, 6], 2)];
     let out = server.step(&model, &rt, &r, &mut || false);
     assert!(out.iter().all(|o| matches!(o, Err(ServeError::Interrupted))), "{out:?}");
     check_step(&model, &rt, &mut server, &mut hist, &r);
+}
+
+/// A caller that went away leaves its resident caches as donors: a new sequence with the same
+/// prefix copies it (bitwise the same logits as computing it), and a retired cache is the
+/// first to go when the budget is short, before any live sequence's. A prompt that arrives in
+/// chunks keeps copying from a donor.
+#[test]
+fn retired_caches_give_their_prefix_and_go_first() {
+    let rt = Runtime::new(2).unwrap();
+    let Some(path) = common::model_path("smollm2-135m") else { return };
+    let model = Model::load(&path).unwrap();
+    let budget = 2 * model.kv_cache_bytes(64) + 1;
+    let mut server = Server::new(&model, 64, budget);
+    let mut hist = vec![Vec::new(); 4];
+    let schema: Vec<u32> = (0..30).map(|i| 300 + 11 * i).collect();
+    let q: Vec<u32> = schema.iter().copied().chain([7, 8]).collect();
+    check_step(&model, &rt, &mut server, &mut hist, &[req(0, 0, &q, 1)]);
+    // Sequence 0's caller goes away: its cache stays, retired.
+    assert_eq!(server.retire_where(|id| id == 0), 1);
+    assert_eq!((server.sequences(), server.retired()), ((0, 0), 1));
+    // A new caller's sequence with the same schema copies the 30 shared tokens.
+    let q1: Vec<u32> = schema.iter().copied().chain([9]).collect();
+    let c = check_step(&model, &rt, &mut server, &mut hist, &[req(1, 0, &q1, 1)]);
+    assert_eq!(c[0], (0, 30));
+    // Two live sequences need the whole budget: the retired cache goes, no live one does.
+    let evictions = server.stats().evictions;
+    check_step(&model, &rt, &mut server, &mut hist, &[req(2, 0, &[5, 6], 1)]);
+    assert_eq!(server.retired(), 0);
+    assert_eq!(server.stats().evictions, evictions + 1);
+    assert_eq!(server.sequences(), (2, 2));
+    // A prompt sent in chunks: the first copies what it can (all but the token it must
+    // compute), the next one the rest of what sequence 1 shares with it.
+    assert!(server.forget(2));
+    let c = check_step(&model, &rt, &mut server, &mut hist, &[req(3, 0, &schema[..10], 0)]);
+    assert_eq!(c[0], (0, 9));
+    let rest: Vec<u32> = schema[10..].iter().copied().chain([4]).collect();
+    let c = check_step(&model, &rt, &mut server, &mut hist, &[req(3, 10, &rest, 1)]);
+    assert_eq!(c[0], (0, 20));
 }

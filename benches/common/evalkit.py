@@ -353,10 +353,11 @@ def default_llama_args():
 
 
 class LlamaServer:
-    """llama-server on 127.0.0.1 with the same GGUF, `threads` threads, one slot, context `ctx`,
-    plus `extra_args` (default: default_llama_args()); its output goes to `log_dir`/llama-server.log."""
+    """llama-server on 127.0.0.1 with the same GGUF, `threads` threads, `slots` slots (continuous
+    batching of that many requests; the context is `ctx` per slot), plus `extra_args` (default:
+    default_llama_args()); its output goes to `log_dir`/llama-server.log."""
 
-    def __init__(self, model, threads, ctx, log_dir, who="evalkit", extra_args=None):
+    def __init__(self, model, threads, ctx, log_dir, who="evalkit", extra_args=None, slots=1):
         if extra_args is None:
             extra_args = default_llama_args().split()
         binary = os.path.join(LLAMACPP_BIN, "llama-server")
@@ -364,7 +365,7 @@ class LlamaServer:
             raise SystemExit(f"{who}: {binary} not found; run benches/llamacpp.sh build")
         self.port = free_port()
         gguf = os.path.join(MODELS_DIR, model + ".gguf")
-        cmd = [binary, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-c", str(ctx), "-np", "1",
+        cmd = [binary, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-c", str(ctx * slots), "-np", str(slots),
                "--host", "127.0.0.1", "--port", str(self.port), "--no-webui", *extra_args]
         os.makedirs(log_dir, exist_ok=True)
         self.log = open(os.path.join(log_dir, "llama-server.log"), "a")

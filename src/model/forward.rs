@@ -42,6 +42,10 @@ pub struct SeqStep<'a> {
     /// How many of the last tokens get logits: 1 to decode, `tokens.len()` to check drafts,
     /// 0 for a prompt chunk whose logits nobody reads (no LM head rows for it).
     pub logits: usize,
+    /// The LM head rows (token ids, ascending) its logits are for: `None` for the whole
+    /// vocabulary; a caller that only reads some tokens' logits (vocabulary pruning) gets
+    /// `[logits, rows.len()]`, bitwise those entries of the full rows.
+    pub rows: Option<&'a [u32]>,
 }
 
 /// Which part of a layer one pool entry runs (see `Model::hidden_seqs`).
@@ -431,7 +435,7 @@ impl Model {
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
         let logits = which.rows(tokens.len());
-        self.forward_batch(rt, &mut [SeqStep { cache, tokens, logits }], between_layers)
+        self.forward_batch(rt, &mut [SeqStep { cache, tokens, logits, rows: None }], between_layers)
     }
 
     /// The full LM head over final-normed hidden states `hn` (`[n_out, dim]`): logits
@@ -470,7 +474,7 @@ impl Model {
         let mut steps: Vec<SeqStep<'_>> = caches
             .iter_mut()
             .zip(tokens.chunks(1))
-            .map(|(cache, t)| SeqStep { cache, tokens: t, logits: 1 })
+            .map(|(cache, t)| SeqStep { cache, tokens: t, logits: 1, rows: None })
             .collect();
         self.forward_batch(rt, &mut steps, between_layers)
     }
@@ -478,7 +482,8 @@ impl Model {
     /// One pass over several sequences, each with its own number of new tokens (a prompt chunk
     /// of one caller beside a decode step or a draft check of another: continuous batching).
     /// Appends each step's keys and values to its own cache and returns the logits of the last
-    /// `steps[i].logits` tokens of each step, in step order: `[Σ logits, vocab]`. The weights are
+    /// `steps[i].logits` tokens of each step, in step order: `[Σ logits, vocab]` (a step with
+    /// `rows` has `[logits, rows.len()]` in its place). The weights are
     /// read once for all the sequences (a decode step is bound by reading them), and each
     /// sequence's logits are bitwise those of [`Model::forward`] on that sequence alone (rows
     /// of a batch are computed independently: the engine's batch = sequential property).
@@ -503,7 +508,8 @@ impl Model {
             }
             s.cache.check_shape(&self.cfg)?;
             s.cache.check_room(s.tokens.len())?;
-            if let Some(&id) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
+            let rows = s.rows.unwrap_or_default();
+            if let Some(&id) = s.tokens.iter().chain(rows).find(|&&t| t as usize >= vocab) {
                 return Err(ModelError::TokenOutOfRange { id, vocab });
             }
         }
@@ -512,7 +518,23 @@ impl Model {
             // No step asked for logits: no LM head (its matrix is not even read).
             return self.unchanged().map(|()| Vec::new());
         }
-        self.lm_head(rt, &hn) // [Σ logits, vocab]
+        if steps.iter().all(|s| s.rows.is_none()) {
+            return self.lm_head(rt, &hn); // [Σ logits, vocab]
+        }
+        // Each step's own head over its hidden rows (a row's logits do not depend on the
+        // other rows of the product: the same bits as one head over all of them).
+        let dim = self.cfg.dim;
+        let mut out = Vec::new();
+        let mut at = 0;
+        for s in steps.iter().filter(|s| s.logits > 0) {
+            let h = &hn[at * dim..(at + s.logits) * dim]; // [logits, dim]
+            at += s.logits;
+            out.extend(match s.rows {
+                Some(rows) => self.lm_head_rows(rt, h, rows)?, // [logits, rows.len()]
+                None => self.lm_head(rt, h)?,                  // [logits, vocab]
+            });
+        }
+        Ok(out)
     }
 
     /// Err when the model or pack file changed under its mapping since it was opened (see
@@ -549,10 +571,17 @@ impl Model {
             return Err(ModelError::TokenOutOfRange { id, vocab });
         }
         let hn = self.hidden(rt, cache, tokens, which, &mut || true)?;
+        self.lm_head_rows(rt, &hn, rows)
+    }
+
+    /// The LM head restricted to the vocabulary `rows` (valid ids) over final-normed hidden
+    /// states `hn` (`[n_out, dim]`): logits `[n_out, rows.len()]`, then the check that the
+    /// mapped files did not change under the pass.
+    fn lm_head_rows(&self, rt: &Runtime, hn: &[f32], rows: &[u32]) -> Result<Vec<f32>, ModelError> {
         rt.install(|| {
             let mut logits = try_zeroed(hn.len() / self.cfg.dim * rows.len())
                 .map_err(ModelError::oom("logits"))?; // [n_out, rows.len()]
-            let mut acts = SharedActs::new(&hn, self.cfg.dim, self.kernels);
+            let mut acts = SharedActs::new(hn, self.cfg.dim, self.kernels);
             let (a, arb) = acts.get(self.w.output.act_ty)?;
             ops::matmul_rows(
                 self.w.output.rows(&self.file),
@@ -581,7 +610,7 @@ impl Model {
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, ModelError> {
         let logits = which.rows(tokens.len());
-        self.hidden_seqs(rt, &mut [SeqStep { cache, tokens, logits }], between_layers)
+        self.hidden_seqs(rt, &mut [SeqStep { cache, tokens, logits, rows: None }], between_layers)
     }
 
     /// [`Model::hidden`] over several sequences in one pass (inputs validated), each step's

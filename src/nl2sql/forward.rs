@@ -31,26 +31,18 @@ pub struct Forward<'a> {
 
 impl Forward<'_> {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
-    /// returns `[n_out, vocab]` logits (`n_out` = 1 for `Last`, `tokens.len()` for `All`).
+    /// returns the logits of the last `n` (0: none, no LM head): `[n, vocab]`, or `[n,
+    /// rows.len()]` over the vocabulary entries `rows` only when set (bitwise those entries of
+    /// the full rows; the LM head reads only those rows, here or in the server).
     /// `between_layers` runs before each half layer on this thread (once before the pass for a
     /// remote sequence, whose transport also checks for cancellation while it waits); false
     /// cancels the call.
-    fn logits(
-        &self,
-        kv: &mut Seq,
-        tokens: &[u32],
-        which: Logits,
-        between_layers: &mut dyn FnMut() -> bool,
-    ) -> Result<Vec<f32>, Nl2SqlError> {
-        self.logits_rows(kv, tokens, which.rows(tokens.len()), between_layers)
-    }
-
-    /// [`Forward::logits`] for the last `rows` tokens of `tokens` (0: none, no LM head).
     fn logits_rows(
         &self,
         kv: &mut Seq,
         tokens: &[u32],
-        rows: usize,
+        n: usize,
+        rows: Option<&[u32]>,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
         let kv = match kv {
@@ -60,11 +52,11 @@ impl Forward<'_> {
                 if !between_layers() {
                     return Err(Nl2SqlError::Cancelled);
                 }
-                let mut out = seq::remote_step(&mut [(r, tokens, rows)])?;
+                let mut out = seq::remote_step(&mut [(r, tokens, n, rows)])?;
                 return Ok(out.pop().unwrap_or_default());
             }
         };
-        let step = SeqStep { cache: kv, tokens, logits: rows };
+        let step = SeqStep { cache: kv, tokens, logits: n, rows };
         match self.model.forward_batch(self.rt, &mut [step], between_layers) {
             Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
             r => Ok(r?),
@@ -84,7 +76,7 @@ impl Forward<'_> {
         for (s, t) in kvs.iter_mut().zip(tokens.chunks(1)) {
             match &mut **s {
                 Seq::Local(kv) => local.push(kv),
-                Seq::Remote(r) => remote.push((r, t, 1)),
+                Seq::Remote(r) => remote.push((r, t, 1, None)),
             }
         }
         match (local.is_empty(), remote.is_empty()) {
@@ -116,21 +108,8 @@ impl Forward<'_> {
         which: Logits,
         shaping: &Shaping,
     ) -> Result<Vec<f32>, Nl2SqlError> {
-        match (&shaping.vocab, kv) {
-            (Some(v), Seq::Local(kv)) => {
-                Ok(self.model.forward_rows(self.rt, kv, tokens, which, v.ids())?)
-            }
-            // The server returns whole rows: the active entries are the same bits.
-            (Some(v), kv) => {
-                let full = self.logits(kv, tokens, which, &mut || true)?; // [n_out, vocab]
-                let vocab = self.model.config().vocab_size;
-                Ok(full
-                    .chunks_exact(vocab)
-                    .flat_map(|row| v.ids().iter().map(|&id| row[id as usize]))
-                    .collect()) // [n_out, active]
-            }
-            (None, kv) => self.logits(kv, tokens, which, &mut || true),
-        }
+        let rows = shaping.vocab.as_ref().map(ActiveVocab::ids);
+        self.logits_rows(kv, tokens, which.rows(tokens.len()), rows, &mut || true)
     }
 
     /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
@@ -150,7 +129,7 @@ impl Forward<'_> {
             // Only the last chunk's logits are read: the others skip the LM head, whose one-row
             // product reads the whole output matrix (~190 MB for the 1.5B, ~10 ms a chunk).
             let rows = usize::from(k + 1 == n_chunks);
-            logits = self.logits_rows(kv, chunk, rows, &mut || on_progress(progress))?;
+            logits = self.logits_rows(kv, chunk, rows, None, &mut || on_progress(progress))?;
         }
         Ok(logits)
     }

@@ -69,9 +69,10 @@ impl RemoteSeq {
         Rc::ptr_eq(&self.transport, transport)
     }
 
-    /// The request that runs `new` after the tokens so far, with logits for its last `rows`;
-    /// the tokens not yet sent go first (a fork's prefix, a history the server lost).
-    fn request(&mut self, new: &[u32], rows: usize) -> Request {
+    /// The request that runs `new` after the tokens so far, with logits for its last `logits`
+    /// (of the vocabulary entries `rows` only, when set); the tokens not yet sent go first (a
+    /// fork's prefix, a history the server lost).
+    fn request(&mut self, new: &[u32], logits: usize, rows: Option<&[u32]>) -> Request {
         if self.epoch != self.transport.epoch() {
             // The server may have dropped it: start over under a new name.
             self.transport.forget(self.id);
@@ -81,7 +82,7 @@ impl RemoteSeq {
         }
         let mut tokens = self.tokens[self.sent..].to_vec();
         tokens.extend_from_slice(new);
-        Request { seq: self.id, pos: self.sent, tokens, logits: rows }
+        Request { seq: self.id, pos: self.sent, tokens, logits, rows: rows.map(<[u32]>::to_vec) }
     }
 
     /// `Ok` when `n` more tokens fit.
@@ -190,33 +191,35 @@ impl Seq {
     }
 }
 
-/// Runs `steps` (remote sequences of one transport, their new tokens and logits rows) in one
-/// request to the server; returns each step's rows in order. A sequence the server no longer
-/// knows (restarted, or forgotten) is sent again whole, once.
-pub(super) fn remote_step(
-    steps: &mut [(&mut RemoteSeq, &[u32], usize)],
-) -> Result<Vec<Vec<f32>>, Nl2SqlError> {
+/// One sequence's part of a [`remote_step`]: its new tokens, how many of the last get logits,
+/// and the vocabulary entries of those rows (`None`: all).
+pub(super) type RemoteStep<'a, 'b> = (&'a mut RemoteSeq, &'b [u32], usize, Option<&'b [u32]>);
+
+/// Runs `steps` (remote sequences of one transport) in one request to the server; returns each
+/// step's logits in order (`[logits, vocab]`, or `[logits, rows.len()]`). A sequence the server
+/// no longer knows (restarted, or forgotten) is sent again whole, once.
+pub(super) fn remote_step(steps: &mut [RemoteStep<'_, '_>]) -> Result<Vec<Vec<f32>>, Nl2SqlError> {
     let Some(transport) = steps.first().map(|s| s.0.transport.clone()) else {
         return Ok(Vec::new());
     };
-    for (seq, new, _) in steps.iter() {
+    for (seq, new, _, _) in steps.iter() {
         seq.check_room(new.len())?;
     }
     let mut retried = false;
     loop {
         let reqs: Vec<Request> =
-            steps.iter_mut().map(|(s, new, rows)| s.request(new, *rows)).collect();
+            steps.iter_mut().map(|(s, new, n, rows)| s.request(new, *n, *rows)).collect();
         let replies = transport.step(&reqs)?;
         let lost = replies.iter().any(|r| matches!(r, Err(ServeError::UnknownPosition { .. })));
         if lost && !retried {
             retried = true;
-            for (s, _, _) in steps.iter_mut() {
+            for (s, _, _, _) in steps.iter_mut() {
                 s.sent = 0;
             }
             continue;
         }
         let mut out = Vec::with_capacity(replies.len());
-        for ((seq, new, _), reply) in steps.iter_mut().zip(replies) {
+        for ((seq, new, _, _), reply) in steps.iter_mut().zip(replies) {
             match reply {
                 Ok(rows) => {
                     seq.ran(new);

@@ -15,6 +15,9 @@ pub enum ServeError {
     /// A request with no new tokens, or asking for the logits of more tokens than it has.
     #[error("sequence {seq}: {tokens} new tokens, logits asked for the last {logits} (need 1 or more tokens, at most that many logits)")]
     BadRequest { seq: u64, tokens: usize, logits: usize },
+    /// A token or a logits row that is not in the model's vocabulary.
+    #[error("sequence {seq}: token id {id} is outside the model's vocabulary of {vocab}")]
+    OutOfVocab { seq: u64, id: u32, vocab: usize },
     /// The sequence would outgrow the context each sequence is given.
     #[error("sequence {seq} would hold {needed} tokens, each sequence holds at most {n_ctx}")]
     ContextFull { seq: u64, needed: usize, n_ctx: usize },

@@ -22,12 +22,16 @@ pub struct Request {
     pub tokens: Vec<u32>,
     /// Logits for the last this many of `tokens` (0 for a prompt chunk nobody reads).
     pub logits: usize,
+    /// Only these vocabulary entries of each logits row (token ids, ascending; a caller under
+    /// vocabulary pruning): the LM head computes just those. `None`: the whole vocabulary.
+    pub rows: Option<Vec<u32>>,
 }
 
 /// What a request gets back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
-    /// `[logits, vocab]`: the rows asked for, in token order.
+    /// `[logits, vocab]` (`[logits, rows.len()]` for a request with `rows`): the rows asked
+    /// for, in token order.
     pub logits: Vec<f32>,
     /// Tokens of the history run again because the sequence's cache had been evicted.
     pub recomputed: usize,
@@ -70,9 +74,15 @@ pub struct Server {
     n_ctx: usize,
     /// Bytes the resident caches may take.
     budget: usize,
+    /// The model's vocabulary size (requests are checked against it).
+    vocab: usize,
     /// Bytes of one cache.
     per_cache: usize,
     seqs: HashMap<SeqId, Seq>,
+    /// Caches of retired sequences (their callers went away), kept only to give their prefix
+    /// to a later sequence (a new session asking about the same schema copies it instead of
+    /// computing it); they count against the budget and are the first to go when it is short.
+    retired: Vec<Seq>,
     step: u64,
     stats: ServerStats,
 }
@@ -85,8 +95,10 @@ impl Server {
         Server {
             n_ctx,
             budget,
+            vocab: model.config().vocab_size,
             per_cache: model.kv_cache_bytes(n_ctx).max(1),
             seqs: HashMap::new(),
+            retired: Vec::new(),
             step: 0,
             stats: ServerStats::default(),
         }
@@ -107,9 +119,14 @@ impl Server {
         (self.seqs.len(), self.seqs.values().filter(|s| s.kv.is_some()).count())
     }
 
-    /// Bytes of the resident caches.
+    /// Caches kept from retired sequences (see [`Server::retire_where`]).
+    pub fn retired(&self) -> usize {
+        self.retired.len()
+    }
+
+    /// Bytes of the resident caches (retired ones included).
     pub fn resident_bytes(&self) -> usize {
-        self.sequences().1 * self.per_cache
+        (self.sequences().1 + self.retired.len()) * self.per_cache
     }
 
     /// The counters.
@@ -128,6 +145,20 @@ impl Server {
         let before = self.seqs.len();
         self.seqs.retain(|&id, _| !which(id));
         before - self.seqs.len()
+    }
+
+    /// [`Server::forget_where`], but the resident caches of those sequences stay as donors of
+    /// their prefixes (a cache holds exactly the keys and values of its tokens, whoever asked
+    /// for them) until the budget needs their room; returns how many sequences were dropped.
+    pub fn retire_where(&mut self, which: impl Fn(SeqId) -> bool) -> usize {
+        let ids: Vec<SeqId> = self.seqs.keys().copied().filter(|&id| which(id)).collect();
+        for id in &ids {
+            let s = self.seqs.remove(id).expect("listed");
+            if s.kv.is_some() {
+                self.retired.push(s);
+            }
+        }
+        ids.len()
     }
 
     /// Runs every valid request of `reqs` in one batched forward pass and answers each, in
@@ -205,19 +236,32 @@ impl Server {
                 copied,
             });
         }
-        // Then the resident ones, which only feed their new tokens.
+        // Then the resident ones, which feed their new tokens; when another cache holds more of
+        // the history they are heading for (a prompt sent in chunks, the first of which found a
+        // donor), its rows up to there are copied first.
         for &i in &run {
             let r = &reqs[i];
-            if let Some(kv) = self.seqs.get_mut(&r.seq).and_then(|s| s.kv.take()) {
-                plans.push(Plan {
-                    i,
-                    kv,
-                    feed: r.tokens.clone(),
-                    fresh: false,
-                    recomputed: 0,
-                    copied: 0,
-                });
-            }
+            let Some(mut kv) = self.seqs.get_mut(&r.seq).and_then(|s| s.kv.take()) else {
+                continue;
+            };
+            let full: Vec<u32> =
+                self.seqs[&r.seq].tokens.iter().chain(&r.tokens).copied().collect();
+            let limit = full.len() - r.logits.max(1);
+            // The rows before `pos` are this sequence's own: the same tokens, the same bits.
+            let copied = match self.donor(r.seq, &full[..limit]) {
+                Some((donor, n)) if n > r.pos && donor.copy_prefix_to(n, &mut kv).is_ok() => {
+                    n - r.pos
+                }
+                _ => 0,
+            };
+            plans.push(Plan {
+                i,
+                kv,
+                feed: full[r.pos + copied..].to_vec(),
+                fresh: false,
+                recomputed: 0,
+                copied,
+            });
         }
         if plans.is_empty() {
             return out.into_iter().map(|o| o.expect("every request answered")).collect();
@@ -225,7 +269,12 @@ impl Server {
 
         let mut steps: Vec<SeqStep<'_>> = plans
             .iter_mut()
-            .map(|p| SeqStep { cache: &mut p.kv, tokens: &p.feed, logits: reqs[p.i].logits })
+            .map(|p| SeqStep {
+                cache: &mut p.kv,
+                tokens: &p.feed,
+                logits: reqs[p.i].logits,
+                rows: reqs[p.i].rows.as_deref(),
+            })
             .collect();
         let res = model.forward_batch(rt, &mut steps, between_layers);
         drop(steps);
@@ -237,8 +286,9 @@ impl Server {
                 self.stats.max_batch = self.stats.max_batch.max(plans.len() as u64);
                 for p in plans {
                     let r = &reqs[p.i];
-                    let rows = &logits[at * vocab..(at + r.logits) * vocab];
-                    at += r.logits;
+                    let width = r.logits * r.rows.as_ref().map_or(vocab, Vec::len);
+                    let rows = &logits[at..at + width];
+                    at += width;
                     let s = self.seqs.get_mut(&r.seq).expect("admitted");
                     s.tokens.extend_from_slice(&r.tokens);
                     debug_assert_eq!(p.kv.len(), s.tokens.len());
@@ -276,7 +326,12 @@ impl Server {
         let mut run = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             let known = self.seqs.get(&r.seq).map_or(0, |s| s.tokens.len());
-            let err = if r.tokens.is_empty() || r.logits > r.tokens.len() {
+            // A token or row outside the vocabulary would fail the whole pass, every caller's.
+            let rows = r.rows.as_deref().unwrap_or_default();
+            let stray = r.tokens.iter().chain(rows).find(|&&t| t as usize >= self.vocab);
+            let err = if let Some(&id) = stray {
+                Some(ServeError::OutOfVocab { seq: r.seq, id, vocab: self.vocab })
+            } else if r.tokens.is_empty() || r.logits > r.tokens.len() {
                 Some(ServeError::BadRequest {
                     seq: r.seq,
                     tokens: r.tokens.len(),
@@ -310,11 +365,18 @@ impl Server {
     }
 
     /// Evicts the least recently used caches of sequences outside this batch until the batch's
-    /// sequences fit in the budget beside the resident ones.
+    /// sequences fit in the budget beside the resident ones. Retired caches go first, oldest
+    /// first: a live sequence's cache would have to be recomputed, a retired one is only a
+    /// possible donor.
     fn make_room(&mut self, reqs: &[Request], run: &[usize]) {
         let batch: HashSet<SeqId> = run.iter().map(|&i| reqs[i].seq).collect();
         let needed = batch.iter().filter(|id| self.seqs[id].kv.is_none()).count();
         let mut resident = self.sequences().1;
+        while resident + self.retired.len() + needed > self.fits() && !self.retired.is_empty() {
+            let oldest = (0..self.retired.len()).min_by_key(|&i| self.retired[i].used);
+            self.retired.remove(oldest.expect("not empty"));
+            self.stats.evictions += 1;
+        }
         while resident + needed > self.fits() {
             // Oldest first; ties by id so that the choice is the same every run.
             let victim = self
@@ -330,18 +392,19 @@ impl Server {
         }
     }
 
-    /// The resident cache (of another sequence than `seq`) whose tokens share the longest
-    /// prefix with `tokens`, and that prefix's length.
+    /// The resident cache (of another sequence than `seq`, or a retired one) whose tokens
+    /// share the longest prefix with `tokens`, and that prefix's length.
     fn donor(&self, seq: SeqId, tokens: &[u32]) -> Option<(&KvCache, usize)> {
-        self.seqs
-            .iter()
-            .filter(|(id, _)| **id != seq)
-            .filter_map(|(id, s)| {
-                let kv = s.kv.as_ref()?;
-                let n = s.tokens.iter().zip(tokens).take_while(|(a, b)| a == b).count();
-                Some((n, std::cmp::Reverse(*id), kv))
-            })
-            .max_by_key(|(n, id, _)| (*n, *id))
-            .map(|(n, _, kv)| (kv, n))
+        let shared = |s: &Seq| s.tokens.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        // The longest shared prefix; ties go to a live sequence (the lowest id), then to the
+        // earliest retired cache: the same choice every run.
+        let live =
+            self.seqs.iter().filter(|(id, _)| **id != seq).filter_map(|(id, s)| {
+                Some(((shared(s), 1u8, std::cmp::Reverse(*id)), s.kv.as_ref()?))
+            });
+        let retired = self.retired.iter().enumerate().filter_map(|(i, s)| {
+            Some(((shared(s), 0u8, std::cmp::Reverse(i as u64)), s.kv.as_ref()?))
+        });
+        live.chain(retired).max_by_key(|(k, _)| *k).map(|((n, ..), kv)| (kv, n))
     }
 }

@@ -17,8 +17,9 @@
 //! `Cancelled`; the worker then forgets every sequence of that owner and sets it `Idle`, and the
 //! backend posts nothing before that.
 //!
-//! The request and its answer travel in a DSM segment the backend creates for the step; the
-//! slot carries its handle. Each side wakes the other by setting its latch.
+//! The request and its answer travel in the backend's DSM segment (made at its first step and
+//! kept; a larger one replaces it when a step needs more); the slot carries its handle. Each
+//! side wakes the other by setting its latch.
 
 use crate::serve::ServerStats;
 use pgrx::pg_sys;
@@ -71,6 +72,8 @@ pub struct Counters {
     pub steps: u64,
     pub sequences: u64,
     pub resident: u64,
+    /// Caches kept from callers gone, as donors of their prefixes (`Server::retire_where`).
+    pub retired: u64,
     pub resident_bytes: u64,
 }
 

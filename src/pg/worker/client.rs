@@ -1,11 +1,15 @@
 //! A backend's side of the batch worker: the `Transport` its nl2sql calls use when the worker
 //! serves their model, one slot on the board for the backend's life.
 //!
-//! A step: write the requests into a new DSM segment, post its handle in the slot, wake the
-//! worker, wait on this backend's latch (wait event `Extension` in `pg_stat_activity`) until the
-//! slot says done, read the answers, detach. While waiting, a cancel, `statement_timeout` or
+//! A step: write the requests into this backend's DSM segment, post its handle in the slot, wake
+//! the worker, wait on this backend's latch (wait event `Extension` in `pg_stat_activity`) until
+//! the slot says done, read the answers. While waiting, a cancel, `statement_timeout` or
 //! termination marks the slot cancelled (the worker forgets this backend's sequences at its next
 //! step) and raises its ERROR; a worker that exited or restarted fails the step with an ERROR.
+//!
+//! The segment is made at the first step and kept for the backend's life (grown when a step needs
+//! more; the worker keeps it mapped too): a fresh segment per step cost a page fault per page of
+//! its logits area on both sides, every step (a draft check's rows are megabytes).
 
 use super::board::{self, State};
 use super::BOARD;
@@ -41,6 +45,36 @@ thread_local! {
     static SLOT: Cell<Option<(usize, u32)>> = const { Cell::new(None) };
     /// The last sequence number this backend gave (ids stay unique across clients).
     static NEXT: Cell<u32> = const { Cell::new(0) };
+    /// This backend's segment (null before the first step), mapped for the backend's life.
+    static SEGMENT: Cell<*mut pg_sys::dsm_segment> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Segments are sized in these steps, so that a caller whose steps vary by a few rows does not
+/// make a new one each time.
+const SEGMENT_GRAIN: usize = 1 << 20;
+
+/// This backend's segment, at least `size` bytes: the one it has, or a larger new one (the old
+/// one goes away once the worker maps the new one and drops it).
+fn segment(size: usize) -> *mut pg_sys::dsm_segment {
+    let seg = SEGMENT.get();
+    // SAFETY: a segment made below, mapped until the backend exits.
+    if !seg.is_null() && unsafe { pg_sys::dsm_segment_map_length(seg) } >= size {
+        return seg;
+    }
+    let len = size.div_ceil(SEGMENT_GRAIN) * SEGMENT_GRAIN;
+    // SAFETY: a new segment (ERROR when there is no room: nothing is changed then); its mapping
+    // is pinned to the backend, not to this transaction.
+    let new = unsafe {
+        let new = pg_sys::dsm_create(len, 0);
+        pg_sys::dsm_pin_mapping(new);
+        new
+    };
+    if !seg.is_null() {
+        // SAFETY: the old segment, detached once (the slot is idle: the worker is not using it).
+        unsafe { pg_sys::dsm_detach(seg) };
+    }
+    SEGMENT.set(new);
+    new
 }
 
 /// The transport for a call of `engine` needing `capacity` positions, when the worker serves it
@@ -172,22 +206,16 @@ impl Transport for Client {
                 .gone("the batch worker exited; it is being restarted, run the statement again"));
         }
         let forget: Vec<SeqId> = self.forgotten.borrow_mut().drain(..).collect();
-        let size = wire::size(reqs, &forget, self.vocab);
-        // SAFETY: a segment in this transaction's resource owner (detached on ERROR too).
-        let seg = unsafe { pg_sys::dsm_create(size, 0) };
-        // SAFETY: the segment is `size` bytes, attached here.
+        let seg = segment(wire::size(reqs, &forget, self.vocab));
+        // SAFETY: the segment is mapped here, at least the size the step needs.
         let buf = unsafe { bytes(seg) };
         if let Err(e) = wire::write_request(buf, reqs, &forget, self.vocab) {
-            // SAFETY: created above.
-            unsafe { pg_sys::dsm_detach(seg) };
             return Err(Nl2SqlError::Transport(e.to_string()));
         }
         let worker = {
             let mut b = BOARD.exclusive();
             if !b.ready || b.generation != self.generation {
                 drop(b);
-                // SAFETY: created above.
-                unsafe { pg_sys::dsm_detach(seg) };
                 return Err(self.gone("the batch worker restarted; run the statement again"));
             }
             let s = &mut b.slots[self.slot];
@@ -215,8 +243,6 @@ impl Transport for Client {
                         wire::read_replies(buf).map_err(|e| Nl2SqlError::Transport(e.to_string()))
                     }
                 };
-                // SAFETY: created above, detached once.
-                unsafe { pg_sys::dsm_detach(seg) };
                 return out;
             }
             // SAFETY: kill with signal 0 only checks that the process exists.
@@ -226,8 +252,6 @@ impl Transport for Client {
                 || !alive
                 || state != State::Posted && state != State::Running
             {
-                // SAFETY: created above, detached once.
-                unsafe { pg_sys::dsm_detach(seg) };
                 return Err(self.gone("the batch worker exited during this call; it is being restarted, run the statement again"));
             }
             if stop_pending() {
@@ -240,9 +264,9 @@ impl Transport for Client {
                         s.state = State::Cancelled;
                     }
                 }
+                // The segment stays: the next step waits until the worker is done with it
+                // (`wait_idle`).
                 self.epoch.set(self.epoch.get() + 1);
-                // SAFETY: created above, detached once (the worker holds its own mapping).
-                unsafe { pg_sys::dsm_detach(seg) };
                 board::wake(worker);
                 pgrx::check_for_interrupts!();
                 return Err(Nl2SqlError::Cancelled);

@@ -7,7 +7,7 @@
 //! candidates, with its own privileges) and asks the worker only for forward passes over its
 //! sequences' new tokens (`nl2sql::seq::Transport`, implemented by [`client`]). The board in
 //! shared memory ([`board`]) names the worker and gives each backend a slot; a step's requests
-//! and answers travel in a DSM segment the backend creates ([`crate::serve::wire`]); latches wake
+//! and answers travel in a DSM segment the backend keeps ([`crate::serve::wire`]); latches wake
 //! each side. Answers are the same bits as in-process: the server's logits are each sequence's
 //! alone.
 //!
@@ -95,6 +95,7 @@ pub fn info() -> serde_json::Value {
         "sequences_fit": b.fits,
         "sequences": c.sequences,
         "sequences_resident": c.resident,
+        "sequences_retired": c.retired,
         "resident_bytes": c.resident_bytes,
         "callers": callers,
         "callers_waiting": waiting,

@@ -13,7 +13,7 @@ use crate::nl2sql::Engine;
 use crate::pg::backend;
 use crate::pg::gucs;
 use crate::runtime::Runtime;
-use crate::serve::{wire, Request, ServeError, Server};
+use crate::serve::{wire, ServeError, Server};
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
 use pgrx::pg_sys;
 use std::path::Path;
@@ -41,14 +41,74 @@ fn terminating() -> bool {
     TERMINATING.load(Ordering::Relaxed)
 }
 
+/// The callers' segments the worker has mapped, by slot: a caller keeps one segment for its
+/// life (see `client`), so the worker maps it once instead of at every step (each fresh mapping
+/// of a multi-megabyte logits area costs a page fault per page on both sides).
+struct Mappings([Option<Mapped>; MAX_CALLERS]);
+
+/// A mapped segment and whose it is: a new handle in the slot (the caller grew its segment) or
+/// a new owner (the slot was given to another backend) means this one is stale.
+#[derive(Clone, Copy)]
+struct Mapped {
+    owner: u32,
+    handle: pg_sys::dsm_handle,
+    seg: *mut pg_sys::dsm_segment,
+}
+
+impl Mappings {
+    fn new() -> Self {
+        Mappings([None; MAX_CALLERS])
+    }
+
+    /// The mapping of `handle` for the caller `owner` in `slot`; null when it cannot be mapped
+    /// (the caller's segment is gone).
+    fn get(
+        &mut self,
+        slot: usize,
+        owner: u32,
+        handle: pg_sys::dsm_handle,
+    ) -> *mut pg_sys::dsm_segment {
+        match self.0[slot] {
+            Some(m) if m.owner == owner && m.handle == handle => return m.seg,
+            Some(_) => self.unmap(slot),
+            None => {}
+        }
+        // SAFETY: attaching a handle a caller posted; a segment already gone gives null.
+        let seg = unsafe { pg_sys::dsm_attach(handle) };
+        if !seg.is_null() {
+            // SAFETY: keeps the mapping beyond any resource owner, until `unmap`.
+            unsafe { pg_sys::dsm_pin_mapping(seg) };
+            self.0[slot] = Some(Mapped { owner, handle, seg });
+        }
+        seg
+    }
+
+    /// Drops the mapping of `slot`, if any (the segment goes away with its last mapping).
+    fn unmap(&mut self, slot: usize) {
+        if let Some(m) = self.0[slot].take() {
+            // SAFETY: attached by `get`, detached once (the entry is taken).
+            unsafe { pg_sys::dsm_detach(m.seg) };
+        }
+    }
+
+    /// Drops the mappings of slots now free or given to another backend.
+    fn prune(&mut self, slots: &[board::Slot]) {
+        for (i, s) in slots.iter().enumerate() {
+            if self.0[i].is_some_and(|m| s.state == State::Free || s.owner != m.owner) {
+                self.unmap(i);
+            }
+        }
+    }
+}
+
 /// A caller's step taken from the board.
 struct Taken {
     slot: usize,
     owner: u32,
     seg: *mut pg_sys::dsm_segment,
-    /// Its requests (empty when the segment could not be read) and where they start in the
-    /// pass's list.
-    reqs: Vec<Request>,
+    /// How many requests it has (0 when the segment could not be read) and where they start
+    /// in the pass's list.
+    n_reqs: usize,
     first: usize,
     /// Why its segment could not be read.
     error: Option<String>,
@@ -65,12 +125,13 @@ pub extern "C-unwind" fn turboinfer_batch_worker_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0)) };
     start();
     let mut served: Option<(Engine, Server, Runtime)> = None;
+    let mut maps = Mappings::new();
     loop {
         if served.is_none() {
             served = load();
         }
         if let Some((engine, server, rt)) = served.as_mut() {
-            while !terminating() && serve_once(engine, server, rt) {}
+            while !terminating() && serve_once(engine, server, rt, &mut maps) {}
         }
         if terminating() || !BackgroundWorker::wait_latch(Some(IDLE)) {
             break;
@@ -174,13 +235,13 @@ fn worker_threads() -> usize {
 }
 
 /// Takes every posted step that fits in the budget, runs them in one pass and answers each;
-/// also forgets the sequences of callers that cancelled or went away. False when there was
-/// nothing to do.
-fn serve_once(engine: &Engine, server: &mut Server, rt: &Runtime) -> bool {
+/// also retires the sequences of callers that cancelled or went away (their caches stay as
+/// prefix donors until the budget needs the room). False when there was nothing to do.
+fn serve_once(engine: &Engine, server: &mut Server, rt: &Runtime, maps: &mut Mappings) -> bool {
     gather(server.stats().passes);
-    let (mut taken, forget_owners) = take(server.fits());
+    let (mut taken, forget_owners) = take(server.fits(), maps);
     for owner in &forget_owners {
-        server.forget_where(|id| (id >> 32) as u32 == *owner);
+        server.retire_where(|id| (id >> 32) as u32 == *owner);
     }
     if taken.is_empty() {
         publish(server, None);
@@ -201,8 +262,8 @@ fn serve_once(engine: &Engine, server: &mut Server, rt: &Runtime) -> bool {
                     t.error = Some("a request names another caller's sequence".into());
                 } else {
                     t.first = all.len();
-                    all.extend(inc.reqs.iter().cloned());
-                    t.reqs = inc.reqs;
+                    t.n_reqs = inc.reqs.len();
+                    all.extend(inc.reqs);
                 }
             }
             Some(Err(e)) => t.error = Some(e.to_string()),
@@ -213,24 +274,17 @@ fn serve_once(engine: &Engine, server: &mut Server, rt: &Runtime) -> bool {
     if terminating() {
         // Terminated mid-pass: no answers; the exit callback wakes the callers, which see the
         // worker gone.
-        taken.iter().for_each(detach);
         return false;
     }
-    for t in &taken {
-        let answers: Vec<Result<Vec<f32>, ServeError>> = match &t.error {
-            Some(e) => vec![Err(ServeError::Model(e.clone())); t.reqs.len()],
-            None => replies[t.first..t.first + t.reqs.len()]
-                .iter()
-                .map(|r| r.as_ref().map(|r| r.logits.clone()).map_err(Clone::clone))
-                .collect(),
-        };
+    for t in taken.iter().filter(|t| t.error.is_none()) {
+        let answers: Vec<Result<&[f32], ServeError>> = replies[t.first..t.first + t.n_reqs]
+            .iter()
+            .map(|r| r.as_ref().map(|r| r.logits.as_slice()).map_err(Clone::clone))
+            .collect();
         // SAFETY: as above.
         if let Some(buf) = unsafe { segment(t.seg) } {
-            if t.error.is_none() {
-                let _ = wire::write_replies(buf, &answers);
-            }
+            let _ = wire::write_replies(buf, &answers);
         }
-        detach(t);
     }
     publish(server, Some(taken.len()));
     let mut b = BOARD.exclusive();
@@ -252,21 +306,13 @@ fn serve_once(engine: &Engine, server: &mut Server, rt: &Runtime) -> bool {
                 let owner = s.owner;
                 s.state = State::Idle;
                 drop(b);
-                server.forget_where(|id| (id >> 32) as u32 == owner);
+                server.retire_where(|id| (id >> 32) as u32 == owner);
                 b = BOARD.exclusive();
             }
             _ => {}
         }
     }
     true
-}
-
-/// Detaches a taken step's segment (once; none when it could not be attached).
-fn detach(t: &Taken) {
-    if !t.seg.is_null() {
-        // SAFETY: attached by `take`; each `Taken` is detached once.
-        unsafe { pg_sys::dsm_detach(t.seg) };
-    }
 }
 
 /// Waits up to [`GATHER`] for the callers the last pass answered to post their next step, so
@@ -302,12 +348,14 @@ unsafe fn segment<'a>(seg: *mut pg_sys::dsm_segment) -> Option<&'a mut [u8]> {
     Some(std::slice::from_raw_parts_mut(addr, len))
 }
 
-/// Marks the posted steps that fit in `fits` sequences as running and attaches their segments;
-/// returns them with the owners whose sequences must be forgotten (cancelled, or gone).
-fn take(fits: usize) -> (Vec<Taken>, Vec<u32>) {
+/// Marks the posted steps that fit in `fits` sequences as running and maps their segments
+/// (`maps`, which also drops the segments of callers gone); returns them with the owners whose
+/// sequences must be forgotten (cancelled, or gone).
+fn take(fits: usize, maps: &mut Mappings) -> (Vec<Taken>, Vec<u32>) {
     let mut taken = Vec::new();
     let mut forget = Vec::new();
     let mut handles = Vec::new();
+    let slots;
     {
         let mut b = BOARD.exclusive();
         let mut seqs = 0usize;
@@ -335,12 +383,14 @@ fn take(fits: usize) -> (Vec<Taken>, Vec<u32>) {
                 _ => {}
             }
         }
+        slots = b.slots;
     }
+    // Outside the board's lock: detaching takes PostgreSQL's own DSM lock.
+    maps.prune(&slots);
     for (slot, owner, dsm) in handles {
-        // SAFETY: attaching a handle a caller posted; a segment already gone gives null (the
-        // caller cancelled and detached), handled as a failed read.
-        let seg = unsafe { pg_sys::dsm_attach(dsm) };
-        taken.push(Taken { slot, owner, seg, reqs: Vec::new(), first: 0, error: None });
+        // A segment that cannot be mapped is a failed read.
+        let seg = maps.get(slot, owner, dsm);
+        taken.push(Taken { slot, owner, seg, n_reqs: 0, first: 0, error: None });
     }
     (taken, forget)
 }
@@ -355,5 +405,6 @@ fn publish(server: &Server, batch: Option<usize>) {
     c.steps += batch.unwrap_or(0) as u64;
     c.sequences = seqs as u64;
     c.resident = resident as u64;
+    c.retired = server.retired() as u64;
     c.resident_bytes = server.resident_bytes() as u64;
 }
