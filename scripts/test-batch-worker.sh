@@ -6,8 +6,9 @@
 #   2. the worker on, with a KV memory budget of three sequences: it starts and reports ready in
 #      turboinfer_info();
 #   3. four sessions at once ask every question: every answer equals the reference, the worker ran
-#      several callers in one pass, evicted caches and recomputed them, and a waiting backend
-#      showed the wait event Extension in pg_stat_activity;
+#      several callers in one pass, evicted caches and recomputed them, a waiting backend
+#      showed the wait event Extension in pg_stat_activity, and turboinfer_stat counts the calls
+#      the worker served (batch_calls, batch_wait_ms);
 #   4. cancel: a call stopped by statement_timeout raises 57014; the same session's next call
 #      answers as the reference;
 #   5. a caller terminated (pg_terminate_backend) while it waits: another caller answers as the
@@ -93,6 +94,8 @@ batch=$(info max_batch) evictions=$(info evictions) recomputed=$(info recomputed
 if [[ $batch -ge 2 ]]; then ok "several callers in one pass (max_batch $batch, $(info passes) passes for $(info requests) requests)"; else bad "no pass held two callers (max_batch $batch)"; fi
 if [[ $evictions -gt 0 && $recomputed -gt 0 ]]; then ok "the memory budget evicted $evictions caches and recomputed $recomputed tokens"; else bad "no eviction under a budget of three sequences ($evictions, $recomputed)"; fi
 if [[ $(info pid) == "$wpid" ]]; then ok "the same worker throughout"; else bad "the worker changed: $wpid -> $(info pid)"; fi
+read -r calls bcalls bwait <<<"$(q -d batchtest -F ' ' -c "SELECT sum(calls), sum(batch_calls), round(sum(batch_wait_ms)) FROM turboinfer_stat")"
+if [[ $calls -ge 16 && $bcalls == "$calls" && $bwait -gt 0 ]]; then ok "turboinfer_stat: $bcalls of $calls calls served by the worker, $bwait ms waiting for its passes"; else bad "turboinfer_stat batch counters" "calls $calls batch_calls $bcalls batch_wait_ms $bwait"; fi
 
 # 4. Cancel by statement_timeout, then the same session answers.
 out=$(q -d batchtest -v ON_ERROR_STOP=0 -c "SET statement_timeout = '400ms'" \

@@ -6,7 +6,8 @@
 
 -- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
 -- nl2sql_forget; turboinfer_embed; nl2sql_tables; turboinfer_prewarm; the schema cache's COMMENT
--- event trigger. 0.3.0 drops and changes nothing of 0.2.0.
+-- event trigger; two columns of turboinfer_stat (the batch worker). 0.3.0 drops nothing else of
+-- 0.2.0 and changes nothing else.
 
 CREATE  FUNCTION "nl2sql_example_relations"(
 	"sql" TEXT /* Text */
@@ -122,3 +123,45 @@ CREATE EVENT TRIGGER turboinfer_comment_changed ON ddl_command_end
     WHEN TAG IN ('COMMENT') EXECUTE FUNCTION turboinfer_comment_changed();
 REVOKE EXECUTE ON FUNCTION turboinfer_comment_changed() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION turboinfer_catalog_changed(pg_catalog.oid, pg_catalog.oid) FROM PUBLIC;
+
+-- turboinfer_stat gains batch_calls and batch_wait_ms (src/pg/stat.rs): the calls the batch
+-- worker served and their wait for its passes. A function's result columns cannot change in
+-- place: the view and the function are made again (as pg_stat_statements' upgrades do), with
+-- the privileges 0.2.0 gave them.
+DROP VIEW turboinfer_stat;
+DROP FUNCTION turboinfer_stat();
+CREATE  FUNCTION "turboinfer_stat"() RETURNS TABLE (
+	"dbid" oid,  /* Option < pg_sys :: Oid > */
+	"userid" oid,  /* Option < pg_sys :: Oid > */
+	"calls" bigint,  /* i64 */
+	"errors" bigint,  /* i64 */
+	"errors_by_sqlstate" jsonb,  /* Jsonb */
+	"repairs" bigint,  /* i64 */
+	"cache_hits_memory" bigint,  /* i64 */
+	"cache_hits_file" bigint,  /* i64 */
+	"cache_misses" bigint,  /* i64 */
+	"prompt_tokens" bigint,  /* i64 */
+	"generated_tokens" bigint,  /* i64 */
+	"forward_passes" bigint,  /* i64 */
+	"total_ms" double precision,  /* f64 */
+	"prefill_ms" double precision,  /* f64 */
+	"decode_ms" double precision,  /* f64 */
+	"validate_ms" double precision,  /* f64 */
+	"batch_calls" bigint,  /* i64 */
+	"batch_wait_ms" double precision,  /* f64 */
+	"scope" TEXT,  /* String */
+	"stats_reset" timestamp with time zone  /* Option < pgrx :: datum :: TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_stat_wrapper';
+
+CREATE VIEW turboinfer_stat AS
+SELECT s.dbid, d.datname, s.userid, r.rolname, s.calls, s.errors, s.errors_by_sqlstate,
+       s.repairs, s.cache_hits_memory, s.cache_hits_file, s.cache_misses, s.prompt_tokens,
+       s.generated_tokens, s.forward_passes, s.total_ms, s.prefill_ms, s.decode_ms,
+       s.validate_ms, s.batch_calls, s.batch_wait_ms, s.scope, s.stats_reset
+FROM turboinfer_stat() s
+LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid;
+GRANT SELECT ON turboinfer_stat TO PUBLIC;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Rows of the table: one per (database, role) that called the nl2sql family. A server has a
 /// handful of databases and of roles that ask questions; 256 pairs (e.g. 16 databases x 16 roles)
-/// cost 64 KiB of shared memory (256 bytes a row). Pairs beyond it are counted in the overflow
+/// cost 68 KiB of shared memory (272 bytes a row). Pairs beyond it are counted in the overflow
 /// row (NULL dbid and userid) rather than evicting a row: totals stay right and no counts vanish
 /// (rows are keyed by database and role, not by query text: they do not churn like
 /// pg_stat_statements' entries).
@@ -45,6 +45,9 @@ pub struct Counters {
     pub prefill_ms: f64,
     pub decode_ms: f64,
     pub validate_ms: f64,
+    /// Calls whose forward passes the batch worker ran, and the time they waited for them.
+    pub batch_calls: i64,
+    pub batch_wait_ms: f64,
     /// (packed SQLSTATE, count); code 0 = free slot.
     pub sqlstates: [(i32, i64); MAX_SQLSTATES],
     /// Errors whose SQLSTATE found no free slot.
@@ -65,11 +68,19 @@ pub struct Sample {
     pub prefill_ms: f64,
     pub decode_ms: f64,
     pub validate_ms: f64,
+    /// The milliseconds it waited for the batch worker's passes, when the worker served it.
+    pub batch_wait_ms: Option<f64>,
 }
 
 impl Sample {
-    /// The sample of a call that ran the model (`sqlstate`: that of a rejected answer).
-    pub fn of(o: &Outcome, sqlstate: Option<i32>, total_ms: f64) -> Sample {
+    /// The sample of a call that ran the model (`sqlstate`: that of a rejected answer;
+    /// `batch_wait_ms`: see the field).
+    pub fn of(
+        o: &Outcome,
+        sqlstate: Option<i32>,
+        total_ms: f64,
+        batch_wait_ms: Option<f64>,
+    ) -> Sample {
         Sample {
             sqlstate,
             repairs: o.attempts.len().saturating_sub(1) as i64,
@@ -81,6 +92,7 @@ impl Sample {
             prefill_ms: o.timings.prefill_ms,
             decode_ms: o.timings.decode_ms,
             validate_ms: o.timings.validate_ms,
+            batch_wait_ms,
         }
     }
 }
@@ -103,6 +115,10 @@ impl Counters {
         self.prefill_ms += s.prefill_ms;
         self.decode_ms += s.decode_ms;
         self.validate_ms += s.validate_ms;
+        if let Some(ms) = s.batch_wait_ms {
+            self.batch_calls += 1;
+            self.batch_wait_ms += ms;
+        }
         if let Some(code) = s.sqlstate {
             self.errors += 1;
             let slot = (self.sqlstates.iter().position(|(c, _)| *c == code))
@@ -145,8 +161,8 @@ struct Entry {
     c: Counters,
 }
 
-// 256 bytes a row: the shared memory size stated at MAX_ENTRIES.
-const _: () = assert!(std::mem::size_of::<Entry>() == 256);
+// 272 bytes a row: the shared memory size stated at MAX_ENTRIES.
+const _: () = assert!(std::mem::size_of::<Entry>() == 272);
 
 /// The whole table: plain data, valid as all zeroes, no pointers (it may live in shared memory).
 #[derive(Clone, Copy)]
@@ -297,6 +313,8 @@ fn turboinfer_stat() -> TableIterator<
         name!(prefill_ms, f64),
         name!(decode_ms, f64),
         name!(validate_ms, f64),
+        name!(batch_calls, i64),
+        name!(batch_wait_ms, f64),
         name!(scope, String),
         name!(stats_reset, Option<pgrx::datum::TimestampWithTimeZone>),
     ),
@@ -322,6 +340,8 @@ fn turboinfer_stat() -> TableIterator<
             c.prefill_ms,
             c.decode_ms,
             c.validate_ms,
+            c.batch_calls,
+            c.batch_wait_ms,
             scope.to_string(),
             reset,
         )
@@ -348,7 +368,7 @@ CREATE VIEW turboinfer_stat AS
 SELECT s.dbid, d.datname, s.userid, r.rolname, s.calls, s.errors, s.errors_by_sqlstate,
        s.repairs, s.cache_hits_memory, s.cache_hits_file, s.cache_misses, s.prompt_tokens,
        s.generated_tokens, s.forward_passes, s.total_ms, s.prefill_ms, s.decode_ms,
-       s.validate_ms, s.scope, s.stats_reset
+       s.validate_ms, s.batch_calls, s.batch_wait_ms, s.scope, s.stats_reset
 FROM turboinfer_stat() s
 LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid;

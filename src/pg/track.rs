@@ -22,6 +22,12 @@ use std::time::Instant;
 /// gives the engine's outcome of a result. An ERROR is re-raised unchanged after recording.
 pub fn track<T>(question: &str, body: impl FnOnce() -> T, outcome: impl Fn(&T) -> &Outcome) -> T {
     let t0 = Instant::now();
+    let waited = super::worker::client::waited();
+    // The call's wait for the batch worker, when the worker served it.
+    let batch = || {
+        let (steps, ms) = super::worker::client::waited();
+        (steps > waited.0).then_some(ms - waited.1)
+    };
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => {
             let o = outcome(&v);
@@ -33,14 +39,19 @@ pub fn track<T>(question: &str, body: impl FnOnce() -> T, outcome: impl Fn(&T) -
                 (_, Some(m)) => Some((stat::code(INVALID_SQL), m.clone())),
                 _ => None,
             };
-            stat::record(&stat::Sample::of(o, rejected.as_ref().map(|r| r.0), total_ms));
+            stat::record(&stat::Sample::of(o, rejected.as_ref().map(|r| r.0), total_ms, batch()));
             log(question, Some(&o.sql), rejected, o.attempts.len().saturating_sub(1), total_ms);
             v
         }
         Err(payload) => {
             let total_ms = ms_since(t0);
             let (code, message) = error_of(&*payload);
-            stat::record(&stat::Sample { sqlstate: Some(code), total_ms, ..Default::default() });
+            stat::record(&stat::Sample {
+                sqlstate: Some(code),
+                total_ms,
+                batch_wait_ms: batch(),
+                ..Default::default()
+            });
             log(question, None, Some((code, message)), 0, total_ms);
             resume_unwind(payload)
         }

@@ -47,6 +47,15 @@ thread_local! {
     static NEXT: Cell<u32> = const { Cell::new(0) };
     /// This backend's segment (null before the first step), mapped for the backend's life.
     static SEGMENT: Cell<*mut pg_sys::dsm_segment> = const { Cell::new(std::ptr::null_mut()) };
+    /// Steps this backend sent to the worker and the milliseconds it waited for them (the
+    /// worker's passes included), since it started: `turboinfer_stat` takes a call's share.
+    static WAITED: Cell<(u64, f64)> = const { Cell::new((0, 0.0)) };
+}
+
+/// Steps this backend sent to the batch worker, and milliseconds spent waiting for their
+/// answers, since the backend started (see `track`).
+pub fn waited() -> (u64, f64) {
+    WAITED.get()
 }
 
 /// Segments are sized in these steps, so that a caller whose steps vary by a few rows does not
@@ -194,10 +203,12 @@ impl Client {
         self.epoch.set(self.epoch.get() + 1);
         Nl2SqlError::Transport(why.to_string())
     }
-}
 
-impl Transport for Client {
-    fn step(&self, reqs: &[Request]) -> Result<Vec<Result<Vec<f32>, ServeError>>, Nl2SqlError> {
+    /// One step: post it and wait for its answer (see the module docs).
+    fn step_once(
+        &self,
+        reqs: &[Request],
+    ) -> Result<Vec<Result<Vec<f32>, ServeError>>, Nl2SqlError> {
         if self.dead.get() {
             return Err(self.gone("the batch worker restarted; run the statement again"));
         }
@@ -272,6 +283,21 @@ impl Transport for Client {
                 return Err(Nl2SqlError::Cancelled);
             }
         }
+    }
+}
+
+impl Transport for Client {
+    fn step(&self, reqs: &[Request]) -> Result<Vec<Result<Vec<f32>, ServeError>>, Nl2SqlError> {
+        // Counted on the way out, an ERROR (cancel) included.
+        struct Timed(std::time::Instant);
+        impl Drop for Timed {
+            fn drop(&mut self) {
+                let (steps, ms) = WAITED.get();
+                WAITED.set((steps + 1, ms + crate::clock::ms_since(self.0)));
+            }
+        }
+        let _timed = Timed(std::time::Instant::now());
+        self.step_once(reqs)
     }
 
     fn new_seq(&self) -> SeqId {

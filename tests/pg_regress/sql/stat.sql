@@ -21,7 +21,7 @@ SELECT datname = current_database() AS db, rolname = current_user AS role, calls
        errors_by_sqlstate, repairs, cache_hits_memory, cache_hits_file, cache_misses,
        prompt_tokens > 0 AS prompt, generated_tokens > 0 AS generated, forward_passes >= 0 AS passes,
        total_ms >= prefill_ms + decode_ms + validate_ms AS timed, prefill_ms > 0 AS prefilled,
-       scope, stats_reset <= clock_timestamp() AS since
+       batch_calls, batch_wait_ms, scope, stats_reset <= clock_timestamp() AS since
 FROM turboinfer_stat;
 
 -- A rejected answer (one token, one repair round) counts as 42000, the ERROR nl2sql() raises;
