@@ -12,6 +12,7 @@
 # the prompts nl2sql() built the same way, side by side (BW_LLAMACPP=0 skips it; it needs
 # benches/llamacpp.sh build).
 #   benches/batch-worker.sh
+#   BW_SQLEVAL=broker benches/batch-worker.sh      # 16 development-set questions (see SQLEVAL below)
 # Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's), the
 # model. Takes a few minutes (the 1.5B on 2 cores).
 set -euo pipefail
@@ -21,42 +22,65 @@ PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
 PORT=${BW_PORT:-54346}
 MODEL=${BW_MODEL:-qwen2.5-coder-1.5b}
 CALLERS=${BW_CALLERS:-8}
+# BW_SQLEVAL=DB: the development database DB of ../shared/sqleval (its dump) and its first 16
+# questions (10 basic, 6 advanced; the question text only) instead of the shop schema.
+SQLEVAL=${BW_SQLEVAL:-}
+SQLEVAL_DIR=${TURBOINFER_SQLEVAL_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/sqleval}
+CTX=2048 NEW=96
+[[ -n $SQLEVAL ]] && CTX=4096 NEW=256 # longer schemas and answers
 pc_temp bwbench "$MODEL"
 pc_init
 cat >>"$pc_data/postgresql.conf" <<EOF
 shared_preload_libraries = 'turboinfer'
 turboinfer.model = '$MODEL'
-turboinfer.context_tokens = 2048
-turboinfer.max_new_tokens = 96
+turboinfer.context_tokens = $CTX
+turboinfer.max_new_tokens = $NEW
 turboinfer.batch_memory_mb = 4096
 EOF
 mode() { pc_set turboinfer.batch_worker "$1"; } # mode on|off (the cluster restarted)
 q() { pc_psql "$@"; }
-questions=(
-    "how many customers are there?"
-    "total amount of orders per country"
-    "which customer placed the most orders?"
-    "what is the average order amount?"
-    "how many orders were placed in 2024?"
-    "list the names of customers from France"
-)
-ask() { # ask: one session, every question; one line per answer: seconds<TAB>sql
+if [[ -n $SQLEVAL ]]; then
+    [[ -f $SQLEVAL_DIR/dbs/$SQLEVAL.sql ]] || die "no $SQLEVAL_DIR/dbs/$SQLEVAL.sql"
+    mapfile -t questions < <(python3 -c '
+import csv, os, sys
+d, db = sys.argv[1:3]
+for f, n in (("instruct_basic_postgres.csv", 10), ("instruct_advanced_postgres.csv", 6)):
+    rows = [r for r in csv.DictReader(open(os.path.join(d, f))) if r["db_name"] == db][:n]
+    for r in rows:
+        print(" ".join(r["question"].split()).replace(chr(39), chr(39) * 2))
+' "$SQLEVAL_DIR" "$SQLEVAL")
+else
+    questions=(
+        "how many customers are there?"
+        "total amount of orders per country"
+        "which customer placed the most orders?"
+        "what is the average order amount?"
+        "how many orders were placed in 2024?"
+        "list the names of customers from France"
+    )
+fi
+ask() { # ask: one session, every question; one line per answer: seconds<TAB>sql (ERROR: none)
     local x
     for x in "${questions[@]}"; do
+        echo "\\set a ERROR"
         echo "SELECT clock_timestamp() AS t0 \\gset"
         echo "SELECT replace(nl2sql('$x'), E'\\n', ' ') AS a \\gset"
         echo "SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) || E'\\t' || :'a';"
-    done | q -d bw -f -
+    done | q -d bw -v ON_ERROR_STOP=0 -f - 2>/dev/null
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 mode off
 q -c "CREATE DATABASE bw"
+if [[ -n $SQLEVAL ]]; then
+    q -d bw -c "CREATE EXTENSION turboinfer" -f "$SQLEVAL_DIR/dbs/$SQLEVAL.sql" >/dev/null
+else
 q -d bw -c "CREATE EXTENSION turboinfer" \
   -c "CREATE TABLE customers (id int PRIMARY KEY, name text, country text)" \
   -c "CREATE TABLE orders (id int PRIMARY KEY, customer_id int REFERENCES customers, amount numeric, placed date)" \
   -c "INSERT INTO customers SELECT g, 'c' || g, (ARRAY['FR','DE','US'])[1 + g % 3] FROM generate_series(1, 30) g" \
   -c "INSERT INTO orders SELECT g, 1 + g % 30, g * 1.5, date '2024-01-01' + g FROM generate_series(1, 200) g"
+fi
 for m in off on; do
     [[ $m == on ]] && mode on
     if [[ $m == on ]]; then
@@ -87,11 +111,11 @@ if [[ ${BW_LLAMACPP:-1} == 1 ]]; then
         echo "["
         for i in "${!questions[@]}"; do
             [[ $i -gt 0 ]] && echo ","
-            q -d bw -c "SELECT nl2sql_explain('${questions[$i]}')::jsonb->'prompt'"
+            q -d bw -c "SELECT nl2sql_explain('${questions[$i]}')::jsonb->'prompt'" || echo '""'
         done
         echo "]"
     } >"$work/prompts.json"
     pc_stop # the cores to llama-server alone
     python3 "$(dirname "${BASH_SOURCE[0]}")/llamacpp-callers.py" "$work/prompts.json" "$MODEL" \
-        "$(nproc)" 2048 96 "$CALLERS" "$work" || echo "llama-server: not run (build it with benches/llamacpp.sh build)"
+        "$(nproc)" "$CTX" "$NEW" "$CALLERS" "$work" || echo "llama-server: not run (build it with benches/llamacpp.sh build)"
 fi
