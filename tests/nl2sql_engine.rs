@@ -5,7 +5,7 @@
 mod common;
 
 use turboinfer::nl2sql::{
-    Hooks, Nl2SqlError, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
+    Hooks, Nl2SqlError, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind,
 };
 use turboinfer::runtime::Runtime;
 
@@ -36,20 +36,25 @@ fn prompt_tokens_match_llama_cpp() {
     }
 }
 
-#[test]
-fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
-    let Some(e) = common::engine("smollm2-135m") else { return };
-    let rt = Runtime::new(2).unwrap();
-    let schema = common::users_orders(true);
-    // No repair rounds and no candidates: a 12-token answer is cut off (rejected by the engine),
-    // and this test is about the prefix, not repairs or candidates (tested below).
-    let opts = Options {
+/// No repair rounds and no candidates: a 12-token answer is cut off (rejected by the engine),
+/// and the tests using these options are about the prefix, not repairs or candidates (tested
+/// below).
+fn prefix_only() -> Options {
+    Options {
         max_new_tokens: 12,
         context_tokens: 1024,
         repair_rounds: 0,
         candidates: 1,
         ..Options::default()
-    };
+    }
+}
+
+#[test]
+fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
+    let Some(e) = common::engine("smollm2-135m") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let schema = common::users_orders(true);
+    let opts = prefix_only();
     let mut accept = |_: &str| Ok(());
     let mut go = |_: Progress| true;
     let mut cache = PrefixCache::new();
@@ -144,6 +149,57 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
     assert!(bad.attempts.iter().all(|a| a.error.is_some()), "{:?}", bad.attempts);
     assert!(bad.error.is_some());
     assert!(matches!(bad.into_result(), Err(Nl2SqlError::InvalidSql { .. })));
+}
+
+#[test]
+fn a_prefix_beginning_like_the_last_one_keeps_that_beginning_and_gives_the_cold_answer() {
+    let Some(e) = common::engine("smollm2-135m") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let opts = prefix_only();
+    let mut accept = |_: &str| Ok(());
+    let mut go = |_: Progress| true;
+    let q = "How many users are there?";
+    let home = common::users_orders(true);
+    // The same tables plus one in another schema, whose name sorts before `public`: the home
+    // schema's tables are still shown first, so this prompt begins as `home`'s does.
+    let mut more = home.clone();
+    more.tables.push(
+        Table::new("archive", "users_2019", TableKind::Table)
+            .column("id", "integer", false)
+            .column("name", "text", false),
+    );
+    let plan = e.plan(&more, q, &opts).unwrap();
+    assert_eq!(plan.shown, ["public.orders", "public.users", "archive.users_2019"]);
+
+    let mut fresh = PrefixCache::new();
+    let cold = e.run(&rt, &mut fresh, &more, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(cold.prefix_source, PrefixSource::Computed);
+    assert_eq!(cold.tokens.reused, 0);
+
+    let mut cache = PrefixCache::new();
+    e.run(&rt, &mut cache, &home, q, &opts, &mut go, &mut accept).unwrap();
+    let kept = e.run(&rt, &mut cache, &more, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(kept.prefix_source, PrefixSource::Partial);
+    assert!(!kept.cache_hit());
+    let shared = common_len(&e.plan(&home, q, &opts).unwrap().prefix_ids, &plan.prefix_ids);
+    assert!(shared > 100, "the home tables are shared: {shared} tokens");
+    assert_eq!(kept.tokens.reused, shared);
+    assert_eq!(kept.tokens.prefill, kept.tokens.prompt - shared);
+    assert_eq!(kept.attempts[0].raw, cold.attempts[0].raw, "kept rows must not change the answer");
+    assert_eq!((cache.stats().misses, cache.stats().partial), (2, 1));
+    // Now the whole prefix is held: a hit.
+    let hit = e.run(&rt, &mut cache, &more, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(hit.prefix_source, PrefixSource::Memory);
+    assert_eq!(hit.tokens.reused, hit.tokens.prefix);
+    assert_eq!(hit.attempts[0].raw, cold.attempts[0].raw);
+    // After an invalidation nothing is kept.
+    cache.invalidate();
+    let redo = e.run(&rt, &mut cache, &home, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(redo.prefix_source, PrefixSource::Computed);
+}
+
+fn common_len(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 #[test]

@@ -291,6 +291,12 @@ impl KvFileDir {
         self.dir.join(format!("{}.{}{SUFFIX}", fingerprint.hex(), dtype_name(dtype)))
     }
 
+    /// Whether a file for `key` with element type `dtype` is there (not whether it is valid:
+    /// [`KvFileDir::load`] checks that). Lets a caller keep its buffers when there is none.
+    pub fn has(&self, key: &KvFileKey, dtype: KvDtype) -> bool {
+        fs::symlink_metadata(self.path_for(&key.fingerprint, dtype)).is_ok()
+    }
+
     /// Fills `kv` (its content replaced; `len()` becomes the prefix length) from the file for
     /// `key`, after validating it. A damaged file is deleted. On error `kv` is left empty.
     pub fn load(&self, key: &KvFileKey, kv: &mut KvCache) -> Result<PathBuf, KvFileError> {

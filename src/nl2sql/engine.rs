@@ -343,7 +343,7 @@ impl Engine {
         let can_fit = |bytes: usize| bytes / self.max_piece_bytes() <= capacity;
         let all_ids = match can_fit(schema.tables.iter().map(render::min_bytes).sum()) {
             true => {
-                let text = blocks.concat(&(0..schema.tables.len()).collect::<Vec<_>>());
+                let text = blocks.concat(&home_first(schema, (0..schema.tables.len()).collect()));
                 match can_fit(text.len()) {
                     true => {
                         let all_prefix = prompt::prefix_with_notes(&text);
@@ -359,7 +359,7 @@ impl Engine {
         let mut linking = None;
         let (shown, prefix, prefix_ids) = match all_ids {
             Some((all_prefix, all_ids)) => {
-                ((0..schema.tables.len()).collect::<Vec<_>>(), all_prefix, all_ids)
+                (home_first(schema, (0..schema.tables.len()).collect()), all_prefix, all_ids)
             }
             None => {
                 let mut budget = capacity.saturating_sub(overhead);
@@ -370,9 +370,15 @@ impl Engine {
                 linking = Some(report);
                 // Token counts of the tables visited only (tokenizing thousands costs seconds).
                 let n = schema.tables.len();
+                let home = |i: usize| is_home(schema, i);
                 loop {
-                    let mut sel =
-                        trim::select_counted(&order, n, &mut |i| blocks.tokens(i), budget)?;
+                    let mut sel = trim::select_home_first(
+                        &order,
+                        n,
+                        home,
+                        &mut |i| blocks.tokens(i),
+                        budget,
+                    )?;
                     if sel.shown.is_empty() && opts.schema_tokens > 0 {
                         // A small setting still shows the first table that fits the context.
                         let room = capacity.saturating_sub(overhead);
@@ -387,6 +393,7 @@ impl Engine {
                             available: capacity,
                         });
                     }
+                    sel.shown = home_first(schema, sel.shown);
                     let text = blocks.concat(&sel.shown);
                     let prefix = prompt::prefix_with_notes(&text);
                     let ids = prefix.encode(&self.tok)?;
@@ -495,8 +502,9 @@ impl Engine {
             let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
             let (n_prefix, n_question) = (plan.prefix_ids.len(), plan.question_ids.len());
             let t1 = Instant::now();
-            let prefix_source = self.load_prefix(rt, cache, &plan, &mut timings, hooks.progress)?;
-            let computed = if prefix_source == PrefixSource::Computed { n_prefix } else { 0 };
+            let (prefix_source, reused) =
+                self.load_prefix(rt, cache, &plan, &mut timings, hooks.progress)?;
+            let computed = n_prefix - reused;
             timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
             let kv = cache.kv.as_mut().expect("allocated above");
             // Stage 0: the question, checked first when refusals are on (`stages/question.rs`).
@@ -540,6 +548,7 @@ impl Engine {
                     prompt: n_prefix + n_question,
                     prefix: n_prefix,
                     prefill: computed + prefilled,
+                    reused,
                     generated: 0,
                 },
             };
@@ -688,6 +697,22 @@ impl<'a> Blocks<'a> {
     }
 }
 
+/// The order tables are shown in: those of the default schema (the search path's first, named
+/// unqualified) first, then the others, each group in `schema`'s (normalized) order. The home
+/// schema's tables are the ones an unqualified query names, and putting them first makes the
+/// prompts of a big schema begin alike from one question to the next (the tables chosen from
+/// elsewhere vary), so the next call keeps that beginning's keys and values
+/// ([`PrefixCache`]'s partial reuse).
+fn home_first(schema: &SchemaInfo, mut indices: Vec<usize>) -> Vec<usize> {
+    indices.sort_by_key(|&i| (!is_home(schema, i), i));
+    indices
+}
+
+/// Whether table `i` lives in the default schema (shown unqualified).
+fn is_home(schema: &SchemaInfo, i: usize) -> bool {
+    schema.default_schema.as_deref() == Some(schema.tables[i].schema.as_str())
+}
+
 /// The tables of the normalized `schema` shown in the prompt (`shown`: qualified names).
 fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
     SchemaInfo {
@@ -731,7 +756,9 @@ impl Engine {
 
     /// Makes `cache.kv` (allocated) hold the prefix of `plan`, from the first place that has
     /// it: memory (the previous call's prefix), else a cache file, else computed by a prefill
-    /// (then stored to a cache file). Cache-file time goes to `timings.cache_file_ms`.
+    /// (then stored to a cache file) after the tokens it shares with the previous call's prefix,
+    /// which are kept. Returns where it came from and how many positions were kept.
+    /// Cache-file time goes to `timings.cache_file_ms`.
     pub(super) fn load_prefix(
         &self,
         rt: &Runtime,
@@ -739,24 +766,30 @@ impl Engine {
         plan: &Plan,
         timings: &mut PhaseTimings,
         on_progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<PrefixSource, Nl2SqlError> {
+    ) -> Result<(PrefixSource, usize), Nl2SqlError> {
         let n_prefix = plan.prefix_ids.len();
         let in_memory = cache.prefix == Some((plan.fingerprint, n_prefix))
             && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
-        let kv = cache.kv.as_mut().expect("allocated by the caller");
         if in_memory {
             cache.stats.hits += 1;
-            kv.truncate(n_prefix);
-            return Ok(PrefixSource::Memory);
+            cache.kv.as_mut().expect("allocated by the caller").truncate(n_prefix);
+            return Ok((PrefixSource::Memory, n_prefix));
         }
+        let identity = self.prefix_identity();
+        // At most all but the last token: a prefix equal to the held one is a memory hit above
+        // (this keeps the kept part strictly shorter, so something is always computed).
+        let mut kept =
+            cache.shared_with(&plan.prefix_ids, &identity).min(n_prefix.saturating_sub(1));
         cache.prefix = None; // only a completed prefill or a validated file makes it valid again
-        kv.clear();
         let key = self.kv_file_key(plan);
         let tf = Instant::now();
+        let kv = cache.kv.as_mut().expect("allocated by the caller");
         // Cache files hold this process's caches; a batch server shares prefixes by itself.
+        // Loading clears the buffers, so a file is tried only when there is one.
         let from_file = match (cache.files.as_ref(), kv.local_mut()) {
-            (Some(f), Some(kv)) => {
-                load_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events)
+            (Some(f), Some(local)) if f.has(&key, local.dtype()) => {
+                kept = 0;
+                load_prefix_file(f, &key, local, &mut cache.stats, &mut cache.events)
             }
             _ => false,
         };
@@ -765,22 +798,30 @@ impl Engine {
             PrefixSource::File
         } else {
             cache.stats.misses += 1;
+            if kept > 0 {
+                cache.stats.partial += 1;
+            }
+            kv.truncate(kept);
             let mut schema_progress = |p| {
                 on_progress(match p {
                     Progress::Prefill { done, total } => Progress::SchemaPrefill { done, total },
                     p => p,
                 })
             };
-            self.forward(rt).prefill(kv, &plan.prefix_ids, &mut schema_progress)?;
+            self.forward(rt).prefill(kv, &plan.prefix_ids[kept..], &mut schema_progress)?;
             let tf = Instant::now();
             if let (Some(f), Some(kv)) = (cache.files.as_ref(), kv.local()) {
                 store_prefix_file(f, &key, kv, &mut cache.stats, &mut cache.events);
             }
             timings.cache_file_ms += ms_since(tf);
-            PrefixSource::Computed
+            match kept {
+                0 => PrefixSource::Computed,
+                _ => PrefixSource::Partial,
+            }
         };
         cache.prefix = Some((plan.fingerprint, n_prefix));
-        Ok(source)
+        cache.held = (plan.prefix_ids.clone(), identity.into_owned());
+        Ok((source, if from_file { n_prefix } else { kept }))
     }
 }
 

@@ -44,9 +44,9 @@ impl Outcome {
         self.refusal.is_some_and(|v| v.refused())
     }
 
-    /// Whether the schema prefix's KV state was reused (from memory or from a cache file).
+    /// Whether the schema prefix's KV state was reused whole (from memory or a cache file).
     pub fn cache_hit(&self) -> bool {
-        self.prefix_source != PrefixSource::Computed
+        matches!(self.prefix_source, PrefixSource::Memory | PrefixSource::File)
     }
 
     /// Accepted / proposed draft tokens (0 when nothing was proposed).
@@ -94,6 +94,9 @@ pub struct TokenCounts {
     pub prefix: usize,
     /// Prompt tokens actually run through the model in this call.
     pub prefill: usize,
+    /// Prefix tokens whose keys and values came from memory or a cache file (all of the prefix
+    /// on a hit; its beginning shared with the previous call's prefix on a `partial` one).
+    pub reused: usize,
     /// Tokens generated over all attempts.
     pub generated: usize,
 }

@@ -13,8 +13,10 @@ use std::rc::Rc;
 pub struct CacheStats {
     /// Prefix found in memory.
     pub hits: u64,
-    /// Prefix computed by the model.
+    /// Prefix computed by the model (wholly, or after a kept common beginning).
     pub misses: u64,
+    /// Of the misses, those that kept the beginning they share with the previous prefix.
+    pub partial: u64,
     /// Prefix loaded from a cache file.
     pub file_hits: u64,
     /// Cache files written.
@@ -30,16 +32,21 @@ pub enum PrefixSource {
     Memory,
     /// Loaded from a cache file (another or an earlier backend computed it).
     File,
+    /// Computed by the model after the tokens it shares with the previous call's prefix, whose
+    /// keys and values were kept (`TokenCounts::reused` says how many): a big schema's prompts
+    /// show different tables per question but often begin alike.
+    Partial,
     /// Computed by the model.
     Computed,
 }
 
 impl PrefixSource {
-    /// The name `nl2sql_explain` reports: `hit`, `file` or `miss`.
+    /// The name `nl2sql_explain` reports: `hit`, `file`, `partial` or `miss`.
     pub fn name(self) -> &'static str {
         match self {
             PrefixSource::Memory => "hit",
             PrefixSource::File => "file",
+            PrefixSource::Partial => "partial",
             PrefixSource::Computed => "miss",
         }
     }
@@ -62,6 +69,12 @@ pub struct PrefixCache {
     pub(super) transport: Option<Rc<dyn Transport>>,
     /// Fingerprint and token count of the prefix at the start of `kv`, when it is complete.
     pub(super) prefix: Option<(Fingerprint, usize)>,
+    /// That prefix's tokens and the identity it was computed under ([`Engine`]'s prefix
+    /// identity: model and FFN hook), valid while `prefix` is `Some`: a later prefix that begins
+    /// with the same tokens under the same identity keeps those positions.
+    ///
+    /// [`Engine`]: super::Engine
+    pub(super) held: (Vec<u32>, String),
     /// Hit/miss counters.
     pub(super) stats: CacheStats,
     /// Directory of cache files shared with other processes (`None`: memory only).
@@ -128,6 +141,19 @@ impl PrefixCache {
     /// Forgets the cached prefix (keeps the buffers).
     pub fn invalidate(&mut self) {
         self.prefix = None;
+    }
+
+    /// How many leading tokens of `ids` the buffers hold from the last complete prefix, computed
+    /// under `identity` (0 when there is none). The keys and values of a position depend only on
+    /// the tokens up to it (causal attention) and the engine computes them bit for bit the same
+    /// in any chunking, so those positions are exactly what a prefill of `ids` would write.
+    pub(super) fn shared_with(&self, ids: &[u32], identity: &str) -> usize {
+        let (held, held_identity) = &self.held;
+        if self.prefix.is_none() || held_identity != identity {
+            return 0;
+        }
+        let n = held.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        n.min(self.kv.as_ref().map_or(0, Seq::len))
     }
 
     /// Uses cache files in `files` from the next call on (`None`: memory only).

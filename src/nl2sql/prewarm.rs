@@ -66,7 +66,7 @@ impl Engine {
         if out.fits {
             self.ready_kv(cache, self.memory_plan(opts, rt.n_threads()).positions)?;
             let mut timings = PhaseTimings::default();
-            out.prefix = Some(self.load_prefix(rt, cache, &plan, &mut timings, progress)?);
+            out.prefix = Some(self.load_prefix(rt, cache, &plan, &mut timings, progress)?.0);
             out.prefix_tokens = plan.prefix_ids.len();
         } else if let Some(mut slot) = link {
             let linker = slot.get()?;

@@ -3,8 +3,10 @@
 //! Order of preference: tables whose name or column names share a word with the question
 //! (name matches weigh more), then their foreign-key neighbours, then every other table in
 //! schema order. Tables are added whole, greedily in that order, while they fit; a table that
-//! does not fit is skipped (never cut), and later smaller ones may still go in. The kept tables
-//! are rendered in schema order, so the prompt does not depend on the order they were picked in.
+//! does not fit is skipped (never cut), and later smaller ones may still go in. When the tables
+//! span several schemas, those of the search path's first schema go first, within half the
+//! budget ([`select_home_first`]). The kept tables are rendered in schema order, the home
+//! schema's first, so the prompt does not depend on the order they were picked in.
 
 use super::schema::{SchemaInfo, Table};
 use std::collections::BTreeSet;
@@ -176,10 +178,55 @@ pub fn select_counted<E>(
     budget: usize,
 ) -> Result<Selection, E> {
     let mut keep = vec![false; n];
-    let (mut used, mut misses) = (0, 0);
+    let used = walk(order, &mut keep, 0, &mut count, budget)?;
+    Ok(selection(keep, used))
+}
+
+/// The part of the budget the home schema's tables may fill before the others compete: half.
+/// Not tuned on any data: enough for a home schema of a few dozen tables to be shown whole,
+/// while the tables the question names elsewhere keep at least the other half.
+pub const HOME_SHARE_DIVISOR: usize = 2;
+
+/// [`select_counted`] where the tables `home(i)` holds for (those of the search path's first
+/// schema, the ones an unqualified query names) go first: in `order`'s order, within
+/// `budget / HOME_SHARE_DIVISOR`; then every table in `order` within what is left. A home
+/// schema that fits that share is shown whole, for every question: the user's own schema
+/// comes first, as PostgreSQL resolves an unqualified name to it first. When every table (or
+/// none) is at home this is [`select_counted`].
+pub fn select_home_first<E>(
+    order: &[usize],
+    n: usize,
+    home: impl Fn(usize) -> bool,
+    mut count: impl FnMut(usize) -> Result<usize, E>,
+    budget: usize,
+) -> Result<Selection, E> {
+    let home_order: Vec<usize> = order.iter().copied().filter(|&i| home(i)).collect();
+    if home_order.is_empty() || home_order.len() == order.len() {
+        // One schema (or none at home): nothing to put first.
+        return select_counted(order, n, count, budget);
+    }
+    let mut keep = vec![false; n];
+    let used = walk(&home_order, &mut keep, 0, &mut count, budget / HOME_SHARE_DIVISOR)?;
+    let used = walk(order, &mut keep, used, &mut count, budget)?;
+    Ok(selection(keep, used))
+}
+
+/// Marks in `keep` the tables of `order` not kept yet that fit in `budget` on top of `used`
+/// tokens, stopping after [`MAX_MISSES`] misses in a row; returns the tokens used.
+fn walk<E>(
+    order: &[usize],
+    keep: &mut [bool],
+    mut used: usize,
+    count: &mut impl FnMut(usize) -> Result<usize, E>,
+    budget: usize,
+) -> Result<usize, E> {
+    let mut misses = 0;
     for &i in order {
         if used >= budget || misses >= MAX_MISSES {
             break;
+        }
+        if keep[i] {
+            continue;
         }
         let t = count(i)?;
         if used + t <= budget {
@@ -190,11 +237,16 @@ pub fn select_counted<E>(
             misses += 1;
         }
     }
-    Ok(Selection {
+    Ok(used)
+}
+
+fn selection(keep: Vec<bool>, used: usize) -> Selection {
+    let n = keep.len();
+    Selection {
         shown: (0..n).filter(|&i| keep[i]).collect(),
         dropped: (0..n).filter(|&i| !keep[i]).collect(),
         tokens: used,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -318,5 +370,35 @@ mod tests {
         let sel = select(&s, "x", &tokens, 5);
         assert!(sel.shown.is_empty());
         assert_eq!(sel.dropped.len(), 7);
+    }
+
+    #[test]
+    fn home_tables_go_first_within_their_share() {
+        // Tables 0-5, 10 tokens each; 1, 3 and 5 at home; the ranking prefers 0, 2, 4.
+        let order = [0, 2, 4, 1, 3, 5];
+        let home = |i: usize| i % 2 == 1;
+        let count = |_: usize| Ok::<_, ()>(10);
+        let pick = |budget| select_home_first(&order, 6, home, count, budget).unwrap().shown;
+        // Half of 60: the whole home schema, then the best of the others.
+        assert_eq!(pick(60), [0, 1, 2, 3, 4, 5]);
+        // Half of 40 holds two home tables (in ranking order), the rest goes by rank.
+        assert_eq!(pick(40), [0, 1, 2, 3]);
+        // A home table too big for the share is skipped there; a smaller one goes in.
+        let pick_big = |budget| {
+            select_home_first(
+                &order,
+                6,
+                home,
+                |i| Ok::<_, ()>(if i == 3 { 25 } else { 10 }),
+                budget,
+            )
+            .unwrap()
+            .shown
+        };
+        assert_eq!(pick_big(40), [0, 1, 2, 5]);
+        // All at home, or none: the plain walk.
+        let plain = select_counted(&order, 6, count, 30).unwrap();
+        assert_eq!(select_home_first(&order, 6, |_| true, count, 30).unwrap(), plain);
+        assert_eq!(select_home_first(&order, 6, |_| false, count, 30).unwrap(), plain);
     }
 }

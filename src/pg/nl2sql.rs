@@ -286,6 +286,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "prompt_tokens": o.tokens.prompt,
         "prefix_tokens": o.tokens.prefix,
         "prefill_tokens": o.tokens.prefill,
+        "prefix_reused_tokens": o.tokens.reused,
         "schema_cache": a.schema_cache.name(),
         "tables_shown": o.prompt.shown,
         "tables_dropped": o.prompt.dropped,
@@ -423,6 +424,7 @@ fn turboinfer_info() -> Jsonb {
                     "cache": {
                         "hits": stats.hits,
                         "misses": stats.misses,
+                        "partial": stats.partial,
                         "file_hits": stats.file_hits,
                         "file_writes": stats.file_writes,
                         "file_errors": stats.file_errors,

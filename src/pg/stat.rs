@@ -105,7 +105,7 @@ impl Counters {
         match s.prefix {
             Some(PrefixSource::Memory) => self.cache_hits_memory += 1,
             Some(PrefixSource::File) => self.cache_hits_file += 1,
-            Some(PrefixSource::Computed) => self.cache_misses += 1,
+            Some(PrefixSource::Computed | PrefixSource::Partial) => self.cache_misses += 1,
             None => {}
         }
         self.prompt_tokens += s.prompt_tokens;

@@ -50,7 +50,8 @@ SET turboinfer.max_new_tokens = 1;
 SET search_path = cf, public;
 SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
 
--- A changed schema has another fingerprint: no file for it yet.
+-- A changed schema has another fingerprint: no file for it yet; the beginning it shares with
+-- the previous prefix is kept, the rest computed.
 ALTER TABLE cf.users ADD COLUMN email text;
 SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
 \c

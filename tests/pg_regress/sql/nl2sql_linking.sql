@@ -85,6 +85,25 @@ SELECT count(*) AS no_rows FROM nl2sql_tables(NULL);
 RESET turboinfer.context_tokens;
 SELECT count(*) AS tables, min(chosen_by) AS chosen_by, count(similarity) AS similarities
 FROM nl2sql_tables('Which parcels arrived late?', ARRAY['linking']);
+-- Tables of two schemas: those of the first (the home schema, named unqualified) are offered
+-- to the budget first, within half of it, and shown first; the other schema's tables follow by
+-- rank. Consecutive questions then begin alike, and a call keeps the positions its prompt
+-- shares with the previous one ('partial').
+CREATE SCHEMA aside;
+CREATE TABLE aside.couriers (id int PRIMARY KEY, name text, phone text);
+CREATE TABLE aside.parcels (id int PRIMARY KEY, courier_id int REFERENCES aside.couriers,
+                            sent_at timestamptz, arrived_at timestamptz);
+SET turboinfer.context_tokens = 300;
+SELECT e->'tables_shown' AS shown, e->>'cache' AS cache
+FROM nl2sql_explain('Which parcels arrived late, and with which courier?', ARRAY['aside', 'linking']) e;
+SELECT e->'tables_shown' AS shown, e->>'cache' AS cache,
+       (e->>'prefix_reused_tokens')::int > 0 AS kept_some,
+       (e->>'prefix_reused_tokens')::int < (e->>'prefix_tokens')::int AS computed_the_rest,
+       (e->>'prefill_tokens')::int + (e->>'prefix_reused_tokens')::int = (e->>'prompt_tokens')::int AS adds_up
+FROM nl2sql_explain('How many employees joined last year?', ARRAY['aside', 'linking']) e;
+SELECT (i->'cache'->>'partial')::int >= 1 AS counted FROM turboinfer_info() i;
+DROP SCHEMA aside CASCADE;
+RESET turboinfer.context_tokens;
 -- turboinfer_prewarm: a schema that fits gets its prefix computed and written to a cache file;
 -- the next backend reads it from there, the same backend has it in memory.
 SELECT turboinfer_cache_clear() >= 0 AS cleared;

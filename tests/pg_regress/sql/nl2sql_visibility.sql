@@ -32,7 +32,8 @@ SELECT e->>'fingerprint' AS fp_all FROM nl2sql_explain('how many users?') e \gse
 SELECT e->>'cache' AS cache, e->>'fingerprint' = :'fp_all' AS same_fingerprint, (e->>'prefill_tokens')::int < (e->>'prompt_tokens')::int AS prefix_reused
 FROM nl2sql_explain('how many users have a name?') e;
 
--- A role without SELECT on vis.secrets does not see it (nor its comment) in the prompt.
+-- A role without SELECT on vis.secrets does not see it (nor its comment) in the prompt; the
+-- backend keeps only the positions of the tokens both prompts begin with (partial).
 SET ROLE nl2sql_reader;
 SELECT e->'tables_shown' AS shown, e->>'cache' AS cache, e->>'fingerprint' <> :'fp_all' AS other_fingerprint
 FROM nl2sql_explain('how many users?') e;
@@ -48,7 +49,8 @@ SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['
 SELECT e->'tables_shown' AS shown FROM nl2sql_explain('how many users?', ARRAY['pg_catalog', 'vis']) e;
 SET search_path = vis, public;
 
--- Changing the schema changes the fingerprint (and misses the cache).
+-- Changing the schema changes the fingerprint: the cache holds only the beginning both
+-- prompts share (partial).
 ALTER TABLE vis.users ADD COLUMN email text;
 SELECT e->>'cache' AS cache, e->>'fingerprint' <> :'fp_all' AS changed FROM nl2sql_explain('how many users?') e;
 -- So does a comment.
