@@ -4,8 +4,9 @@
 //! (name matches weigh more), then their foreign-key neighbours, then every other table in
 //! schema order. Tables are added whole, greedily in that order, while they fit; a table that
 //! does not fit is skipped (never cut), and later smaller ones may still go in. When the tables
-//! span several schemas, those of the search path's first schema go first, within half the
-//! budget ([`select_home_first`]). The kept tables are rendered in schema order, the home
+//! span several schemas, those of the search path's first schema go first: all of them when
+//! they fit beside the tables of other schemas ranked ahead of every home table (and then only
+//! those), else within half the budget ([`select_home_first`]). The kept tables are rendered in schema order, the home
 //! schema's first, so the prompt does not depend on the order they were picked in.
 
 use super::schema::{SchemaInfo, Table};
@@ -182,17 +183,28 @@ pub fn select_counted<E>(
     Ok(selection(keep, used))
 }
 
-/// The part of the budget the home schema's tables may fill before the others compete: half.
-/// Not tuned on any data: enough for a home schema of a few dozen tables to be shown whole,
-/// while the tables the question names elsewhere keep at least the other half.
+/// The part of the budget a home schema is sure of: half. Not tuned on any data: enough for a
+/// home schema of a few dozen tables to be shown whole, while the tables the question points at
+/// elsewhere keep at least the other half.
 pub const HOME_SHARE_DIVISOR: usize = 2;
 
 /// [`select_counted`] where the tables `home(i)` holds for (those of the search path's first
-/// schema, the ones an unqualified query names) go first: in `order`'s order, within
-/// `budget / HOME_SHARE_DIVISOR`; then every table in `order` within what is left. A home
-/// schema that fits that share is shown whole, for every question: the user's own schema
-/// comes first, as PostgreSQL resolves an unqualified name to it first. When every table (or
-/// none) is at home this is [`select_counted`].
+/// schema, the ones an unqualified query names) go first. The tables of other schemas that the
+/// ranking puts ahead of every home table are those the question points at more than at
+/// anything at home (`order` follows each table with the tables its keys reference, so those
+/// come along); call them the tables ahead.
+/// - **The home schema fits its share** (`budget / HOME_SHARE_DIVISOR`): it is shown whole, and
+///   the tables ahead get the rest of the budget, as many as fit.
+/// - **Else, it fits beside the tables ahead**: those go in first, as many as fit the budget,
+///   then the whole home schema.
+/// - **Else**: the home tables in `order`'s order within the share, then every table by rank
+///   within what is left.
+///
+/// In the first two cases the prompt is the home schema plus the few tables the question is
+/// about elsewhere: about as short as the home schema's own, and beginning alike from one
+/// question to the next. The user's own schema comes first, as PostgreSQL resolves an
+/// unqualified name to it first. When every table (or none) is at home this is
+/// [`select_counted`].
 pub fn select_home_first<E>(
     order: &[usize],
     n: usize,
@@ -205,10 +217,43 @@ pub fn select_home_first<E>(
         // One schema (or none at home): nothing to put first.
         return select_counted(order, n, count, budget);
     }
+    let ahead = &order[..order.iter().position(|&i| home(i)).unwrap_or(order.len())];
+    let share = budget / HOME_SHARE_DIVISOR;
+    let mut keep = vec![false; n];
+    if let Some(used) = walk_all(&home_order, &mut keep, 0, &mut count, share)? {
+        // Whole within its share: what ranks ahead of it gets the rest.
+        let used = walk(ahead, &mut keep, used, &mut count, budget)?;
+        return Ok(selection(keep, used));
+    }
+    let used = walk(ahead, &mut keep, 0, &mut count, budget)?;
+    if let Some(used) = walk_all(&home_order, &mut keep, used, &mut count, budget)? {
+        // Whole beside what ranks ahead of it.
+        return Ok(selection(keep, used));
+    }
     let mut keep = vec![false; n];
     let used = walk(&home_order, &mut keep, 0, &mut count, budget / HOME_SHARE_DIVISOR)?;
     let used = walk(order, &mut keep, used, &mut count, budget)?;
     Ok(selection(keep, used))
+}
+
+/// Marks every table of `order` in `keep` and returns the tokens used, if they all fit in
+/// `budget` on top of `used`; `None` (and `keep` unchanged for them) if not. Stops counting at
+/// the first table that does not fit.
+fn walk_all<E>(
+    order: &[usize],
+    keep: &mut [bool],
+    mut used: usize,
+    count: &mut impl FnMut(usize) -> Result<usize, E>,
+    budget: usize,
+) -> Result<Option<usize>, E> {
+    for &i in order {
+        used += count(i)?;
+        if used > budget {
+            return Ok(None);
+        }
+    }
+    order.iter().for_each(|&i| keep[i] = true);
+    Ok(Some(used))
 }
 
 /// Marks in `keep` the tables of `order` not kept yet that fit in `budget` on top of `used`
@@ -379,9 +424,10 @@ mod tests {
         let home = |i: usize| i % 2 == 1;
         let count = |_: usize| Ok::<_, ()>(10);
         let pick = |budget| select_home_first(&order, 6, home, count, budget).unwrap().shown;
-        // Half of 60: the whole home schema, then the best of the others.
+        // Room for everything ranked ahead of the home schema and the whole home schema.
         assert_eq!(pick(60), [0, 1, 2, 3, 4, 5]);
-        // Half of 40 holds two home tables (in ranking order), the rest goes by rank.
+        // 40: 0, 2 and 4 leave 10 for home, which needs 30; so half of 40 holds two home
+        // tables (in ranking order), the rest goes by rank.
         assert_eq!(pick(40), [0, 1, 2, 3]);
         // A home table too big for the share is skipped there; a smaller one goes in.
         let pick_big = |budget| {
@@ -400,5 +446,32 @@ mod tests {
         let plain = select_counted(&order, 6, count, 30).unwrap();
         assert_eq!(select_home_first(&order, 6, |_| true, count, 30).unwrap(), plain);
         assert_eq!(select_home_first(&order, 6, |_| false, count, 30).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_whole_home_schema_admits_only_what_ranks_ahead_of_it() {
+        // Tables 0-7, 10 tokens each; 1 and 3 at home. The ranking: 4, 6, 7 (others), then
+        // home table 3, then 0, 1, 2, 5.
+        let order = [4, 6, 7, 3, 0, 1, 2, 5];
+        let home = |i: usize| i == 1 || i == 3;
+        let count = |_: usize| Ok::<_, ()>(10);
+        let pick =
+            |order: &[usize], budget| select_home_first(order, 8, home, count, budget).unwrap();
+        // Home within its share (20 of 40): shown whole, and only 4, 6 and 7 from elsewhere.
+        let sel = pick(&order, 80);
+        assert_eq!(sel.shown, [1, 3, 4, 6, 7]);
+        assert_eq!(sel.tokens, 50);
+        // A home table ranked first: nothing from elsewhere, whatever the room.
+        assert_eq!(pick(&[1, 4, 6, 3, 0, 2, 5, 7], 80).shown, [1, 3]);
+        // The tables ahead get what the home schema leaves: 25 of 45, two of them.
+        assert_eq!(pick(&order, 45).shown, [1, 3, 4, 6]);
+
+        // Home tables of 20 tokens: 40, more than half of 70 or 60.
+        let count = |i: usize| Ok::<_, ()>(if home(i) { 20 } else { 10 });
+        let pick = |budget| select_home_first(&order, 8, home, count, budget).unwrap().shown;
+        // 70: the three ahead (30), then the whole home schema beside them.
+        assert_eq!(pick(70), [1, 3, 4, 6, 7]);
+        // 60: not both; half of 60 for home (table 3, ranked first), then by rank: 4, 6, 7, 0.
+        assert_eq!(pick(60), [0, 3, 4, 6, 7]);
     }
 }

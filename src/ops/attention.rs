@@ -1,9 +1,9 @@
 //! Causal grouped-query attention over an f32 or f16 KV cache, in two precision modes.
 
 use super::f16::{self as h16, f16};
-use crate::kernels::{KernelSet, WeightedSumFn};
+use crate::kernels::{KernelSet, VecDotBatchFn, WeightedSumFn, MAX_BATCH};
 use crate::math;
-use crate::quant::{GgmlType, VecDotFn};
+use crate::quant::GgmlType;
 use rayon::prelude::*;
 
 /// Geometry of one attention call.
@@ -213,8 +213,8 @@ where
     );
 }
 
-/// Cached rows per block in exact mode: a block of keys (32 x 128 f32 = 16 KiB) or values stays in
-/// L1 while every query head of the run uses it.
+/// Cached rows per block of the weighted V sum: a block of values (32 x 128 f32 = 16 KiB) stays
+/// in L1 while every query head of the run uses it.
 const ROW_BLOCK: usize = 32;
 
 /// `1/sqrt(head_dim)`, computed in f32 as llama.cpp's `kq_scale` is.
@@ -226,12 +226,14 @@ fn kq_scale(hd: usize) -> f32 {
 /// Exact mode for query rows `qs` (`[heads, hd]`) that share one KV head: f32 scores, plain
 /// softmax, f32 weighted V sum, into `os` (`[heads, hd]`). `kh`, `vh`: `[n_ctx, hd]`.
 ///
-/// The scores use the kernel tier's score dot product (`dot`, `KernelSet::score_dot`), vectorized on
-/// the SIMD tiers: the scalar tier's single running f32 sum is a serial add chain, about a third of
-/// a 1.5B decode step at 750 positions. Any one tier computes every score the same way
-/// whatever the batch, so batched and sequential decoding stay bitwise equal. Rows are visited in
-/// blocks of [`ROW_BLOCK`], every head per block; each head's scores and its weighted sum (which
-/// accumulates block after block, lane by lane in row order) are bitwise those of a head alone.
+/// The scores use the kernel tier's batch dot product of the cache's type (`dot_batch`,
+/// `KernelSet::vec_dot_batch`): each cached key is read (and widened from f16) once for every
+/// head of the run, in independent accumulators, and each score is bitwise the tier's single
+/// score dot product (`KernelSet::score_dot`, the contract's sixteen lanes), so batched and
+/// sequential decoding stay bitwise equal (a few per cent faster than one call per (key, head)
+/// pair at depth 1200: docs/performance.md). The values are visited in
+/// blocks of [`ROW_BLOCK`] rows, every head per block; each head's weighted sum (which
+/// accumulates block after block, lane by lane in row order) is bitwise that of a head alone.
 fn exact<T: Elem>(
     qs: &[f32],
     kh: &[T],
@@ -243,14 +245,19 @@ fn exact<T: Elem>(
 ) {
     let scale = kq_scale(hd);
     let n = kh.len() / hd;
+    let heads = qs.len() / hd;
     scores.clear();
-    scores.resize(qs.len() / hd * n, 0.0); // [heads, n]
-    for j0 in (0..n).step_by(ROW_BLOCK) {
-        let block = &kh[j0 * hd..(j0 + ROW_BLOCK).min(n) * hd];
-        for (qh, sh) in qs.chunks_exact(hd).zip(scores.chunks_exact_mut(n)) {
-            let qb = bytes(qh);
-            for (s, kr) in sh[j0..].iter_mut().zip(block.chunks_exact(hd)) {
-                *s = (k.dot)(hd, bytes(kr), qb) * scale;
+    scores.resize(heads * n, 0.0); // [heads, n]
+    let qb = bytes(qs);
+    let mut row = [0.0f32; MAX_BATCH]; // one key's scores for up to MAX_BATCH heads
+    for (j, kr) in kh.chunks_exact(hd).enumerate() {
+        let kb = bytes(kr);
+        for h0 in (0..heads).step_by(MAX_BATCH) {
+            let h1 = (h0 + MAX_BATCH).min(heads);
+            let out = &mut row[..h1 - h0];
+            (k.dot_batch)(hd, kb, &qb[h0 * hd * 4..h1 * hd * 4], hd * 4, out);
+            for (h, &s) in (h0..h1).zip(out.iter()) {
+                scores[h * n + j] = s * scale;
             }
         }
     }
@@ -268,8 +275,8 @@ fn exact<T: Elem>(
 /// The kernel tier's exact-mode attention kernels for one cache element type.
 #[derive(Clone, Copy)]
 struct ExactKernels {
-    /// Score: a cache row · the query row.
-    dot: VecDotFn,
+    /// Scores: a cache row · several query rows (each bitwise the single score dot product).
+    dot_batch: VecDotBatchFn,
     /// Softmax of a row of scores.
     softmax: crate::kernels::SoftmaxFn,
     /// Weighted sum of the value rows.
@@ -280,7 +287,7 @@ struct ExactKernels {
 fn exact_kernels<T: Elem>(set: &KernelSet) -> ExactKernels {
     let missing = "every tier has F32 and F16 attention kernels";
     ExactKernels {
-        dot: set.score_dot(T::TY).expect(missing),
+        dot_batch: set.vec_dot_batch(T::TY).expect(missing),
         softmax: set.softmax,
         wsum: set.weighted_sum(T::TY).expect(missing),
     }
@@ -489,6 +496,71 @@ mod tests {
                 out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
             };
             assert_eq!(on(1), on(8));
+        }
+    }
+
+    /// The exact path as it was before its scores were batched over heads: one `score_dot` per
+    /// (key, head) pair, plain softmax, the tier's weighted sum per head.
+    fn exact_pairwise<T: Elem>(
+        qs: &[f32],
+        kh: &[T],
+        vh: &[T],
+        hd: usize,
+        set: &KernelSet,
+    ) -> Vec<f32> {
+        let (dot, wsum) = (set.score_dot(T::TY).unwrap(), set.weighted_sum(T::TY).unwrap());
+        let n = kh.len() / hd;
+        let mut out = vec![0.0f32; qs.len()];
+        for (qh, o) in qs.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
+            let mut s: Vec<f32> = kh
+                .chunks_exact(hd)
+                .map(|kr| dot(hd, bytes(kr), bytes(qh)) * kq_scale(hd))
+                .collect();
+            (set.softmax)(&mut s);
+            for j0 in (0..n).step_by(ROW_BLOCK) {
+                let j1 = (j0 + ROW_BLOCK).min(n);
+                wsum(hd, &s[j0..j1], bytes(&vh[j0 * hd..j1 * hd]), o);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn batched_scores_are_bitwise_one_dot_per_pair_on_every_tier() {
+        // 10 query heads on one KV head (more than MAX_BATCH: two calls per key), 75 cached rows,
+        // a head size with a tail beyond the sixteen lanes; f32 and f16 caches; every tier here.
+        let (nh, hd, n) = (10, 136, 75);
+        let f = |i: usize, s: f32| ((i as f32) * s).sin();
+        let q: Vec<f32> = (0..nh * hd).map(|i| f(i, 0.31)).collect();
+        let k: Vec<f32> = (0..n * hd).map(|i| f(i, 0.17)).collect();
+        let v: Vec<f32> = (0..n * hd).map(|i| f(i, 0.23)).collect();
+        let (mut k16, mut v16) = (vec![f16::ZERO; k.len()], vec![f16::ZERO; v.len()]);
+        h16::to_f16(&mut k16, &k);
+        h16::to_f16(&mut v16, &v);
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let features = crate::cpu::cpu_features();
+        let mut sets: Vec<&KernelSet> = crate::kernels::Tier::available(features)
+            .into_iter()
+            .map(|t| KernelSet::for_tier(t).unwrap())
+            .collect();
+        sets.push(KernelSet::portable());
+        for set in sets {
+            let mut scratch = Vec::new();
+            let mut out = vec![0.0f32; q.len()];
+            exact(&q, &k, &v, hd, &mut out, &mut scratch, exact_kernels::<f32>(set));
+            assert_eq!(
+                bits(&out),
+                bits(&exact_pairwise(&q, &k, &v, hd, set)),
+                "{} f32",
+                set.name()
+            );
+            exact(&q, &k16, &v16, hd, &mut out, &mut scratch, exact_kernels::<f16>(set));
+            assert_eq!(
+                bits(&out),
+                bits(&exact_pairwise(&q, &k16, &v16, hd, set)),
+                "{} f16",
+                set.name()
+            );
         }
     }
 

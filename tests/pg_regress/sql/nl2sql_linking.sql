@@ -86,9 +86,10 @@ RESET turboinfer.context_tokens;
 SELECT count(*) AS tables, min(chosen_by) AS chosen_by, count(similarity) AS similarities
 FROM nl2sql_tables('Which parcels arrived late?', ARRAY['linking']);
 -- Tables of two schemas: those of the first (the home schema, named unqualified) are offered
--- to the budget first, within half of it, and shown first; the other schema's tables follow by
--- rank. Consecutive questions then begin alike, and a call keeps the positions its prompt
--- shares with the previous one ('partial').
+-- to the budget first and shown first. Here they do not fit beside the tables ranked ahead of
+-- them, so they get half of it, and the other schema's tables follow by rank. Consecutive
+-- questions then begin alike, and a call keeps the positions its prompt shares with the
+-- previous one ('partial').
 CREATE SCHEMA aside;
 CREATE TABLE aside.couriers (id int PRIMARY KEY, name text, phone text);
 CREATE TABLE aside.parcels (id int PRIMARY KEY, courier_id int REFERENCES aside.couriers,
@@ -102,6 +103,17 @@ SELECT e->'tables_shown' AS shown, e->>'cache' AS cache,
        (e->>'prefill_tokens')::int + (e->>'prefix_reused_tokens')::int = (e->>'prompt_tokens')::int AS adds_up
 FROM nl2sql_explain('How many employees joined last year?', ARRAY['aside', 'linking']) e;
 SELECT (i->'cache'->>'partial')::int >= 1 AS counted FROM turboinfer_info() i;
+-- With room for the home schema beside what ranks ahead of it, it is shown whole, and the other
+-- schema adds only the tables ranked closer to the question than every home table (with the
+-- tables they reference): none for the parcels; for the employees, staff and the two others
+-- the encoder puts above parcels and couriers. The next question's prompt begins with the
+-- same home tables.
+SET turboinfer.context_tokens = 400;
+SELECT e->'tables_shown' AS shown
+FROM nl2sql_explain('Which parcels arrived late, and with which courier?', ARRAY['aside', 'linking']) e;
+SELECT e->'tables_shown' AS shown, e->>'cache' AS cache,
+       (e->>'prefix_reused_tokens')::int > 0 AS kept_some
+FROM nl2sql_explain('How many employees joined last year?', ARRAY['aside', 'linking']) e;
 DROP SCHEMA aside CASCADE;
 RESET turboinfer.context_tokens;
 -- turboinfer_prewarm: a schema that fits gets its prefix computed and written to a cache file;
