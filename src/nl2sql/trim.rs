@@ -4,10 +4,11 @@
 //! (name matches weigh more), then their foreign-key neighbours, then every other table in
 //! schema order. Tables are added whole, greedily in that order, while they fit; a table that
 //! does not fit is skipped (never cut), and later smaller ones may still go in. When the tables
-//! span several schemas, those of the search path's first schema go first: all of them when
-//! they fit beside the tables of other schemas ranked ahead of every home table (and then only
-//! those), else within half the budget ([`select_home_first`]). The kept tables are rendered in schema order, the home
-//! schema's first, so the prompt does not depend on the order they were picked in.
+//! span several schemas, those of the search path's first schema go first: all of them, with
+//! only the tables of other schemas ranked ahead of every home table, when they fit that way;
+//! else within half the budget ([`select_home_first`]). The kept tables are rendered in schema
+//! order, the home schema's first, so the prompt does not depend on the order they were picked
+//! in.
 
 use super::schema::{SchemaInfo, Table};
 use std::collections::BTreeSet;
@@ -231,7 +232,7 @@ pub fn select_home_first<E>(
         return Ok(selection(keep, used));
     }
     let mut keep = vec![false; n];
-    let used = walk(&home_order, &mut keep, 0, &mut count, budget / HOME_SHARE_DIVISOR)?;
+    let used = walk(&home_order, &mut keep, 0, &mut count, share)?;
     let used = walk(order, &mut keep, used, &mut count, budget)?;
     Ok(selection(keep, used))
 }
@@ -426,8 +427,8 @@ mod tests {
         let pick = |budget| select_home_first(&order, 6, home, count, budget).unwrap().shown;
         // Room for everything ranked ahead of the home schema and the whole home schema.
         assert_eq!(pick(60), [0, 1, 2, 3, 4, 5]);
-        // 40: 0, 2 and 4 leave 10 for home, which needs 30; so half of 40 holds two home
-        // tables (in ranking order), the rest goes by rank.
+        // 40: home (30) is more than half, and 0, 2 and 4 leave it 10; so half of 40 holds two
+        // home tables (in ranking order), the rest goes by rank.
         assert_eq!(pick(40), [0, 1, 2, 3]);
         // A home table too big for the share is skipped there; a smaller one goes in.
         let pick_big = |budget| {
