@@ -713,3 +713,52 @@ fn approved_examples_follow_the_unchanged_prefix_and_the_check_reads_the_plain_q
     assert_eq!(b.tokens.prompt, with.prefix_ids.len() + with.question_ids.len());
     assert!(b.prompt.text.ends_with(&text));
 }
+
+#[test]
+fn prewarm_of_a_schema_that_does_not_fit_writes_the_home_prefix_a_new_cache_reads() {
+    let Some(e) = common::engine("smollm2-135m") else { return };
+    let rt = Runtime::new(2).unwrap();
+    let opts = prefix_only();
+    let mut accept = |_: &str| Ok(());
+    let mut go = |_: Progress| true;
+    // The home schema (users, orders) and forty tables elsewhere: too many for 1,024 tokens.
+    let mut schema = common::users_orders(true);
+    for i in 0..40 {
+        schema.tables.push(
+            Table::new("archive", &format!("sensor_log_{i:02}"), TableKind::Table)
+                .column("id", "integer", false)
+                .column("reading", "real", true)
+                .column("taken_at", "timestamptz", true),
+        );
+    }
+    let dir = common::fresh_dir("prewarm-home");
+    let files = || Some(turboinfer::generate::kv_file::KvFileDir::new(&dir, 1 << 30));
+
+    let mut warm = PrefixCache::new();
+    warm.set_file_dir(files());
+    let p = e.prewarm(&rt, &mut warm, &schema, &opts, None, &mut go).unwrap();
+    assert!(!p.fits);
+    assert_eq!((p.prefix, p.prefix_tables), (Some(PrefixSource::Computed), 2));
+
+    // A question that points at nothing elsewhere is shown the home schema alone, whose prefix
+    // a new cache (another backend) reads from the file; the answer is the cold one.
+    let q = "How many users are there?";
+    let mut fresh = PrefixCache::new();
+    fresh.set_file_dir(files());
+    let read = e.run(&rt, &mut fresh, &schema, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(read.prefix_source, PrefixSource::File);
+    assert_eq!(read.prompt.shown, ["public.orders", "public.users"]);
+    assert_eq!(read.tokens.prefix, p.prefix_tokens);
+    let mut cold = PrefixCache::new();
+    let computed = e.run(&rt, &mut cold, &schema, q, &opts, &mut go, &mut accept).unwrap();
+    assert_eq!(computed.prefix_source, PrefixSource::Computed);
+    assert_eq!(read.attempts[0].raw, computed.attempts[0].raw);
+
+    // Nothing but the home schema (one schema): no second prefix to prepare.
+    let mut one = schema.clone();
+    one.default_schema = Some("archive".into());
+    one.tables.retain(|t| t.schema == "archive");
+    let p = e.prewarm(&rt, &mut warm, &one, &opts, None, &mut go).unwrap();
+    assert_eq!((p.fits, p.prefix, p.prefix_tables), (false, None, 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

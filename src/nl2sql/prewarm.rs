@@ -2,16 +2,25 @@
 //! migration, or before users arrive): for a schema that fits the context, its prefix's KV state
 //! (computed, or read from a cache file, and written to one for the other backends); for one that
 //! does not, every table's embedding for schema linking (`link.rs`, stored in `link_store`'s
-//! file for the other backends).
+//! file for the other backends), and the prefix of the home schema alone when that fits.
+//!
+//! Why the home schema's prefix: a question over a schema that does not fit is shown the home
+//! schema (the search path's first) whole when it fits, plus only the tables of other schemas
+//! that rank ahead of every home table (`trim::select_home_first`). Most questions have none
+//! ahead, and their prompt's prefix is then exactly the home tables' blocks and the notes: the
+//! text, hence the fingerprint and the cache file, a plan over the home tables alone produces
+//! (each block depends on its table and the default schema only). A question with tables ahead
+//! simply misses that file.
 
 use std::time::Instant;
 
-use super::engine::{normalized, Engine};
+use super::engine::{normalized, Engine, Plan};
 use super::link::LinkSlot;
 use super::options::Options;
 use super::outcome::PhaseTimings;
 use super::prefix_cache::{PrefixCache, PrefixSource};
 use super::progress::Progress;
+use super::prompt;
 use super::schema::SchemaInfo;
 use super::Nl2SqlError;
 use crate::clock::ms_since;
@@ -24,8 +33,11 @@ pub struct Prewarm {
     pub tables: usize,
     /// Whether the whole schema fits the context (then its prefix was prepared).
     pub fits: bool,
-    /// Where the prefix's KV state came from, when it fits.
+    /// Where the prepared prefix's KV state came from: the whole schema's when it fits, else
+    /// the home schema's alone when that fits (`None`: no prefix prepared).
     pub prefix: Option<PrefixSource>,
+    /// Tables in the prepared prefix (all, or the home schema's).
+    pub prefix_tables: usize,
     /// Its tokens.
     pub prefix_tokens: usize,
     /// Tables embedded now (the others were in this backend's memo or the shared file), when it
@@ -59,20 +71,52 @@ impl Engine {
             tables: schema.tables.len(),
             fits: plan.linking.is_none(),
             prefix: None,
+            prefix_tables: 0,
             prefix_tokens: 0,
             embedded: 0,
             ms: 0.0,
         };
-        if out.fits {
+        let prefix_plan = if out.fits {
+            Some(plan)
+        } else {
+            if let Some(mut slot) = link {
+                let linker = slot.get()?;
+                out.embedded = linker.similarity(rt, &schema, "?", progress)?.1;
+            }
+            self.home_plan(&schema, opts)?
+        };
+        if let Some(plan) = prefix_plan {
             self.ready_kv(cache, self.memory_plan(opts, rt.n_threads()).positions)?;
             let mut timings = PhaseTimings::default();
             out.prefix = Some(self.load_prefix(rt, cache, &plan, &mut timings, progress)?.0);
+            out.prefix_tables = plan.shown.len();
             out.prefix_tokens = plan.prefix_ids.len();
-        } else if let Some(mut slot) = link {
-            let linker = slot.get()?;
-            out.embedded = linker.similarity(rt, &schema, "?", progress)?.1;
         }
         out.ms = ms_since(t);
         Ok(out)
+    }
+
+    /// The plan of the home schema's tables alone, when the normalized `schema` has any and
+    /// they fit the context and the schema budget (`opts.schema_tokens`) the way a question
+    /// over the whole schema would show them whole; else `None`.
+    fn home_plan(&self, schema: &SchemaInfo, opts: &Options) -> Result<Option<Plan>, Nl2SqlError> {
+        let home = schema.default_schema.as_deref();
+        let tables: Vec<_> =
+            schema.tables.iter().filter(|t| Some(t.schema.as_str()) == home).cloned().collect();
+        if tables.is_empty() || tables.len() == schema.tables.len() {
+            // No home schema, or nothing but it: that is the whole schema, which does not fit.
+            return Ok(None);
+        }
+        // Still normalized: a subsequence of a sorted, deduplicated list.
+        let alone = SchemaInfo { tables, ..SchemaInfo::new(Vec::new(), home) };
+        let plan = match self.plan_normalized(&alone, "?", opts, None) {
+            // Not even one home table fits: there is nothing to prepare.
+            Err(Nl2SqlError::ContextTooSmall { .. }) => return Ok(None),
+            r => r?,
+        };
+        let fixed = prompt::prefix_with_notes("").encode(self.tokenizer())?.len();
+        let within_budget =
+            opts.schema_tokens == 0 || plan.prefix_ids.len() <= fixed + opts.schema_tokens;
+        Ok((plan.linking.is_none() && within_budget).then_some(plan))
     }
 }

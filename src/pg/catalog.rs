@@ -1,12 +1,15 @@
 //! Reads the schema the current role may see, through SPI.
 //!
-//! Tables/views and their columns come from `information_schema` (which already hides objects the
-//! role has no privilege on), further restricted to what the role may SELECT. Materialized views,
-//! which `information_schema` omits, come from `pg_class`/`pg_attribute` with the same rules made
-//! explicit (USAGE on the schema, SELECT on the relation or a column) and are shown as views. Keys come from
-//! `pg_constraint`, restricted to those visible tables and columns: `information_schema`'s
-//! constraint views only show constraints to roles with a privilege *other than* SELECT, which
-//! would hide every key from a read-only role. Comments are read only for those visible objects.
+//! Tables, views and materialized views (shown as views) come from `pg_class`, with the rules
+//! `information_schema.tables` applies made explicit and restricted to what the role may read:
+//! USAGE on the schema, SELECT on the relation or on one of its columns. Their columns come from
+//! `pg_attribute`, by relation oid, each only with SELECT on it; nullability is
+//! `information_schema.columns`' (NOT NULL, or a NOT NULL domain). The `information_schema`
+//! views themselves are not used: joined back to the catalog by name they cost ~1 s at 5,000
+//! tables, these queries a third of it, for the same rows. Keys come from `pg_constraint`,
+//! restricted to those visible tables and columns: `information_schema`'s constraint views only
+//! show constraints to roles with a privilege *other than* SELECT, which would hide every key
+//! from a read-only role. Comments are read only for those visible objects.
 //!
 //! The caller's search path decides which schemas are shown (and which one is left unqualified),
 //! so it is read first; the catalog queries themselves then run with `search_path` pinned to
@@ -188,33 +191,28 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
     let names = NAMES_PARAM;
     Spi::connect(|client| {
         let args = vec![spi_names(schemas).into()];
-        // Tables and views the role may read (a table-level or any column-level SELECT).
+        // Tables, views and materialized views the role may read: USAGE on the schema, SELECT
+        // on the relation or on one of its columns; not another session's temporary schema (as
+        // `information_schema.tables`), not this extension's own. The comment by a join (one
+        // `obj_description` call per relation costs a lookup each).
         let rows = client.select(
-            &format!("SELECT t.table_schema::text, t.table_name::text, t.table_type::text, c.oid, \
-                    pg_catalog.obj_description(c.oid, 'pg_class'), \
-                    pg_catalog.convert_to(t.table_schema::text, 'UTF8'), pg_catalog.convert_to(t.table_name::text, 'UTF8'), \
-                    pg_catalog.convert_to(pg_catalog.obj_description(c.oid, 'pg_class'), 'UTF8') \
-             FROM information_schema.tables t \
-             JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) t.table_schema::name \
-             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
-                                       AND c.relname OPERATOR(pg_catalog.=) t.table_name::name \
-             WHERE t.table_schema::text OPERATOR(pg_catalog.=) ANY ({names}) \
+            &format!("SELECT n.nspname::text, c.relname::text, \
+                    CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'BASE TABLE' END, c.oid, \
+                    d.description, \
+                    pg_catalog.convert_to(n.nspname::text, 'UTF8'), pg_catalog.convert_to(c.relname::text, 'UTF8'), \
+                    pg_catalog.convert_to(d.description, 'UTF8') \
+             FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+             LEFT JOIN pg_catalog.pg_description d ON d.objoid OPERATOR(pg_catalog.=) c.oid \
+                  AND d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass \
+                  AND d.objsubid OPERATOR(pg_catalog.=) 0 \
+             WHERE c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p', 'v', 'f', 'm']::\"char\"[]) \
+               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ({names}) \
+               AND NOT pg_catalog.pg_is_other_temp_schema(n.oid) \
                AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
                AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
                     OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
                AND {NOT_OURS} \
-             UNION ALL \
-             SELECT n.nspname::text, c.relname::text, 'MATERIALIZED VIEW', c.oid, \
-                    pg_catalog.obj_description(c.oid, 'pg_class'), \
-                    pg_catalog.convert_to(n.nspname::text, 'UTF8'), pg_catalog.convert_to(c.relname::text, 'UTF8'), \
-                    pg_catalog.convert_to(pg_catalog.obj_description(c.oid, 'pg_class'), 'UTF8') \
-             FROM pg_catalog.pg_class c \
-             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
-             WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
-               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ({names}) \
-               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
-               AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') \
-                    OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) \
              ORDER BY 1, 2"),
             None,
             &args,
@@ -235,42 +233,31 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             by_oid.insert(oid.to_u32(), tables.len());
             tables.push(t);
         }
-        // Columns the role may read, in ordinal order, with PostgreSQL's own type formatting.
+        // The relations read, as `$1` of the next queries (each matches by oid, not by name).
+        let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
+        let oid_args = vec![oids.into()];
+        // Columns the role may read, in ordinal order, with PostgreSQL's own type formatting;
+        // nullable as `information_schema.columns` says (NOT NULL, or a NOT NULL domain). SELECT
+        // on the table grants every column: checked once per table (`whole`), column by column
+        // only without it (a privilege check per column was two thirds of this query's time).
         let rows = client.select(
-            &format!("SELECT c.oid, col.column_name::text, col.is_nullable::text OPERATOR(pg_catalog.=) 'YES', \
-                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum), \
-                    pg_catalog.convert_to(col.column_name::text, 'UTF8'), pg_catalog.convert_to(pg_catalog.format_type(a.atttypid, a.atttypmod), 'UTF8'), \
-                    pg_catalog.convert_to(pg_catalog.col_description(c.oid, a.attnum), 'UTF8') \
-             FROM information_schema.columns col \
-             JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) col.table_schema::name \
-             JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
-                                       AND c.relname OPERATOR(pg_catalog.=) col.table_name::name \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
-                                           AND a.attname OPERATOR(pg_catalog.=) col.column_name::name \
-             WHERE col.table_schema::text OPERATOR(pg_catalog.=) ANY ({names}) \
-               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
-             ORDER BY col.table_schema, col.table_name, col.ordinal_position"),
-            None,
-            &args,
-        )?;
-        push_columns(&mut tables, &by_oid, rows)?;
-        // Columns of materialized views (information_schema omits them), same privilege rule.
-        let rows = client.select(
-            &format!("SELECT c.oid, a.attname::text, NOT a.attnotnull, \
-                    pg_catalog.format_type(a.atttypid, a.atttypmod), pg_catalog.col_description(c.oid, a.attnum), \
+            "SELECT a.attrelid, a.attname::text, \
+                    NOT (a.attnotnull OR (t.typtype OPERATOR(pg_catalog.=) 'd' AND t.typnotnull)), \
+                    pg_catalog.format_type(a.atttypid, a.atttypmod), d.description, \
                     pg_catalog.convert_to(a.attname::text, 'UTF8'), pg_catalog.convert_to(pg_catalog.format_type(a.atttypid, a.atttypmod), 'UTF8'), \
-                    pg_catalog.convert_to(pg_catalog.col_description(c.oid, a.attnum), 'UTF8') \
-             FROM pg_catalog.pg_class c \
-             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
-             WHERE c.relkind OPERATOR(pg_catalog.=) 'm' \
-               AND n.nspname::text OPERATOR(pg_catalog.=) ANY ({names}) \
-               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
-               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
-               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') \
-             ORDER BY n.nspname, c.relname, a.attnum"),
+                    pg_catalog.convert_to(d.description, 'UTF8') \
+             FROM (SELECT r.oid, pg_catalog.has_table_privilege(r.oid, 'SELECT') AS whole \
+                   FROM pg_catalog.unnest($1::pg_catalog.int8[]::pg_catalog.oid[]) r(oid) OFFSET 0) r \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) r.oid \
+             JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid \
+             LEFT JOIN pg_catalog.pg_description d ON d.objoid OPERATOR(pg_catalog.=) a.attrelid \
+                  AND d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass \
+                  AND d.objsubid OPERATOR(pg_catalog.=) a.attnum \
+             WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
+               AND (r.whole OR pg_catalog.has_column_privilege(a.attrelid, a.attnum, 'SELECT')) \
+             ORDER BY a.attrelid, a.attnum",
             None,
-            &args,
+            &oid_args,
         )?;
         push_columns(&mut tables, &by_oid, rows)?;
         // Planner statistics of the visible columns, for value and format notes. pg_stats
@@ -278,21 +265,25 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
         // active for it); the privilege is checked again here so that no value of a column the
         // role cannot read ever reaches the prompt. Only text and integer columns get notes
         // (`values.rs`), so only their statistics are read (their arrays cast to text[] safely).
+        // The column is found by its name through the (attrelid, attname) index, once per
+        // statistics row (`OFFSET 0` keeps the planner from joining on the table alone and
+        // checking the privilege of every column of it).
         let rows = client.select(
-            &format!("SELECT c.oid, pg_catalog.convert_to(s.attname::text, 'UTF8'), s.n_distinct::float8, \
+            "SELECT c.oid, pg_catalog.convert_to(s.attname::text, 'UTF8'), s.n_distinct::float8, \
                     pg_catalog.convert_to(pg_catalog.to_json((s.most_common_vals::text)::text[])::text, 'UTF8'), \
                     pg_catalog.convert_to(pg_catalog.to_json((s.histogram_bounds::text)::text[])::text, 'UTF8') \
              FROM pg_catalog.pg_stats s \
              JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) s.schemaname \
              JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                                        AND c.relname OPERATOR(pg_catalog.=) s.tablename \
-             JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
-                                           AND a.attname OPERATOR(pg_catalog.=) s.attname \
-             WHERE s.schemaname::text OPERATOR(pg_catalog.=) ANY ({names}) AND NOT s.inherited \
+             CROSS JOIN LATERAL (SELECT a.attnum, a.atttypid FROM pg_catalog.pg_attribute a \
+                                 WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid \
+                                   AND a.attname OPERATOR(pg_catalog.=) s.attname OFFSET 0) a \
+             WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]::pg_catalog.oid[]) AND NOT s.inherited \
                AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['text', 'varchar', 'bpchar', 'int2', 'int4', 'int8']::pg_catalog.regtype[]::pg_catalog.oid[]) \
-               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')"),
+               AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')",
             None,
-            &args,
+            &oid_args,
         )?;
         for row in rows {
             let oid: pg_sys::Oid = row.get(1)?.unwrap_or(pg_sys::InvalidOid);
@@ -315,7 +306,6 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
             }
         }
         // Primary and foreign keys of those tables (column lists in key order).
-        let oids: Vec<i64> = by_oid.keys().map(|&o| o as i64).collect();
         let rows = client.select(
             "SELECT k.conrelid::int8, k.contype::text, \
                     pg_catalog.convert_to(pg_catalog.to_json(ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY u(n, i) \
@@ -330,7 +320,7 @@ fn query_schema(schemas: &[String]) -> SpiResult<SchemaInfo> {
                AND k.conrelid::int8 OPERATOR(pg_catalog.=) ANY ($1) \
              ORDER BY k.conrelid, k.conname",
             None,
-            &[oids.into()],
+            &oid_args,
         )?;
         let mut fks: Vec<(usize, Vec<String>, u32, Vec<String>)> = Vec::new();
         for row in rows {

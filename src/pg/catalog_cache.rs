@@ -1,8 +1,8 @@
 //! The backend's copy of the schemas it read (`catalog`), kept until the catalog changes.
 //!
 //! Reading the catalog is the one step of nl2sql() that grows with the database, not with the
-//! question: ~1 s for 5,000 tables (`information_schema.columns` and `pg_stats` over every table
-//! the role may see), on every call. The result depends only on the catalog, the role and the
+//! question: ~0.6 s for 5,000 tables (columns, comments and `pg_stats` of every table the role
+//! may see), on every call. The result depends only on the catalog, the role and the
 //! schemas asked for, so it is kept here and reused while nothing it depends on changed.
 //!
 //! "Changed" is PostgreSQL's own cache invalidation: the callbacks registered below run whenever

@@ -60,8 +60,9 @@ fn nl2sql_tables(
 /// (the search path, or `schemas`) for the next questions, in this backend and, through the
 /// cache directory, in every other: a schema that fits the context gets its prefix computed (or
 /// read) and written to a cache file; one that does not gets every table embedded for schema
-/// linking (written to the embeddings file). Run it after a restart or a migration, e.g. from a
-/// scheduler, as a role that sees what the users see. Returns what it did.
+/// linking (written to the embeddings file), and the prefix of its home schema alone (the first
+/// schema) when that fits. Run it after a restart or a migration, e.g. from a scheduler, as a
+/// role that sees what the users see. Returns what it did.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
     let (schema, _) = catalog::read_schema_cached(schemas.map(|s| s.0));
@@ -73,6 +74,7 @@ fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
         "tables": p.tables,
         "fits": p.fits,
         "prefix": p.prefix.map(|s| s.name()),
+        "prefix_tables": p.prefix_tables,
         "prefix_tokens": p.prefix_tokens,
         "encoder": encoder,
         "tables_embedded": p.embedded,

@@ -114,6 +114,26 @@ FROM nl2sql_explain('Which parcels arrived late, and with which courier?', ARRAY
 SELECT e->'tables_shown' AS shown, e->>'cache' AS cache,
        (e->>'prefix_reused_tokens')::int > 0 AS kept_some
 FROM nl2sql_explain('How many employees joined last year?', ARRAY['aside', 'linking']) e;
+-- turboinfer_prewarm on a schema that does not fit also prepares the home schema's prefix
+-- alone: the beginning of every question that ranks nothing elsewhere ahead of the home tables.
+-- A new backend's first such question reads it from the cache file; one with tables ahead
+-- computes its own.
+SELECT turboinfer_cache_clear() >= 1 AS cleared;
+SELECT p->'fits' AS fits, p->'tables_embedded' AS embedded, p->>'prefix' AS prefix,
+       p->'prefix_tables' AS prefix_tables
+FROM turboinfer_prewarm(ARRAY['aside', 'linking']) p;
+\c
+SET turboinfer.model = 'smollm2-135m';
+SET turboinfer.max_new_tokens = 1;
+SET turboinfer.refusal = off;
+SET turboinfer.repair_rounds = 0;
+SET turboinfer.candidates = 1;
+SET turboinfer.context_tokens = 400;
+SELECT e->'tables_shown' AS shown, e->>'cache' AS cache
+FROM nl2sql_explain('Which parcels arrived late, and with which courier?', ARRAY['aside', 'linking']) e;
+SELECT jsonb_array_length(e->'tables_shown') AS tables, e->>'cache' AS cache
+FROM nl2sql_explain('How many employees joined last year?', ARRAY['aside', 'linking']) e;
+SET search_path = linking, public;
 DROP SCHEMA aside CASCADE;
 RESET turboinfer.context_tokens;
 -- turboinfer_prewarm: a schema that fits gets its prefix computed and written to a cache file;

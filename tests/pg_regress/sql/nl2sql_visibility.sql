@@ -60,9 +60,31 @@ SELECT e->>'cache' AS cache FROM nl2sql_explain('how many users?') e;
 -- The answer of a model that cannot write SQL is reported, not returned.
 SELECT e->>'valid' AS valid, jsonb_array_length(e->'attempts') AS attempts FROM nl2sql_explain('how many users?') e;
 
+-- The catalog read, line by line: a column of a NOT NULL domain is written NOT NULL (as
+-- information_schema.columns has it), a dropped column is gone, a column-level grant shows only
+-- the granted columns (and no key over a hidden one), a view shows its own columns.
+CREATE SCHEMA cat;
+CREATE DOMAIN cat.code AS text NOT NULL;
+CREATE TABLE cat.items (id int PRIMARY KEY, sku cat.code, gone int, label varchar(20), price numeric(8,2));
+ALTER TABLE cat.items DROP COLUMN gone;
+COMMENT ON COLUMN cat.items.label IS 'shelf label';
+CREATE VIEW cat.cheap AS SELECT id, label FROM cat.items WHERE price < 10;
+CREATE TABLE cat.hidden_cols (id int PRIMARY KEY, visible text, secret text);
+GRANT USAGE ON SCHEMA cat TO nl2sql_reader;
+GRANT SELECT (visible, secret) ON cat.hidden_cols TO nl2sql_reader;
+GRANT SELECT ON cat.cheap TO nl2sql_reader;
+SELECT line FROM nl2sql_explain('how many items?', ARRAY['cat']) e,
+     regexp_split_to_table(e->>'prompt', E'\n') line
+WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols))';
+SET ROLE nl2sql_reader;
+SELECT line FROM nl2sql_explain('how many items?', ARRAY['cat']) e,
+     regexp_split_to_table(e->>'prompt', E'\n') line
+WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols))';
+RESET ROLE;
+
 RESET search_path;
 SET client_min_messages = warning;
-DROP SCHEMA vis, novis CASCADE;
+DROP SCHEMA vis, novis, cat CASCADE;
 RESET client_min_messages;
 DROP OWNED BY nl2sql_reader;
 DROP ROLE nl2sql_reader;
