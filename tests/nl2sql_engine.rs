@@ -4,8 +4,10 @@
 
 mod common;
 
+use std::rc::Rc;
 use turboinfer::nl2sql::{
-    Hooks, Nl2SqlError, Options, PrefixCache, PrefixSource, Progress, SchemaInfo, Table, TableKind,
+    trim, ColumnStats, Hooks, LazyStats, Nl2SqlError, Options, PrefixCache, PrefixSource, Progress,
+    SchemaInfo, StatsSource, Table, TableKind,
 };
 use turboinfer::runtime::Runtime;
 
@@ -761,4 +763,95 @@ fn prewarm_of_a_schema_that_does_not_fit_writes_the_home_prefix_a_new_cache_read
     let p = e.prewarm(&rt, &mut warm, &one, &opts, None, &mut go).unwrap();
     assert_eq!((p.fits, p.prefix, p.prefix_tables), (false, None, 0));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A [`StatsSource`] over fixed statistics that records which tables each read asked for.
+struct RecordedStats {
+    /// (table name, column) -> statistics.
+    stats: std::collections::HashMap<(String, String), ColumnStats>,
+    /// The table names of each read, in call order.
+    asked: std::cell::RefCell<Vec<Vec<String>>>,
+}
+
+impl StatsSource for RecordedStats {
+    fn read(&self, tables: &[&Table]) -> Vec<Vec<(String, ColumnStats)>> {
+        self.asked.borrow_mut().push(tables.iter().map(|t| t.name.clone()).collect());
+        let of = |t: &Table| {
+            let get = |c: &turboinfer::nl2sql::Column| {
+                self.stats
+                    .get(&(t.name.clone(), c.name.clone()))
+                    .map(|s| (c.name.clone(), s.clone()))
+            };
+            t.columns.iter().filter_map(get).collect()
+        };
+        tables.iter().map(|t| of(t)).collect()
+    }
+}
+
+#[test]
+fn lazy_statistics_are_read_for_the_rendered_tables_only_and_give_the_same_prompt() {
+    let Some(e) = common::engine("smollm2-135m") else { return };
+    let opts = prefix_only();
+    // The home schema (users, orders: a status column with few values) and 600 tables
+    // elsewhere, each with a kind column of three values: so many that not even a lower bound
+    // of their text fits 1,024 tokens (they are not all rendered).
+    let mut eager = common::users_orders(true);
+    for i in 0..600 {
+        let t = Table::new("archive", &format!("sensor_log_{i:03}"), TableKind::Table)
+            .column("id", "integer", false)
+            .column("kind", "text", true);
+        eager
+            .tables
+            .push((0..12).fold(t, |t, c| t.column(&format!("reading_value_{c:02}"), "real", true)));
+    }
+    let values = |v: &[&str]| ColumnStats {
+        distinct: Some(v.len() as u32),
+        common: v.iter().map(|s| s.to_string()).collect(),
+        bounds: Vec::new(),
+    };
+    let mut stats = std::collections::HashMap::new();
+    for t in &mut eager.tables {
+        let (col, v) = match t.schema.as_str() {
+            "public" if t.name == "orders" => ("status", values(&["paid", "open"])),
+            "public" => continue,
+            _ => ("kind", values(&["min", "max", "mean"])),
+        };
+        stats.insert((t.name.clone(), col.to_string()), v.clone());
+        t.columns.iter_mut().find(|c| c.name == col).unwrap().stats = Some(v);
+    }
+    let lazy_of = |schema: &SchemaInfo| {
+        let mut lazy = schema.clone();
+        lazy.tables.iter_mut().flat_map(|t| &mut t.columns).for_each(|c| c.stats = None);
+        let rec = Rc::new(RecordedStats { stats: stats.clone(), asked: Default::default() });
+        lazy.lazy_stats = Some(LazyStats(rec.clone()));
+        (lazy, rec)
+    };
+
+    // Too big to fit: the tables visited are read, a batch at a time, and the prompt is the one
+    // the statistics read up front give (notes included).
+    let (lazy, rec) = lazy_of(&eager);
+    for q in ["How many orders are open?", "Which sensor logs of kind max are there?"] {
+        let want = e.plan(&eager, q, &opts).unwrap();
+        let got = e.plan(&lazy, q, &opts).unwrap();
+        assert!(want.linking.is_some() && want.dropped.len() > 550, "{q}: {:?}", want.shown);
+        assert_eq!(got.prefix.text(), want.prefix.text(), "{q}");
+        assert_eq!(got.fingerprint, want.fingerprint, "{q}");
+        assert!(want.prefix.text().contains("'paid'"), "{}", want.prefix.text());
+    }
+    let asked: std::collections::BTreeSet<String> =
+        rec.asked.borrow().iter().flatten().cloned().collect();
+    assert!(asked.len() < 150, "read {} of 602 tables", asked.len());
+    assert!(rec.asked.borrow().iter().all(|r| r.len() <= trim::MAX_MISSES));
+
+    // A schema that fits: every table's statistics in one read.
+    let small = common::users_orders(true);
+    let mut eager_small = small.clone();
+    let v = values(&["paid", "open"]);
+    eager_small.tables[1].columns.iter_mut().find(|c| c.name == "status").unwrap().stats = Some(v);
+    let (lazy, rec) = lazy_of(&eager_small);
+    let q = "How many orders are open?";
+    let (want, got) = (e.plan(&eager_small, q, &opts).unwrap(), e.plan(&lazy, q, &opts).unwrap());
+    assert!(got.linking.is_none());
+    assert_eq!(got.prefix.text(), want.prefix.text());
+    assert_eq!(rec.asked.borrow()[0].len(), 2, "{:?}", rec.asked.borrow());
 }

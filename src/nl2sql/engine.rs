@@ -341,9 +341,17 @@ impl Engine {
         // tokens, so a schema of thousands of tables is never tokenized whole, nor rendered
         // whole when a lower bound of its bytes already rules it out.
         let can_fit = |bytes: usize| bytes / self.max_piece_bytes() <= capacity;
-        let all_ids = match can_fit(schema.tables.iter().map(render::min_bytes).sum()) {
+        // Then the same with the tables rendered without lazy statistics (they only add notes):
+        // none are read for a schema that cannot fit, every table's in one go for one that can.
+        let fits_bare = |blocks: &Blocks| {
+            can_fit(schema.tables.iter().map(render::min_bytes).sum())
+                && can_fit(blocks.bare_bytes())
+        };
+        let all_ids = match fits_bare(&blocks) {
             true => {
-                let text = blocks.concat(&home_first(schema, (0..schema.tables.len()).collect()));
+                let all: Vec<usize> = (0..schema.tables.len()).collect();
+                schema.prefetch_stats(&all);
+                let text = blocks.concat(&home_first(schema, all));
                 match can_fit(text.len()) {
                     true => {
                         let all_prefix = prompt::prefix_with_notes(&text);
@@ -371,6 +379,10 @@ impl Engine {
                 // Token counts of the tables visited only (tokenizing thousands costs seconds).
                 let n = schema.tables.len();
                 let home = |i: usize| is_home(schema, i);
+                // The walk visits the home tables first, then the others in order.
+                let (at_home, away): (Vec<usize>, Vec<usize>) =
+                    order.iter().partition(|&&i| home(i));
+                blocks.visit_in(&[at_home, away].concat());
                 loop {
                     let mut sel = trim::select_home_first(
                         &order,
@@ -651,6 +663,12 @@ pub(super) fn normalized(schema: &SchemaInfo) -> Cow<'_, SchemaInfo> {
     Cow::Owned(s)
 }
 
+/// Tables whose lazy statistics (`SchemaInfo::lazy_stats`) are read together: the one a plan
+/// renders and those after it in the order it visits them, so a walk over a big schema costs one
+/// catalog query per this many tables, not one per table. As many as the walk's tail of misses
+/// (`trim::MAX_MISSES`), the most it visits past the last table that fits.
+const STATS_BATCH: usize = trim::MAX_MISSES;
+
 /// The tables' blocks of a plan (`Renderer::table`) and their token counts, each computed when
 /// first asked for.
 struct Blocks<'a> {
@@ -661,6 +679,10 @@ struct Blocks<'a> {
     text: Vec<Option<String>>,
     /// [table] the block's tokens on its own.
     tokens: Vec<Option<usize>>,
+    /// The order the tables will be visited in ([`Blocks::visit_in`]), and [table] its place
+    /// there: whose statistics to read along with a table's.
+    order: Vec<usize>,
+    place: Vec<usize>,
 }
 
 impl<'a> Blocks<'a> {
@@ -672,13 +694,40 @@ impl<'a> Blocks<'a> {
             tok,
             text: vec![None; n],
             tokens: vec![None; n],
+            order: Vec::new(),
+            place: Vec::new(),
         }
     }
 
-    /// Table `i`'s block.
+    /// Bytes of every table's block rendered without lazy statistics (not kept): a lower
+    /// bound of their text with them.
+    fn bare_bytes(&self) -> usize {
+        self.schema.tables.iter().map(|t| self.renderer.table(t).len()).sum()
+    }
+
+    /// The tables will mostly be asked for in `order`.
+    fn visit_in(&mut self, order: &[usize]) {
+        self.place = vec![usize::MAX; self.text.len()];
+        for (p, &i) in order.iter().enumerate() {
+            self.place[i] = p;
+        }
+        self.order = order.to_vec();
+    }
+
+    /// Table `i`'s block (its statistics read first, with those of the next tables in the
+    /// visiting order not rendered yet).
     fn text(&mut self, i: usize) -> &str {
-        let (r, t) = (&self.renderer, &self.schema.tables[i]);
-        self.text[i].get_or_insert_with(|| r.table(t))
+        if self.text[i].is_none() {
+            let mut batch = vec![i];
+            if let Some(&p) = self.place.get(i).filter(|&&p| p != usize::MAX) {
+                let next = self.order[p + 1..].iter().filter(|&&j| self.text[j].is_none());
+                batch.extend(next.take(STATS_BATCH - 1));
+            }
+            self.schema.prefetch_stats(&batch);
+            let t = self.schema.table_with_stats(i);
+            self.text[i] = Some(self.renderer.table(&t));
+        }
+        self.text[i].as_deref().expect("rendered above")
     }
 
     /// The tokens of table `i`'s block.
@@ -713,20 +762,14 @@ fn is_home(schema: &SchemaInfo, i: usize) -> bool {
     schema.default_schema.as_deref() == Some(schema.tables[i].schema.as_str())
 }
 
-/// The tables of the normalized `schema` shown in the prompt (`shown`: qualified names).
+/// The tables of the normalized `schema` shown in the prompt (`shown`: qualified names), with
+/// their statistics. The chosen examples are in the plan's question part; the stages need only
+/// tables.
 fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
-    SchemaInfo {
-        tables: schema
-            .tables
-            .iter()
-            .filter(|t| shown.contains(&t.qualified_name()))
-            .cloned()
-            .collect(),
-        default_schema: schema.default_schema.clone(),
-        // The chosen examples are in the plan's question part; the stages need only tables.
-        examples: Vec::new(),
-        stamp: None,
-    }
+    let indices: Vec<usize> = (0..schema.tables.len())
+        .filter(|&i| shown.contains(&schema.tables[i].qualified_name()))
+        .collect();
+    schema.subset_with_stats(&indices)
 }
 
 impl Engine {

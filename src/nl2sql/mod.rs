@@ -59,4 +59,6 @@ pub use prewarm::Prewarm;
 pub use progress::Progress;
 pub use render::{render_schema, Renderer};
 pub use repair::Rejection;
-pub use schema::{Column, ColumnStats, ForeignKey, SchemaInfo, Table, TableKind};
+pub use schema::{
+    Column, ColumnStats, ForeignKey, LazyStats, SchemaInfo, StatsSource, Table, TableKind,
+};

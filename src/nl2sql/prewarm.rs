@@ -101,14 +101,15 @@ impl Engine {
     /// over the whole schema would show them whole; else `None`.
     fn home_plan(&self, schema: &SchemaInfo, opts: &Options) -> Result<Option<Plan>, Nl2SqlError> {
         let home = schema.default_schema.as_deref();
-        let tables: Vec<_> =
-            schema.tables.iter().filter(|t| Some(t.schema.as_str()) == home).cloned().collect();
+        let tables: Vec<usize> = (0..schema.tables.len())
+            .filter(|&i| Some(schema.tables[i].schema.as_str()) == home)
+            .collect();
         if tables.is_empty() || tables.len() == schema.tables.len() {
             // No home schema, or nothing but it: that is the whole schema, which does not fit.
             return Ok(None);
         }
         // Still normalized: a subsequence of a sorted, deduplicated list.
-        let alone = SchemaInfo { tables, ..SchemaInfo::new(Vec::new(), home) };
+        let alone = schema.subset_with_stats(&tables);
         let plan = match self.plan_normalized(&alone, "?", opts, None) {
             // Not even one home table fits: there is nothing to prepare.
             Err(Nl2SqlError::ContextTooSmall { .. }) => return Ok(None),

@@ -1,6 +1,9 @@
 //! The schema model nl2sql shows the language model: tables and views with their columns, keys
 //! and comments, as read from the catalog by the caller (the PostgreSQL glue reads it through
-//! `information_schema`, so it only contains what the current role may see).
+//! the catalog, so it only contains what the current role may see).
+
+use std::borrow::Cow;
+use std::rc::Rc;
 
 pub use super::values::ColumnStats;
 
@@ -138,6 +141,42 @@ pub struct SchemaInfo {
     /// reused in the process), so work derived from the tables can be kept by stamp
     /// (`link::Linker`). `None`: no promise. [`SchemaInfo::normalize`] clears it.
     pub stamp: Option<u64>,
+    /// Where the columns' statistics come from when the tables were read without them (the
+    /// glue, for a big schema: see [`StatsSource`]); `None`: `Column::stats` is all there is.
+    pub lazy_stats: Option<LazyStats>,
+}
+
+/// Reads the planner statistics of tables' columns when a prompt first renders them. The
+/// PostgreSQL glue reads every table's name, columns and keys (schema linking ranks them all)
+/// but the statistics only of the few dozen a prompt shows: at 5,000 tables, `pg_stats` for all
+/// of them was half of a first call's catalog read. Called on the thread that plans the
+/// prompt; an implementation keeps what it read (the same table is asked for again).
+pub trait StatsSource {
+    /// [table of `tables`] its columns' statistics by column name (a column without is absent).
+    fn read(&self, tables: &[&Table]) -> Vec<Vec<(String, ColumnStats)>>;
+}
+
+/// A [`StatsSource`], shared by the copies of the schema it belongs to. Equal only to itself;
+/// not hashed (it adds nothing the tables do not already identify).
+#[derive(Clone)]
+pub struct LazyStats(pub Rc<dyn StatsSource>);
+
+impl std::fmt::Debug for LazyStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LazyStats")
+    }
+}
+
+impl PartialEq for LazyStats {
+    fn eq(&self, other: &LazyStats) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LazyStats {}
+
+impl std::hash::Hash for LazyStats {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl SchemaInfo {
@@ -148,6 +187,43 @@ impl SchemaInfo {
             default_schema: default_schema.map(str::to_string),
             examples: Vec::new(),
             stamp: None,
+            lazy_stats: None,
+        }
+    }
+
+    /// Has the lazy statistics of tables `indices` read in one go (the source keeps them), so
+    /// that [`SchemaInfo::table_with_stats`] finds them; nothing without a source.
+    pub fn prefetch_stats(&self, indices: &[usize]) {
+        if let Some(LazyStats(source)) = &self.lazy_stats {
+            let tables: Vec<&Table> = indices.iter().map(|&i| &self.tables[i]).collect();
+            source.read(&tables);
+        }
+    }
+
+    /// Table `i` with its columns' statistics: as read, or from the lazy source.
+    pub fn table_with_stats(&self, i: usize) -> Cow<'_, Table> {
+        let t = &self.tables[i];
+        let Some(LazyStats(source)) = &self.lazy_stats else { return Cow::Borrowed(t) };
+        let read = source.read(&[t]).pop().unwrap_or_default();
+        if read.is_empty() {
+            return Cow::Borrowed(t);
+        }
+        let mut t = t.clone();
+        for (name, stats) in read {
+            if let Some(c) = t.columns.iter_mut().find(|c| c.name == name) {
+                c.stats = Some(stats);
+            }
+        }
+        Cow::Owned(t)
+    }
+
+    /// The tables `indices` (ascending) as a schema of their own, with their statistics read
+    /// (no lazy source left), the same default schema and no examples.
+    pub fn subset_with_stats(&self, indices: &[usize]) -> SchemaInfo {
+        self.prefetch_stats(indices);
+        SchemaInfo {
+            tables: indices.iter().map(|&i| self.table_with_stats(i).into_owned()).collect(),
+            ..SchemaInfo::new(Vec::new(), self.default_schema.as_deref())
         }
     }
 

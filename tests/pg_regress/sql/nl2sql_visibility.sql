@@ -62,7 +62,9 @@ SELECT e->>'valid' AS valid, jsonb_array_length(e->'attempts') AS attempts FROM 
 
 -- The catalog read, line by line: a column of a NOT NULL domain is written NOT NULL (as
 -- information_schema.columns has it), a dropped column is gone, a column-level grant shows only
--- the granted columns (and no key over a hidden one), a view shows its own columns.
+-- the granted columns (and no key over a hidden one, nor a foreign key to one), a view shows its
+-- own columns, a text column of few values gets them listed (statistics read for the shown
+-- tables only).
 CREATE SCHEMA cat;
 CREATE DOMAIN cat.code AS text NOT NULL;
 CREATE TABLE cat.items (id int PRIMARY KEY, sku cat.code, gone int, label varchar(20), price numeric(8,2));
@@ -70,16 +72,20 @@ ALTER TABLE cat.items DROP COLUMN gone;
 COMMENT ON COLUMN cat.items.label IS 'shelf label';
 CREATE VIEW cat.cheap AS SELECT id, label FROM cat.items WHERE price < 10;
 CREATE TABLE cat.hidden_cols (id int PRIMARY KEY, visible text, secret text);
+CREATE TABLE cat.tags (id int PRIMARY KEY, item_id int REFERENCES cat.items (id),
+                       col_id int REFERENCES cat.hidden_cols (id), kind text);
+INSERT INTO cat.tags SELECT i, NULL, NULL, (ARRAY['red', 'blue'])[i % 2 + 1] FROM generate_series(1, 40) i;
+ANALYZE cat.tags;
 GRANT USAGE ON SCHEMA cat TO nl2sql_reader;
 GRANT SELECT (visible, secret) ON cat.hidden_cols TO nl2sql_reader;
-GRANT SELECT ON cat.cheap TO nl2sql_reader;
+GRANT SELECT ON cat.cheap, cat.tags TO nl2sql_reader;
 SELECT line FROM nl2sql_explain('how many items?', ARRAY['cat']) e,
      regexp_split_to_table(e->>'prompt', E'\n') line
-WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols))';
+WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols|tags))';
 SET ROLE nl2sql_reader;
 SELECT line FROM nl2sql_explain('how many items?', ARRAY['cat']) e,
      regexp_split_to_table(e->>'prompt', E'\n') line
-WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols))';
+WHERE line ~ '^(CREATE|-- (items|cheap|hidden_cols|tags))';
 RESET ROLE;
 
 RESET search_path;
