@@ -63,12 +63,63 @@ impl Runtime {
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
     }
+
+    /// Runs `background` on one of the pool's workers while `here` runs on the calling thread,
+    /// and returns both results once both are done. `here` need not be `Send`: it may use what
+    /// belongs to the calling thread (a PostgreSQL backend reads its catalog there while a worker
+    /// loads a model). A panic in either is resumed here, after both have finished.
+    pub fn beside<A: Send, B>(
+        &self,
+        background: impl FnOnce() -> A + Send,
+        here: impl FnOnce() -> B,
+    ) -> (A, B) {
+        let mut a = None;
+        let b = self.pool.in_place_scope(|s| {
+            s.spawn(|_| a = Some(background()));
+            here()
+        });
+        (a.expect("the scope ends after its job"), b)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rayon::prelude::*;
+
+    #[test]
+    fn beside_runs_the_background_on_a_worker_and_here_on_the_caller() {
+        let rt = Runtime::new(1).unwrap();
+        let caller = std::thread::current().id();
+        let here_thread = std::cell::Cell::new(None); // borrowed by `here`, so `here` is not Send
+        let (worker, sum) = rt.beside(
+            || std::thread::current().name().unwrap_or("").to_string(),
+            || {
+                here_thread.set(Some(std::thread::current().id()));
+                (1..=10).sum::<i32>()
+            },
+        );
+        assert_eq!(worker, "turboinfer-0");
+        assert_eq!(here_thread.get(), Some(caller));
+        assert_eq!(sum, 55);
+        // A panic on either side reaches the caller, after both sides have finished.
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.beside(
+                || {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                },
+                || panic!("here"),
+            )
+        }));
+        assert!(r.is_err());
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.beside(|| panic!("background"), || 1)
+        }));
+        assert!(r.is_err());
+    }
 
     #[test]
     fn work_runs_on_the_private_pool() {

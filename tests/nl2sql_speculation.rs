@@ -288,7 +288,7 @@ fn drafter_drafts_the_answer_fence() {
 }
 
 /// A drafter built after another one, taking over the tokenized texts they share, is the drafter
-/// built from nothing: the same trie, node for node.
+/// built from nothing: the same trie, node for node; and so is one tokenized on a pool's threads.
 #[test]
 fn a_drafter_built_after_another_is_the_same() {
     use turboinfer::gguf::GgufFile;
@@ -297,6 +297,7 @@ fn a_drafter_built_after_another_is_the_same() {
     use turboinfer::tokenizer::Tokenizer;
     let Some(path) = common::model_path("qwen2.5-coder-0.5b") else { return };
     let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let rt = Runtime::new(2).unwrap();
     let all = common::demo_schema();
     let mut first = all.clone();
     first.tables.truncate(1);
@@ -305,11 +306,16 @@ fn a_drafter_built_after_another_is_the_same() {
     for (before, now) in [(&all, &second), (&first, &all), (&second, &second)] {
         let fp = Fingerprint::of("m", "p");
         let previous = Drafter::for_schema(&tok, before, fp).unwrap();
-        let after = Drafter::for_schema_after(&tok, now, fp, Some(previous)).unwrap();
+        let after = Drafter::for_schema_after(&tok, now, fp, Some(previous.clone()), None).unwrap();
         let fresh = Drafter::for_schema(&tok, now, fp).unwrap();
         assert!(fresh.statements() > 0);
         assert_eq!(after.statements(), fresh.statements());
         assert_eq!(format!("{:?}", after.trie()), format!("{:?}", fresh.trie()));
+        // Tokenized on a pool's threads: the same trie, with or without the previous drafter.
+        for prev in [Some(previous), None] {
+            let pooled = Drafter::for_schema_after(&tok, now, fp, prev, Some(&rt)).unwrap();
+            assert_eq!(format!("{:?}", pooled.trie()), format!("{:?}", fresh.trie()));
+        }
     }
 }
 

@@ -535,9 +535,14 @@ impl Engine {
             let question_end = kv.len();
             let speculate = opts.speculation && self.batch_invariant();
             let focus = match speculate {
-                true => {
-                    self.ready_drafter(&mut cache.drafter, &shown, &question, &plan, &mut timings)?
-                }
+                true => self.ready_drafter(
+                    rt,
+                    &mut cache.drafter,
+                    &shown,
+                    &question,
+                    &plan,
+                    &mut timings,
+                )?,
                 false => Vec::new(),
             };
             let drafter = cache.drafter.as_ref().filter(|_| speculate);
@@ -595,6 +600,7 @@ impl Engine {
     /// batches dense breaks.
     fn ready_drafter(
         &self,
+        rt: &Runtime,
         slot: &mut Option<Drafter>,
         shown: &SchemaInfo,
         question: &str,
@@ -604,7 +610,9 @@ impl Engine {
         if slot.as_ref().is_none_or(|d| d.fingerprint() != Some(plan.fingerprint)) {
             let t = Instant::now();
             let previous = slot.take();
-            *slot = Some(Drafter::for_schema_after(&self.tok, shown, plan.fingerprint, previous)?);
+            let d =
+                Drafter::for_schema_after(&self.tok, shown, plan.fingerprint, previous, Some(rt))?;
+            *slot = Some(d);
             timings.prompt_ms += ms_since(t);
         }
         Ok(focus_tokens(&self.tok, shown, question, &plan.question_ids)?)

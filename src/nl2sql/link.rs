@@ -101,15 +101,41 @@ impl LinkSlot<'_> {
     /// The linker for `self.encoder`, loaded now if the slot holds none or another one.
     /// A name that is not installed leaves the slot as it was.
     pub fn get(&mut self) -> Result<&mut Linker, EmbedError> {
+        self.get_beside(None, || ()).map(|(l, _)| l)
+    }
+
+    /// [`LinkSlot::get`]; when the linker must be loaded and `rt` is given, it loads (and reads
+    /// the embeddings file) on a worker of `rt` while `also` runs on this thread, and `also`'s
+    /// result comes back with it. `also` runs only when there is a load.
+    fn get_beside<R>(
+        &mut self,
+        rt: Option<&Runtime>,
+        also: impl FnOnce() -> R,
+    ) -> Result<(&mut Linker, Option<R>), EmbedError> {
+        let store = self.store.as_ref().map(|(d, max)| (d.as_path(), *max));
+        let mut other = None;
         if self.linker.as_ref().is_none_or(|l| l.name != self.encoder) {
             let dir = resolve_dir(self.encoder, self.models_dir)?;
             // Dropped before loading the other: two encoders at once would double the memory.
             *self.linker = None;
-            *self.linker = Some(Linker::load_dir(self.encoder, &dir)?);
+            let load = || {
+                let mut linker = Linker::load_dir(self.encoder, &dir)?;
+                linker.use_store(store);
+                Ok::<_, EmbedError>(linker)
+            };
+            let linker = match rt {
+                Some(rt) => {
+                    let (linker, r) = rt.beside(load, also);
+                    other = Some(r);
+                    linker
+                }
+                None => load(),
+            };
+            *self.linker = Some(linker?);
         }
         let linker = self.linker.as_mut().expect("loaded above");
-        linker.use_store(self.store.as_ref().map(|(d, max)| (d.as_path(), *max)));
-        Ok(linker)
+        linker.use_store(store);
+        Ok((linker, other))
     }
 }
 
@@ -187,11 +213,7 @@ impl Linker {
         let kept =
             self.derived.as_ref().is_some_and(|d| d.stamp.is_some() && d.stamp == schema.stamp);
         if !kept {
-            self.derived = Some(Derived {
-                stamp: schema.stamp,
-                keys: schema.tables.iter().map(|t| text_key(&table_text(t))).collect(),
-                words: schema.tables.iter().map(trim::TableWords::of).collect(),
-            });
+            self.derived = Some(Derived::of(schema));
         }
         self.derived.as_ref().expect("set above")
     }
@@ -254,6 +276,17 @@ impl Linker {
     }
 }
 
+impl Derived {
+    /// What `schema`'s tables give.
+    fn of(schema: &SchemaInfo) -> Derived {
+        Derived {
+            stamp: schema.stamp,
+            keys: schema.tables.iter().map(|t| text_key(&table_text(t))).collect(),
+            words: schema.tables.iter().map(trim::TableWords::of).collect(),
+        }
+    }
+}
+
 /// What a call links with: its threads, the backend's slot, and its progress report.
 pub(crate) struct Linking<'a, 'b> {
     pub rt: &'a Runtime,
@@ -277,8 +310,14 @@ pub(crate) fn order(
     };
     let Some(Linking { rt, slot, progress }) = link else { return by_words(None) };
     let name = slot.encoder.to_string();
-    let linker = match slot.get() {
-        Ok(l) => l,
+    // An encoder to load loads beside the description of the tables, which it needs next.
+    let linker = match slot.get_beside(Some(rt), || Derived::of(schema)) {
+        Ok((l, derived)) => {
+            if derived.is_some() {
+                l.derived = derived;
+            }
+            l
+        }
         Err(e) => return by_words(Some(fallback_reason(&name, &e))),
     };
     match linker.similarity(rt, schema, question, progress) {

@@ -5,7 +5,8 @@
 //! The encoder is loaded on first use in a backend and kept (one at a time: ~90 MB for
 //! all-MiniLM-L6-v2; asking for another replaces it). turboinfer_embed runs it on the backend
 //! thread (a text is at most 256 tokens: tens of milliseconds); schema linking on the backend's
-//! worker threads, between progress checks. Nothing of PostgreSQL's reaches the engine but text.
+//! worker threads, between progress checks (and loads it on one of them, while the backend thread
+//! describes the tables). Nothing of PostgreSQL's reaches the engine but text.
 
 use std::cell::RefCell;
 use std::path::Path;

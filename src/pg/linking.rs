@@ -38,7 +38,7 @@ fn nl2sql_tables(
     ),
 > {
     let Some(Text(question)) = question else { return TableIterator::new(Vec::new()) };
-    let (schema, _) = catalog::read_schema_cached(schemas.map(|s| s.0));
+    let (schema, _) = read_schema(schemas);
     let plan = with_engine(|engine, _, rt, opts, link, progress| {
         engine.plan_linked(rt, &schema, &question, opts, link, progress)
     });
@@ -65,7 +65,7 @@ fn nl2sql_tables(
 /// role that sees what the users see. Returns what it did.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
-    let (schema, _) = catalog::read_schema_cached(schemas.map(|s| s.0));
+    let (schema, _) = read_schema(schemas);
     let p = with_engine(|engine, cache, rt, opts, link, progress| {
         engine.prewarm(rt, cache, &schema, opts, link, progress)
     });
@@ -80,6 +80,15 @@ fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
         "tables_embedded": p.embedded,
         "ms": (p.ms * 10.0).round() / 10.0,
     }))
+}
+
+/// The schema `schemas` (or the search path) names, as `catalog::read_schema_cached`, read while
+/// a model to (re)load loads beside (`backend::load_beside`).
+fn read_schema(
+    schemas: Option<TextArray>,
+) -> (std::rc::Rc<crate::nl2sql::SchemaInfo>, super::catalog_cache::Use) {
+    let read = || catalog::read_schema_cached(schemas.map(|s| s.0));
+    backend::load_beside(read).map(|(_, r)| r).unwrap_or_else(|e| report(e))
 }
 
 /// Runs `f` with the backend's engine, its prefix cache (pointed at the cache directory), its

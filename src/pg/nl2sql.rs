@@ -173,12 +173,17 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
         report(e);
     }
     let opts = options();
-    let (load_ms, reloaded) = backend::with_backend(|b| match b.model_and_runtime() {
-        Ok((l, reloaded, _)) => (if reloaded { l.load_ms } else { 0.0 }, reloaded),
-        Err(e) => report(e),
-    });
+    // A model to (re)load loads on a worker while the catalog is read here (the two timings
+    // overlap then).
+    let read = || {
+        let t = Instant::now();
+        (catalog::read_schema_cached(schemas), ms(t))
+    };
+    let (load_ms, ((mut schema, schema_cache), read_ms)) =
+        backend::load_beside(read).unwrap_or_else(|e| report(e));
+    let reloaded = load_ms.is_some();
+    let load_ms = load_ms.unwrap_or(0.0);
     let t1 = Instant::now();
-    let (mut schema, schema_cache) = catalog::read_schema_cached(schemas);
     if opts.examples > 0 {
         let shown = examples::visible(&schema);
         // The cached schema is shared: copied only when there are examples to add to it.
@@ -186,7 +191,7 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
             std::rc::Rc::make_mut(&mut schema).examples = shown;
         }
     }
-    let schema_ms = ms(t1);
+    let schema_ms = read_ms + ms(t1);
     let target = target(sparsity);
     // The model work waits for an inference slot (turboinfer.max_concurrent); the catalog was read
     // before, without one.

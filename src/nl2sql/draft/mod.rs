@@ -15,7 +15,9 @@ use crate::nl2sql::ident::quote_ident;
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::trim::words;
+use crate::runtime::Runtime;
 use crate::tokenizer::{Tokenizer, TokenizerError};
+use rayon::prelude::*;
 pub use window::{Window, MAX_DRAFT};
 
 /// Longest answer suffix matched against the trie: a clause opening ("JOIN orders o ON o.") is
@@ -80,48 +82,65 @@ impl Drafter {
         schema: &SchemaInfo,
         fingerprint: Fingerprint,
     ) -> Result<Drafter, TokenizerError> {
-        Drafter::for_schema_after(tok, schema, fingerprint, None)
+        Drafter::for_schema_after(tok, schema, fingerprint, None, None)
     }
 
     /// [`Drafter::for_schema`], taking over the tokenized texts of `previous` (the drafter of
     /// the prefix before) that this schema's templates share: the same drafter, built without
-    /// tokenizing them again.
+    /// tokenizing them again. With `rt`, the other texts are tokenized on its threads: the same
+    /// tokens (tokenizing is deterministic), inserted in the same order, so the same trie.
     pub fn for_schema_after(
         tok: &Tokenizer,
         schema: &SchemaInfo,
         fingerprint: Fingerprint,
         previous: Option<Drafter>,
+        rt: Option<&Runtime>,
     ) -> Result<Drafter, TokenizerError> {
         let statements = templates::instantiate(schema);
+        // Each statement as written on one line and with each clause on its own line (longer
+        // queries), each also opened by a Markdown SQL fence, as chat models write their answers
+        // (the answer extractor, `sqltext`, reads it): the fence's tokens are then drafted too.
+        // With whether its clauses start trie entries of their own (not in the fenced text).
+        let texts: Vec<(String, bool)> = statements
+            .iter()
+            .flat_map(|s| [s.clone(), clauses_on_lines(s)])
+            .flat_map(|text| {
+                let fenced = format!("{ANSWER_FENCE}{text}");
+                [(text, true), (fenced, false)]
+            })
+            .collect();
         let mut old = previous.map(|d| d.encoded).unwrap_or_default();
         let mut encoded: HashMap<String, Encoded> = HashMap::new();
+        // The texts to tokenize: each once, unless the previous drafter has it.
+        let mut new: Vec<&(String, bool)> = Vec::new();
+        let mut queued = std::collections::HashSet::new();
+        for t in &texts {
+            if !queued.insert(t.0.as_str()) {
+                continue;
+            }
+            match old.remove(&t.0) {
+                Some(e) => drop(encoded.insert(t.0.clone(), e)),
+                None => new.push(t),
+            }
+        }
+        let encode = |(text, clauses): &&(String, bool)| -> Result<Encoded, TokenizerError> {
+            let ids = tok.encode(text, false)?;
+            let starts = if *clauses { clause_starts(tok, &ids) } else { vec![0] };
+            Ok(Encoded { ids, starts })
+        };
+        let fresh: Vec<Result<Encoded, TokenizerError>> = match rt {
+            Some(rt) => rt.install(|| new.par_iter().map(encode).collect()),
+            None => new.iter().map(encode).collect(),
+        };
+        for (t, e) in new.iter().zip(fresh) {
+            encoded.insert(t.0.clone(), e?);
+        }
+        // Every occurrence counts in the trie, in the texts' order.
         let mut trie = TokenTrie::new();
-        for s in &statements {
-            // As written on one line, and with each clause on its own line (longer queries).
-            for text in [s.clone(), clauses_on_lines(s)] {
-                // Opened by a Markdown SQL fence, as chat models write their answers (the answer
-                // extractor, `sqltext`, reads it): the fence's tokens are then drafted too.
-                let fenced = format!("{ANSWER_FENCE}{text}");
-                for (text, clauses) in [(text, true), (fenced, false)] {
-                    let e = match encoded.get(&text) {
-                        Some(e) => e,
-                        None => {
-                            let e = match old.remove(&text) {
-                                Some(e) => e,
-                                None => {
-                                    let ids = tok.encode(&text, false)?;
-                                    let starts =
-                                        if clauses { clause_starts(tok, &ids) } else { vec![0] };
-                                    Encoded { ids, starts }
-                                }
-                            };
-                            encoded.entry(text).or_insert(e)
-                        }
-                    };
-                    for &start in &e.starts {
-                        trie.insert(&e.ids[start..]);
-                    }
-                }
+        for (text, _) in &texts {
+            let e = &encoded[text];
+            for &start in &e.starts {
+                trie.insert(&e.ids[start..]);
             }
         }
         Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len(), encoded })

@@ -12,6 +12,7 @@ use crate::runtime::Runtime;
 use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 /// Identity of a model file on disk: a change of any field means a different file.
@@ -69,7 +70,8 @@ pub struct Loaded {
 #[derive(Default)]
 pub struct Backend {
     pub loaded: Option<Loaded>,
-    runtime: Option<Runtime>,
+    /// Shared with a call that runs beside the backend thread ([`load_beside`]).
+    runtime: Option<Rc<Runtime>>,
     /// The thread count the runtime was built for (`gucs::threads()`).
     runtime_threads: usize,
 }
@@ -98,57 +100,100 @@ impl Backend {
     /// The model named by `turboinfer.model`, loading or reloading it when needed. Returns
     /// whether a (re)load happened.
     pub fn model(&mut self) -> Result<(&mut Loaded, bool), LoadError> {
+        let reloaded = match self.stale()? {
+            Some((path, id)) => {
+                let (engine, load_ms) = load_engine(&path, &id);
+                self.keep(path, id, engine?, load_ms);
+                true
+            }
+            None => false,
+        };
+        let loaded = self.loaded.as_mut().expect("loaded or kept above");
+        loaded.engine.set_weight_budget(gucs::weight_budget());
+        Ok((loaded, reloaded))
+    }
+
+    /// The file `turboinfer.model` names and its identity when it is not the model loaded (whose
+    /// mapping is dropped then: two large models need not be mapped at once), `None` when it is.
+    fn stale(&mut self) -> Result<Option<(PathBuf, FileId)>, LoadError> {
         let setting = gucs::model_setting();
         let path = model_path::resolve_existing(&setting, Path::new(MODELS_DIR))
             .map_err(LoadError::Path)?;
         let id = FileId::of(&path)
             .map_err(|_| LoadError::Path(ModelPathError::Missing(path.display().to_string())))?;
-        let fresh = matches!(&self.loaded, Some(l) if l.path == path && l.id == id);
-        if !fresh {
-            // Drop the old mapping first: two large models need not be mapped at once.
-            self.loaded = None;
-            let t = Instant::now();
-            let engine = Engine::load(&path, &id.identity(&path))
-                .map_err(|e| LoadError::Engine(path.clone(), e))?;
-            let load_ms = crate::clock::ms_since(t);
-            if let crate::model::PackStatus::Ignored { .. } = engine.model().pack_status() {
-                // The model runs unpacked (same results, slower); the reason also shows in
-                // nl2sql_explain(), turboinfer_info() and turboinfer_bench().
-                pgrx::log!("turboinfer: packed weights {}", engine.model().pack_status());
-            }
-            self.loaded = Some(Loaded {
-                path,
-                id,
-                engine,
-                cache: PrefixCache::new(),
-                context_capped: None,
-                load_ms,
-                sparse: None,
-            });
+        if matches!(&self.loaded, Some(l) if l.path == path && l.id == id) {
+            return Ok(None);
         }
-        let loaded = self.loaded.as_mut().expect("set above");
-        loaded.engine.set_weight_budget(gucs::weight_budget());
-        Ok((loaded, !fresh))
+        self.loaded = None;
+        Ok(Some((path, id)))
+    }
+
+    /// Keeps `engine`, loaded from `path` (file `id`) in `load_ms`, as the backend's model.
+    fn keep(&mut self, path: PathBuf, id: FileId, engine: Engine, load_ms: f64) {
+        if let crate::model::PackStatus::Ignored { .. } = engine.model().pack_status() {
+            // The model runs unpacked (same results, slower); the reason also shows in
+            // nl2sql_explain(), turboinfer_info() and turboinfer_bench().
+            pgrx::log!("turboinfer: packed weights {}", engine.model().pack_status());
+        }
+        self.loaded = Some(Loaded {
+            path,
+            id,
+            engine,
+            cache: PrefixCache::new(),
+            context_capped: None,
+            load_ms,
+            sparse: None,
+        });
     }
 
     /// The worker pool for the current `turboinfer.threads`, created on first use.
     pub fn runtime(&mut self) -> Result<&Runtime, LoadError> {
+        self.runtime_shared()?;
+        Ok(self.runtime.as_deref().expect("set above"))
+    }
+
+    /// [`Backend::runtime`], shared.
+    fn runtime_shared(&mut self) -> Result<Rc<Runtime>, LoadError> {
         let n = gucs::threads().map_err(LoadError::Limit)?;
         if self.runtime.is_none() || self.runtime_threads != n {
             self.runtime = None; // joins nothing: rayon workers exit once the pool is dropped
-            self.runtime = Some(spawn_runtime(n)?);
+            self.runtime = Some(Rc::new(spawn_runtime(n)?));
             self.runtime_threads = n;
         }
-        Ok(self.runtime.as_ref().expect("set above"))
+        Ok(Rc::clone(self.runtime.as_ref().expect("set above")))
     }
 
     /// Both the model and the runtime (split borrows).
     pub fn model_and_runtime(&mut self) -> Result<(&mut Loaded, bool, &Runtime), LoadError> {
         self.runtime()?;
         let (_, reloaded) = self.model()?;
-        let rt = self.runtime.as_ref().expect("created above");
+        let rt = self.runtime.as_deref().expect("created above");
         Ok((self.loaded.as_mut().expect("loaded above"), reloaded, rt))
     }
+}
+
+/// Loads the engine of model file `path` (identity `id`); with how long it took, ms. Touches
+/// nothing of PostgreSQL's: it may run on a worker thread.
+fn load_engine(path: &Path, id: &FileId) -> (Result<Engine, LoadError>, f64) {
+    let t = Instant::now();
+    let engine = Engine::load(path, &id.identity(path))
+        .map_err(|e| LoadError::Engine(path.to_path_buf(), e));
+    (engine, crate::clock::ms_since(t))
+}
+
+/// Makes the backend's model and worker pool ready, as [`Backend::model_and_runtime`] does, while
+/// `here` runs on the backend thread: a model that must be (re)loaded is loaded on a worker of
+/// the pool meanwhile, so a backend's first call reads its catalog during the load instead of
+/// after it. Returns the load's time in ms when one happened, and `here`'s result. A path or pool
+/// error is returned before `here` runs; an ERROR raised in `here` unwinds after the load has
+/// finished (the model loaded is dropped). `here` must not use [`with_backend`].
+pub fn load_beside<R>(here: impl FnOnce() -> R) -> Result<(Option<f64>, R), LoadError> {
+    let (rt, stale) = with_backend(|b| Ok::<_, LoadError>((b.runtime_shared()?, b.stale()?)))?;
+    let Some((path, id)) = stale else { return Ok((None, here())) };
+    let ((engine, load_ms), r) = rt.beside(|| load_engine(&path, &id), here);
+    let engine = engine?;
+    with_backend(|b| b.keep(path, id, engine, load_ms));
+    Ok((Some(load_ms), r))
 }
 
 /// Builds a runtime with PostgreSQL's signals blocked, so the workers inherit a mask that keeps
