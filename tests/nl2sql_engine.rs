@@ -643,6 +643,54 @@ fn samples_are_decoded_together_deterministically_and_vote() {
     }
 }
 
+/// A decode pass over several tokens (a draft check, a step of several samples) is checked before
+/// each half layer like a prefill chunk, with the last progress reported: a cancel that arrives
+/// while one runs ends the call there (on the scalar tier such a pass is over a second of work).
+#[test]
+fn a_cancel_during_a_pass_over_drafts_or_samples_ends_the_call() {
+    let Some((e, rt, schema, one)) = which_users_setup(0) else { return };
+    // One call (samples are decoded only with an executor to weigh them).
+    let call = |opts: &Options, progress: &mut dyn FnMut(Progress) -> bool| {
+        let mut accept = |_: &str| Ok(());
+        let mut digest = |_: &str| Some(1u64);
+        let execute =
+            (opts.samples > 0).then_some(&mut digest as &mut dyn FnMut(&str) -> Option<u64>);
+        let hooks = Hooks { validate: &mut accept, execute, progress, link: None };
+        e.run_with(&rt, &mut PrefixCache::new(), &schema, WHICH_USERS, opts, hooks)
+    };
+    for (what, opts) in [
+        ("drafts", Options { speculation: true, ..one }),
+        ("samples", Options { speculation: false, samples: 2, ..one }),
+    ] {
+        // A decoding report right after the same one: a check inside a pass.
+        let mut seen = Vec::new();
+        let o = call(&opts, &mut |p| {
+            seen.push(p);
+            true
+        })
+        .unwrap();
+        if what == "drafts" {
+            assert!(o.speculation.stats.draft_tokens > 0, "{what}: no drafts to check");
+        } else {
+            assert!(o.candidates.weighed.len() > 1, "{what}: no samples decoded");
+        }
+        let inside = seen
+            .windows(2)
+            .filter(|w| matches!(w[1], Progress::Decode { .. }) && w[0] == w[1])
+            .count();
+        assert!(inside > 0, "{what}: no check inside a pass: {seen:?}");
+
+        // Cancelled at the first check inside a pass: the call ends with the cancel error.
+        let mut prev = None;
+        let r = call(&opts, &mut |p| {
+            let again = matches!(p, Progress::Decode { .. }) && prev == Some(p);
+            prev = Some(p);
+            !again
+        });
+        assert!(matches!(r, Err(Nl2SqlError::Cancelled)), "{what}: {r:?}");
+    }
+}
+
 /// Approved examples: the most similar stored questions go into the question part as earlier
 /// exchanges, after a schema prefix that does not change; with none chosen the prompt is the
 /// plain one; the refusal check reads the plain question, so its verdict is the same bitwise.

@@ -13,6 +13,7 @@ use crate::model::{KvCache, Logits, Model, ModelError, SeqStep};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
+use std::cell::{Cell, RefCell};
 
 /// Prompt tokens per forward pass while prefilling: large enough that each weight row is reused
 /// across many tokens, small enough that a cancel request is seen between chunks.
@@ -66,10 +67,13 @@ impl Forward<'_> {
     /// One decode step of several sequences in one pass (`Model::forward_seqs`, or one request
     /// to the server of remote ones): `tokens[i]` after what `kvs[i]` holds; returns
     /// `[kvs.len(), vocab]` logits. The sequences are all local or all remote (forks of one).
+    /// `between_layers` runs before each half layer of a local pass of several sequences (as
+    /// in [`Forward::logits_rows`]; a remote step checks while it waits); false cancels the call.
     pub fn logits_seqs(
         &self,
         kvs: &mut [&mut Seq],
         tokens: &[u32],
+        between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
         let mut local: Vec<&mut KvCache> = Vec::new();
         let mut remote = Vec::new();
@@ -80,7 +84,11 @@ impl Forward<'_> {
             }
         }
         match (local.is_empty(), remote.is_empty()) {
-            (_, true) => Ok(self.model.forward_seqs(self.rt, &mut local, tokens, &mut || true)?),
+            (_, true) => match self.model.forward_seqs(self.rt, &mut local, tokens, between_layers)
+            {
+                Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
+                r => Ok(r?),
+            },
             (true, false) => Ok(seq::remote_step(&mut remote)?.concat()),
             (false, false) => {
                 Err(Nl2SqlError::Transport("local and remote sequences in one step".into()))
@@ -100,16 +108,19 @@ impl Forward<'_> {
     }
 
     /// Decode-time logits: the full vocabulary, or only the active rows under pruning
-    /// (bitwise the same values as the full logits' entries).
+    /// (bitwise the same values as the full logits' entries). `between_layers` as in
+    /// [`Forward::logits_rows`]: a draft check of several tokens is checked like a prefill
+    /// chunk (up to 1 + `MAX_DRAFT` tokens on the scalar tier is over a second of work).
     fn decode_logits(
         &self,
         kv: &mut Seq,
         tokens: &[u32],
         which: Logits,
         shaping: &Shaping,
+        between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
         let rows = shaping.vocab.as_ref().map(ActiveVocab::ids);
-        self.logits_rows(kv, tokens, which.rows(tokens.len()), rows, &mut || true)
+        self.logits_rows(kv, tokens, which.rows(tokens.len()), rows, between_layers)
     }
 
     /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
@@ -153,6 +164,11 @@ impl Forward<'_> {
             Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
             None => logits,                                                     // [vocab]
         };
+        // The decoder reports progress between passes, and a pass over a draft is checked
+        // between its layers with the last progress reported: both through `on_progress`,
+        // which they call one at a time.
+        let on_progress = RefCell::new(on_progress);
+        let last = Cell::new(Progress::Decode { generated: 0 });
         decode::decode(
             self.tok,
             kv,
@@ -160,7 +176,10 @@ impl Forward<'_> {
             context,
             drafter,
             limits,
-            &mut |kv, tokens, which| self.decode_logits(kv, tokens, which, shaping),
+            &mut |kv, tokens, which| {
+                let mut check = || (*on_progress.borrow_mut())(last.get());
+                self.decode_logits(kv, tokens, which, shaping, &mut check)
+            },
             &mut |text, row, excluded| {
                 let c = self.choose(text, row, excluded, shaping);
                 if let Some(s) = scores.as_deref_mut() {
@@ -175,7 +194,10 @@ impl Forward<'_> {
                 }
                 c
             },
-            on_progress,
+            &mut |p| {
+                last.set(p);
+                (*on_progress.borrow_mut())(p)
+            },
         )
     }
 }

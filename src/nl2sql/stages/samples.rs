@@ -103,7 +103,9 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
             .filter(|(i, _)| feed.iter().any(|&(j, _)| j == *i))
             .map(|(_, s)| &mut s.kv)
             .collect();
-        let logits = call.forward.logits_seqs(&mut kvs, &tokens)?; // [feed.len(), vocab]
+        // Checked between layers too: a step of several samples is several tokens of work.
+        let mut check = || (call.hooks.progress)(Progress::Decode { generated });
+        let logits = call.forward.logits_seqs(&mut kvs, &tokens, &mut check)?; // [feed.len(), vocab]
         passes += 1;
         for (row, &(i, _)) in logits.chunks_exact(vocab).zip(&feed) {
             seqs[i].logits.clear();
