@@ -6,7 +6,7 @@
 #   2. the worker on, with a KV memory budget of three sequences: it starts and reports ready in
 #      turboinfer_info();
 #   3. four sessions at once ask every question: every answer equals the reference, the worker ran
-#      several callers in one pass, evicted caches and recomputed them, a waiting backend
+#      several callers in one pass, evicted caches (rebuilt by copy or recomputation), a waiting backend
 #      showed the wait event Extension in pg_stat_activity, and turboinfer_stat counts the calls
 #      the worker served (batch_calls, batch_wait_ms);
 #   4. cancel: a call stopped by statement_timeout raises 57014; the same session's next call
@@ -92,7 +92,11 @@ for i in 1 2 3 4; do cmp -s "$work/ref.out" "$work/s$i.out" || { same=0; bad "se
 [[ $seen -eq 1 ]] && ok "a waiting backend shows wait event Extension" || bad "no backend seen waiting on wait event Extension"
 batch=$(info max_batch) evictions=$(info evictions) recomputed=$(info recomputed_tokens)
 if [[ $batch -ge 2 ]]; then ok "several callers in one pass (max_batch $batch, $(info passes) passes for $(info requests) requests)"; else bad "no pass held two callers (max_batch $batch)"; fi
-if [[ $evictions -gt 0 && $recomputed -gt 0 ]]; then ok "the memory budget evicted $evictions caches and recomputed $recomputed tokens"; else bad "no eviction under a budget of three sequences ($evictions, $recomputed)"; fi
+# An evicted caller's cache is rebuilt by copying the longest prefix another cache shares and
+# recomputing the rest; the four sessions ask the same questions, so whether anything is left to
+# recompute depends on how far apart they run (CI saw 0 and 108 tokens): only the eviction is
+# required here. tests/serve.rs recomputes evicted sequences deterministically, to the same bits.
+if [[ $evictions -gt 0 ]]; then ok "the memory budget evicted $evictions caches (recomputed $recomputed tokens, copied $(info copied_tokens))"; else bad "no eviction under a budget of three sequences ($evictions, $recomputed)"; fi
 if [[ $(info pid) == "$wpid" ]]; then ok "the same worker throughout"; else bad "the worker changed: $wpid -> $(info pid)"; fi
 read -r calls bcalls bwait <<<"$(q -d batchtest -F ' ' -c "SELECT sum(calls), sum(batch_calls), round(sum(batch_wait_ms)) FROM turboinfer_stat")"
 if [[ $calls -ge 16 && $bcalls == "$calls" && $bwait -gt 0 ]]; then ok "turboinfer_stat: $bcalls of $calls calls served by the worker, $bwait ms waiting for its passes"; else bad "turboinfer_stat batch counters" "calls $calls batch_calls $bcalls batch_wait_ms $bwait"; fi
