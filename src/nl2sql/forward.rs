@@ -58,10 +58,7 @@ impl Forward<'_> {
             }
         };
         let step = SeqStep { cache: kv, tokens, logits: n, rows };
-        match self.model.forward_batch(self.rt, &mut [step], between_layers) {
-            Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
-            r => Ok(r?),
-        }
+        checked(self.model.forward_batch(self.rt, &mut [step], between_layers))
     }
 
     /// One decode step of several sequences in one pass (`Model::forward_seqs`, or one request
@@ -84,11 +81,9 @@ impl Forward<'_> {
             }
         }
         match (local.is_empty(), remote.is_empty()) {
-            (_, true) => match self.model.forward_seqs(self.rt, &mut local, tokens, between_layers)
-            {
-                Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
-                r => Ok(r?),
-            },
+            (_, true) => {
+                checked(self.model.forward_seqs(self.rt, &mut local, tokens, between_layers))
+            }
             (true, false) => Ok(seq::remote_step(&mut remote)?.concat()),
             (false, false) => {
                 Err(Nl2SqlError::Transport("local and remote sequences in one step".into()))
@@ -199,5 +194,13 @@ impl Forward<'_> {
                 (*on_progress.borrow_mut())(p)
             },
         )
+    }
+}
+
+/// A local pass's result: an interruption by `between_layers` is the call's cancellation.
+fn checked(r: Result<Vec<f32>, ModelError>) -> Result<Vec<f32>, Nl2SqlError> {
+    match r {
+        Err(ModelError::Interrupted { .. }) => Err(Nl2SqlError::Cancelled),
+        r => Ok(r?),
     }
 }
