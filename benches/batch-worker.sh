@@ -68,6 +68,8 @@ ask() { # ask: one session, every question; one line per answer: seconds<TAB>sql
         echo "SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) || E'\\t' || :'a';"
     done | q -d bw -v ON_ERROR_STOP=0 -f - 2>/dev/null
 }
+# The worker's cumulative passes, computed tokens and copied tokens, on one line.
+worker_counts() { q -d bw -c "SELECT concat_ws(' ', b->>'passes', b->>'tokens', b->>'copied_tokens') FROM (SELECT turboinfer_info()->'batch_worker' b) s"; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 mode off
@@ -88,6 +90,9 @@ for m in off on; do
     fi
     ask >/dev/null # warm: model mapped, schema prefix computed (in the worker, or a cache file)
     ask >"$work/lone-$m.out"
+    q -d bw -c "SELECT turboinfer_stat_reset()" >/dev/null # the counters below: the callers' only
+    # The worker's counters are cumulative: taken now, to report the callers' part alone.
+    [[ $m == on ]] && w0=$(worker_counts)
     start=$(date +%s.%N)
     for i in $(seq 1 "$CALLERS"); do
         ( s=$(date +%s.%N); ask >"$work/c$i-$m.out"; echo "$(date +%s.%N) - $s" | bc >"$work/t$i-$m" ) &
@@ -103,7 +108,15 @@ for m in off on; do
     done
     printf '%-4s %d callers x %d questions: total %.1f s, median caller %.1f s, slowest %.1f s; lone caller median answer %.2f s; answers equal the lone in-backend ones: %s\n' \
         "$m" "$CALLERS" "${#questions[@]}" "$total" "$callers" "$slowest" "$lone" "$same"
-    [[ $m == on ]] && echo "     worker: $(q -d bw -c "SELECT turboinfer_info()->'batch_worker'")"
+    # What the callers' calls did, summed over every session (turboinfer_stat's shared scope):
+    # prompt tokens (cached ones included), generated tokens, forward passes, prefill / decode time.
+    echo "     calls: $(q -d bw -c "SELECT format('%s calls, %s prompt tokens, %s generated, %s passes, prefill %s s, decode %s s', sum(calls), sum(prompt_tokens), sum(generated_tokens), sum(forward_passes), round((sum(prefill_ms) / 1000)::numeric, 1), round((sum(decode_ms) / 1000)::numeric, 1)) FROM turboinfer_stat")"
+    if [[ $m == on ]]; then
+        echo "     worker: $(q -d bw -c "SELECT turboinfer_info()->'batch_worker'")"
+        read -r p0 t0 c0 <<<"$w0"
+        read -r p1 t1 c1 <<<"$(worker_counts)"
+        echo "     worker, the callers' part: $((p1 - p0)) passes, $((t1 - t0)) tokens computed ($(((t1 - t0) / (p1 - p0 > 0 ? p1 - p0 : 1))) a pass), $((c1 - c0)) copied"
+    fi
 done
 # (3) The peer: llama-server -np CALLERS on the very prompts nl2sql() built (BW_LLAMACPP=0: skip).
 if [[ ${BW_LLAMACPP:-1} == 1 ]]; then
