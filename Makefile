@@ -1,6 +1,9 @@
 # TurboInfer: set-up, build, demo and tests. Run as root on Debian 12 (bookworm).
-#   make demo   whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
-#   make test   every test (fetcher error paths, engine tests with real models, pg_regress)
+#   make demo        whole set-up + the demo (PostgreSQL 15 cluster, demo shop database, extension)
+#   make test        the contributor's run after `make demo` (engine tests with real models and every
+#                    kernel tier's logits, pg_regress, the quick script tests); about 15 min on 2 cores
+#   make test-full   CI's run: `make test`, then the matrix (pg_regress on other tiers, aarch64 under
+#                    QEMU, install elsewhere, package, standby, model swap, concurrency, batch worker)
 #   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL 15, fetch the default model
 #   make package   Debian package postgresql-15-turboinfer (target/debian/*.deb)
 #   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
@@ -28,9 +31,14 @@ MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features embed nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_linking nl2sql_schema_cache nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel stat
-# The suites the scalar tier runs in `installcheck-tiers` (a subset of REGRESS; see there).
-REGRESS_SCALAR := version cpu_features embed nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_cancel stat
+REGRESS      := version cpu_features embed bench tiers nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_linking nl2sql_schema_cache nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_cancel stat
+# The suites `installcheck-tiers` runs on every other kernel tier this CPU has (a subset of
+# REGRESS): what a server on another tier could get wrong that the engine tests cannot see.
+# tests/tiers.rs already proves every tier's logits bitwise the scalar tier's on every model, and
+# tests/kernels_parity.rs and tests/embed.rs every kernel and the sentence encoder on every tier;
+# scripts/regress-tiers.sh checks that the restarted server runs the tier. `tiers` pins whole
+# answers of the 0.5B model (SQL, tokens, passes, drafts) in a backend: the same on every tier.
+REGRESS_TIERS := tiers
 
 comma := ,
 empty :=
@@ -39,14 +47,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
+        demo test test-full test-matrix test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
-	@echo "               test-aarch64"
+	@echo "               test-aarch64 test-matrix"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared test-batch-worker psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
@@ -154,7 +162,9 @@ psql:
 lint:
 	@$(TIMED) lint scripts/lint.sh
 
-## Every test, from a fresh machine.
+## The contributor's run, from a fresh machine or after `make demo`: every suite that can catch
+## a real regression on the tier the CPU picks, plus every tier's logits (tests/tiers.rs). The
+## matrix below adds what costs minutes for little more (docs/development.md, "The test pyramid").
 test:
 	@$(MAKE) --no-print-directory setup
 	@for m in $(TEST_MODELS) $(TEST_ENCODERS); do $(TIMED) "fetch-model $$m" scripts/turboinfer-fetch-model $$m; done
@@ -162,20 +172,30 @@ test:
 	@$(MAKE) --no-print-directory test-fetch
 	@$(MAKE) --no-print-directory test-scorecard
 	@$(MAKE) --no-print-directory test-engine
-	@$(MAKE) --no-print-directory test-aarch64
 	@$(MAKE) --no-print-directory install
-	@$(MAKE) --no-print-directory test-install
-	@$(MAKE) --no-print-directory test-package
 	@$(MAKE) --no-print-directory cluster-start
 	@$(MAKE) --no-print-directory test-cluster
 	@$(MAKE) --no-print-directory installcheck
-	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-backtrace
-	@$(MAKE) --no-print-directory test-standby
 	@$(MAKE) --no-print-directory test-memory-limit
+	@$(MAKE) --no-print-directory test-stat-shared
+
+## CI's run (.ci/run): `make test`, then the matrix.
+test-full:
+	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory test-matrix
+
+## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
+## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
+## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch worker.
+test-matrix:
+	@$(MAKE) --no-print-directory installcheck-tiers
+	@$(MAKE) --no-print-directory test-aarch64
+	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-package
+	@$(MAKE) --no-print-directory test-standby
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
-	@$(MAKE) --no-print-directory test-stat-shared
 	@$(MAKE) --no-print-directory test-batch-worker
 
 ## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
@@ -197,12 +217,11 @@ test-fetch:
 test-cluster:
 	@$(TIMED) "cluster script tests" scripts/test-cluster.sh
 
-## Engine tests (no PostgreSQL), requiring the test models.
+## Engine tests (no PostgreSQL), requiring the test models. The kernel tier is the one the CPU
+## picks; tests/tiers.rs compares every other tier's logits with the scalar tier's, bitwise.
 test-engine:
 	@$(TIMED) "engine tests (cargo test --release)" \
 	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS) $(TEST_ENCODERS)) cargo test --release
-	@$(TIMED) "llama.cpp fixtures, batch invariance and packed = unpacked on every kernel tier" \
-	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS)) scripts/test-tiers.sh
 
 ## The aarch64 kernel tiers (neon, dotprod, i8mm) under user-mode QEMU: cross toolchain set-up
 ## (scripts/setup-aarch64.sh), cross build, every kernel slot and SmolLM2 logits bitwise x86's.
@@ -248,10 +267,7 @@ test-batch-worker:
 installcheck:
 	@$(TIMED) "pg_regress" scripts/regress.sh $(REGRESS)
 
-## The same regression tests on every other kernel tier this CPU has (the cluster restarted with
-## TURBOINFER_KERNELS each time, then as it was), against the same expected files.
-## The scalar tier runs REGRESS_SCALAR only: the suites under ~35 s there (the whole list takes
-## ~20 min on it; tests/tiers.rs compares its logits bitwise with the other tiers on every model).
+## The suites of REGRESS_TIERS (see there) on every other kernel tier this CPU has (the cluster
+## restarted with TURBOINFER_KERNELS each time, then as it was), against the same expected files.
 installcheck-tiers:
-	@$(TIMED) "pg_regress on every other kernel tier" \
-	  scripts/regress-tiers.sh --scalar-subset $(subst $(space),$(comma),$(REGRESS_SCALAR)) $(REGRESS)
+	@$(TIMED) "pg_regress on every other kernel tier" scripts/regress-tiers.sh $(REGRESS_TIERS)

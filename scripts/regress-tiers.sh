@@ -5,36 +5,19 @@
 # forced through TURBOINFER_KERNELS in the server's environment, checks that a backend really runs
 # it (turboinfer_info()), runs scripts/regress.sh, and finally restarts the cluster with the
 # environment it had.
-#   scripts/regress-tiers.sh [--scalar-subset TEST,TEST...] TEST...
-# With --scalar-subset, the scalar tier runs only those of TEST... that are in the list: with no
-# SIMD it takes about five times as long as the others (~20 minutes for every suite on a 2-vCPU
-# VM, which alone would eat a quarter of CI's 90 minutes), and tests/tiers.rs already compares its
-# logits bitwise with every other tier on every model; the subset keeps an end-to-end check of it.
+#   scripts/regress-tiers.sh TEST...
+# The Makefile passes REGRESS_TIERS: the suites that can catch what tests/tiers.rs (every tier's
+# logits bitwise the scalar tier's) cannot; every tier, the scalar one included, runs all of them.
 # Needs: the extension installed, the cluster running, the CLI built (for `turboinfer tiers`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
 DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
 me="regress-tiers.sh"
-scalar_subset=""
-if [[ ${1:-} == --scalar-subset ]]; then
-    [[ $# -ge 2 ]] || { echo "usage: $0 [--scalar-subset TEST,TEST...] TEST..." >&2; exit 2; }
-    scalar_subset=",$2,"
-    shift 2
-fi
-[[ $# -gt 0 ]] || { echo "usage: $0 [--scalar-subset TEST,TEST...] TEST..." >&2; exit 2; }
-# The suites tier $1 runs: all of them, or the scalar subset on the scalar tier.
-suites_for() {
-    local t
-    if [[ $1 != scalar || -z $scalar_subset ]]; then printf '%s\n' "${all[@]}"; return; fi
-    for t in "${all[@]}"; do [[ $scalar_subset == *",$t,"* ]] && echo "$t"; done
-    return 0
-}
-all=("$@")
+[[ $# -gt 0 ]] || { echo "usage: $0 TEST..." >&2; exit 2; }
 
 # Not `scalar-portable`: it differs from this CPU's scalar table only in the 32-element formats'
-# dot products, which tests/tiers.rs compares bitwise on every model (its suites would add the
-# scalar tier's ~17 minutes again).
+# dot products, which tests/tiers.rs compares bitwise on every model.
 mapfile -t tiers < <(cd "$here/.." && cargo run -q --release --bin turboinfer -- tiers | awk '$2 == "yes" && $3 != "default" && $1 != "scalar-portable" { print $1 }')
 if [[ ${#tiers[@]} -eq 0 ]]; then echo "$me: no other kernel tier on this CPU"; exit 0; fi
 
@@ -59,12 +42,7 @@ for t in "${tiers[@]}"; do
     if [[ $got != "$t" ]]; then
         echo "$me: the server runs kernel tier '${got}', not $t"; failed+=("$t"); continue
     fi
-    mapfile -t suites < <(suites_for "$t")
-    if [[ ${#suites[@]} -lt ${#all[@]} ]]; then
-        echo "==> tier $t: ${#suites[@]} of ${#all[@]} suites (--scalar-subset)"
-    fi
-    if [[ ${#suites[@]} -eq 0 ]]; then echo "$me: tier $t: none of these suites is in --scalar-subset; skipped"; passed=$((passed + 1)); continue; fi
-    if "$here/regress.sh" "${suites[@]}"; then passed=$((passed + 1)); else failed+=("$t"); fi
+    if "$here/regress.sh" "$@"; then passed=$((passed + 1)); else failed+=("$t"); fi
 done
 echo "$me: tiers ${tiers[*]}: ${passed} passed, ${#failed[@]} failed${failed:+ (${failed[*]})}"
 [[ ${#failed[@]} -eq 0 ]]

@@ -331,7 +331,8 @@ const ALL_MODES: [ModelOptions; 4] = [
 /// of `name` computed in batches of `sizes` (so later batches start at pos0 > 0), and in one batch
 /// of `whole` tokens, are bitwise those of one-token-at-a-time decoding; with 1 thread instead of
 /// `THREADS` too; and `Logits::Last` of a batch is bitwise the last row of `Logits::All`.
-/// Runs on the process's kernel tier (`TURBOINFER_KERNELS`; `scripts/test-tiers.sh` runs every tier).
+/// Runs on the process's kernel tier (`TURBOINFER_KERNELS`); `tests/tiers.rs` checks every other
+/// tier against the scalar one, batch against decode included.
 fn check_batch_invariance(name: &str, modes: &[ModelOptions], sizes: &[usize], whole: usize) {
     let Some(path) = model_path(name) else { return };
     let mut model = Model::load(&path).unwrap();
@@ -392,8 +393,8 @@ fn smollm2_batch_is_bitwise_sequential() {
 
 #[test]
 fn qwen05_batch_is_bitwise_sequential() {
-    // Default and llama.cpp-like modes (the other two mixes are covered on SmolLM2): keeps the
-    // scalar tier of `scripts/test-tiers.sh` to a few minutes.
+    // Default and llama.cpp-like modes (the other two mixes are covered on SmolLM2): keeps this
+    // test short.
     check_batch_invariance("qwen2.5-coder-0.5b", &[ALL_MODES[0], ALL_MODES[3]], &SIZES, 64);
 }
 

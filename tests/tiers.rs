@@ -2,7 +2,11 @@
 //! scalar tier's (the numeric contract, `turboinfer::quant::contract`), for every model present,
 //! on the llama.cpp fixture prompts: the prompt as one batch (all positions' logits), then the
 //! fixture's continuation one token at a time (decode), then the same continuation as one batch
-//! (speculative verification). Packed weights are used by the tiers that have packed kernels.
+//! (speculative verification), which on each tier must also be bitwise its decode (batch
+//! invariance). Packed weights are used by the tiers that have packed kernels, so packed = unpacked
+//! is checked on each of them too. This is the whole cross-tier check of the engine: the llama.cpp
+//! fixtures run once, on the default tier (`tests/model_fixtures.rs`), and hold on every tier by
+//! this test.
 //!
 //! Kernel tiers are chosen per model here (`Model::from_gguf_on`), so one process compares them;
 //! `TURBOINFER_KERNELS` plays no part. A tier this CPU lacks is listed as skipped, never faked.
@@ -61,14 +65,28 @@ fn logits(
         let mut cache = model.new_cache(prompt.len() + 2 * cont.len() + 1);
         out.extend(model.forward(&rt, &mut cache, &prompt, Logits::All).unwrap());
         // Decode: one token at a time.
+        let mut decoded = Vec::new();
         for &t in &cont {
-            out.extend(model.forward(&rt, &mut cache, &[t], Logits::Last).unwrap());
+            decoded.extend(model.forward(&rt, &mut cache, &[t], Logits::Last).unwrap());
         }
-        // Verification: the same tokens again, as one batch, after the prompt.
+        // Verification: the same tokens again, as one batch, after the prompt. On every tier it
+        // is bitwise the decode above (batch invariance: what speculation's exactness rests on).
         cache.truncate(prompt.len());
-        out.extend(model.forward(&rt, &mut cache, &cont, Logits::All).unwrap());
+        let verified = model.forward(&rt, &mut cache, &cont, Logits::All).unwrap();
+        assert!(
+            bitwise_equal(&verified, &decoded),
+            "{name}: tier {}: the continuation as one batch differs from decoding it token by token",
+            set.name()
+        );
+        out.extend(decoded);
+        out.extend(verified);
     }
     out.into_iter().map(f32::to_bits).collect()
+}
+
+/// `a` and `b` hold the same floats, bit for bit.
+fn bitwise_equal(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 /// Compares every tier with the scalar tier for model `name` under `opts`; prints one line a tier.
