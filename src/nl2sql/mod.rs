@@ -48,8 +48,8 @@ pub use forward::PREFILL_CHUNK;
 pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
 pub use options::{
-    Options, DEFAULT_CANDIDATES, DEFAULT_EXAMPLES, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS,
-    DEFAULT_SAMPLES, DEFAULT_SCHEMA_TOKENS,
+    Options, DEFAULT_CANDIDATES, DEFAULT_CONTEXT_TOKENS, DEFAULT_EXAMPLES, DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES, DEFAULT_SCHEMA_TOKENS,
 };
 pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,

@@ -4,6 +4,9 @@
 /// models format SQL (one clause per line, indented: 150-300 tokens); on the sql-eval
 /// development set 256 cut 2 of 104 answers. Only answers that need it use it.
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
+/// Default KV cache positions: a schema prompt of the default `DEFAULT_SCHEMA_TOKENS` with the
+/// question, an answer of `DEFAULT_MAX_NEW_TOKENS` and its repair turns, with room to spare.
+pub const DEFAULT_CONTEXT_TOKENS: usize = 4096;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
 /// Default candidate answers (see [`Options::candidates`]): the first answer and one branch. The
@@ -77,7 +80,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
-            context_tokens: 4096,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
             speculation: true,
             vocab_pruning: false,
             schema_constraints: false,

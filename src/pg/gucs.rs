@@ -1,65 +1,268 @@
-//! The extension's settings (GUCs), registered when the library is loaded.
+//! The extension's settings (GUCs): the variable behind each row of the table (`gucs/table.rs`,
+//! where every name, type, default, bound, context and description is stated), the check hooks,
+//! the one loop that registers them when the library is loaded, and the accessors the rest of the
+//! glue reads them through.
+
+mod table;
 
 use crate::generate::kv_file::KvFileDir;
 use crate::nl2sql::model_path::{self, MODELS_DIR};
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::guc::{GucContext, GucEnum, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
+use table::{Context, Kind, Setting, Unit, MAX_THREADS, SETTINGS};
+pub use table::{DEFAULT_MODEL, MAX_SPARSITY};
 
-/// `turboinfer.model`: a fetched model's name or a path inside the models directory. Its default
-/// is [`DEFAULT_MODEL`] (what `turboinfer-fetch-model` installs without arguments), so that a
-/// cluster where nothing is set uses that model if it is installed; `''` means no model.
-pub static MODEL: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(DEFAULT_MODEL_C));
-/// The default model's name (the boot value of `turboinfer.model`).
-pub const DEFAULT_MODEL: &str = "qwen2.5-coder-1.5b";
-const DEFAULT_MODEL_C: &CStr = c"qwen2.5-coder-1.5b";
-/// `turboinfer.threads`: worker threads (0 = one per available CPU).
-pub static THREADS: GucSetting<i32> = GucSetting::<i32>::new(0);
-/// `turboinfer.max_new_tokens`: most tokens generated per answer.
-pub static MAX_NEW_TOKENS: GucSetting<i32> =
-    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS as i32);
-/// `turboinfer.repair_rounds`: most repair rounds after a rejected answer.
-pub static REPAIR_ROUNDS: GucSetting<i32> =
-    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_REPAIR_ROUNDS as i32);
-/// Most repair rounds accepted: each costs a prefill of the repair turn and a full answer; past
-/// a few rounds a small model repeats its mistakes.
-const MAX_REPAIR_ROUNDS: i32 = 5;
-/// `turboinfer.candidates`: answers weighed per question (1 = the greedy answer only).
-pub static CANDIDATES: GucSetting<i32> =
-    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_CANDIDATES as i32);
-/// Most candidates: each is a prefill of its shared prefix plus a decode of its tail (and, with
-/// execution, one read-only run); past 8 the branches are at positions the model was sure of.
-const MAX_CANDIDATES: i32 = 8;
-/// `turboinfer.examples`: approved examples shown per question (`nl2sql::examples`).
-pub static EXAMPLES: GucSetting<i32> =
-    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_EXAMPLES as i32);
-/// More examples than this would not fit `nl2sql::examples::TOKEN_BUDGET` anyway.
-const MAX_EXAMPLES: i32 = 8;
-/// `turboinfer.samples`: sampled candidate answers decoded together (0 = none).
-pub static SAMPLES: GucSetting<i32> = GucSetting::<i32>::new(crate::nl2sql::DEFAULT_SAMPLES as i32);
-/// Most samples: each holds its own copy of the question's cache rows (for the 1.5B model 28
-/// layers × 2 × 256 floats = 57 KB per position: ~110 MB for a 1,500-token prompt and its answer).
-const MAX_SAMPLES: i32 = 8;
-/// `turboinfer.schema_encoder`: the sentence encoder that picks the tables when a schema does not
-/// fit the context (`nl2sql::link`); empty: by the question's words.
-pub static SCHEMA_ENCODER: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"all-minilm-l6-v2"));
-/// `turboinfer.schema_tokens`: most prompt tokens of schema when not every table fits (0 = up to
-/// the context).
-pub static SCHEMA_TOKENS: GucSetting<i32> =
-    GucSetting::<i32>::new(crate::nl2sql::DEFAULT_SCHEMA_TOKENS as i32);
-/// `turboinfer.candidate_execution`: run candidate answers read-only and prefer the result most
-/// of them agree on.
-pub static CANDIDATE_EXECUTION: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// `turboinfer.result_check`: run each valid answer read-only once; a data exception is a
-/// rejection, an empty result a doubt (one repair round, the answer kept when the repair does
-/// no better). Off by default: nl2sql() executes nothing unless asked to.
-pub static RESULT_CHECK: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// `turboinfer.refusal`: refuse a question the visible schema cannot answer (ERROR P0002)
-/// instead of writing a query for it.
-pub static REFUSAL: GucSetting<Refusal> = GucSetting::<Refusal>::new(Refusal::Auto);
+/// Declares the variable (a `GucSetting` static named like its row of `table`, booting with the
+/// row's default) of each setting, and [`VARIABLES`], the list [`register`] defines, in the
+/// table's order. `NAME: Int(check_hook)`, `NAME: Text`, `NAME: Enum(Type::Variant)` (the
+/// variant must be the row's default: checked at compile time, as every row's type is).
+macro_rules! variables {
+    ($($id:ident: $kind:ident $(($($arg:tt)*))?,)*) => {
+        $(variables!(@static $id $kind ($($($arg)*)?));)*
+        /// The variable of each row of [`SETTINGS`], in its order (checked at compile time).
+        const VARIABLES: &[(&Setting, Variable)] =
+            &[$((&table::$id, variables!(@variable $id $kind ($($($arg)*)?))),)*];
+    };
+    (@static $id:ident Bool ()) => {
+        #[doc = concat!("The value of `table::", stringify!($id), "`.")]
+        pub static $id: GucSetting<bool> = GucSetting::<bool>::new(bool_default(&table::$id));
+    };
+    (@static $id:ident Int ($($check:ident)?)) => {
+        #[doc = concat!("The value of `table::", stringify!($id), "`.")]
+        pub static $id: GucSetting<i32> = GucSetting::<i32>::new(int_range(&table::$id).0);
+    };
+    (@static $id:ident Real ()) => {
+        #[doc = concat!("The value of `table::", stringify!($id), "`.")]
+        pub static $id: GucSetting<f64> = GucSetting::<f64>::new(real_range(&table::$id).0);
+    };
+    (@static $id:ident Text ($($check:ident)?)) => {
+        #[doc = concat!("The value of `table::", stringify!($id), "`.")]
+        pub static $id: GucSetting<Option<CString>> =
+            GucSetting::<Option<CString>>::new(text_default(&table::$id));
+    };
+    (@static $id:ident Enum ($ty:ident :: $default:ident)) => {
+        #[doc = concat!("The value of `table::", stringify!($id), "`.")]
+        pub static $id: GucSetting<$ty> = GucSetting::<$ty>::new($ty::$default);
+        const _: () = check_enum(&table::$id, $ty::$default as i32, <$ty as GucEnum>::CONFIG_ENUM_ENTRY);
+    };
+    (@variable $id:ident Bool ()) => { Variable::Bool(&$id) };
+    (@variable $id:ident Int ($($check:ident)?)) => {
+        Variable::Int(&$id, int_range(&table::$id), variables!(@hook $($check)?))
+    };
+    (@variable $id:ident Real ()) => { Variable::Real(&$id, real_range(&table::$id)) };
+    (@variable $id:ident Text ($($check:ident)?)) => {
+        Variable::Text(&$id, variables!(@hook $($check)?))
+    };
+    (@variable $id:ident Enum ($($default:tt)*)) => {
+        Variable::Enum(|row, context, flags| {
+            GucRegistry::define_enum_guc(row.name, row.short, row.long, &$id, context, flags)
+        })
+    };
+    (@hook) => { None };
+    (@hook $check:ident) => { Some($check) };
+}
+
+variables! {
+    MODEL: Text(check_model),
+    THREADS: Int(check_threads),
+    THREADS_LIMIT: Int,
+    MAX_CONCURRENT: Int,
+    BATCH_WORKER: Bool,
+    BATCH_MEMORY_MB: Int,
+    MAX_NEW_TOKENS: Int(check_max_new_tokens),
+    MAX_NEW_TOKENS_LIMIT: Int,
+    CONTEXT_TOKENS: Int(check_context_tokens),
+    CONTEXT_TOKENS_LIMIT: Int,
+    REPAIR_ROUNDS: Int,
+    CANDIDATES: Int,
+    RESULT_CHECK: Bool,
+    SAMPLES: Int,
+    EXAMPLES: Int,
+    SCHEMA_ENCODER: Text,
+    SCHEMA_CACHE: Bool,
+    SCHEMA_TOKENS: Int,
+    CANDIDATE_EXECUTION: Bool,
+    REFUSAL: Enum(Refusal::Auto),
+    REFUSAL_MARGIN: Real,
+    SPECULATION: Bool,
+    VOCAB_PRUNING: Bool,
+    SCHEMA_CONSTRAINTS: Bool,
+    CACHE_DIR: Text,
+    CACHE_MAX_MB: Int,
+    WEIGHT_BUDGET_MB: Int,
+    SPARSITY: Real,
+    SPARSE_SELECTOR: Enum(SparseSelector::Predictor),
+    SPARSE_DIR: Text,
+    LOG_QUERIES: Enum(LogQueries::Off),
+    PROGRESS: Int,
+}
+
+/// A setting's variable, with what PostgreSQL needs besides the row's strings.
+enum Variable {
+    Bool(&'static GucSetting<bool>),
+    /// The variable, its bounds and its check hook.
+    Int(&'static GucSetting<i32>, (i32, i32, i32), pg_sys::GucIntCheckHook),
+    /// The variable and its bounds.
+    Real(&'static GucSetting<f64>, (f64, f64, f64)),
+    Text(&'static GucSetting<Option<CString>>, pg_sys::GucStringCheckHook),
+    /// Defines an enum setting (generic over the Rust enum, hence a function).
+    Enum(fn(&'static Setting, GucContext, GucFlags)),
+}
+
+impl Variable {
+    /// Defines the setting of `row` with this variable.
+    fn define(&self, row: &'static Setting) {
+        let context = match row.context {
+            Context::Userset => GucContext::Userset,
+            Context::Suset => GucContext::Suset,
+            Context::Postmaster => GucContext::Postmaster,
+        };
+        let flags = match row.unit {
+            None => GucFlags::default(),
+            Some(Unit::Mb) => GucFlags::UNIT_MB,
+            Some(Unit::Ms) => GucFlags::UNIT_MS,
+        };
+        let (name, short, long) = (row.name, row.short, row.long);
+        match *self {
+            Variable::Bool(v) => GucRegistry::define_bool_guc(name, short, long, v, context, flags),
+            // SAFETY: the check hooks are #[pg_guard]ed; they only read the proposed value (and
+            // for the resource settings the ceilings, calling superuser() inside a transaction)
+            // and set GUC message strings.
+            Variable::Int(v, (_, min, max), check) => unsafe {
+                GucRegistry::define_int_guc_with_hooks(
+                    name, short, long, v, min, max, context, flags, check, None, None,
+                )
+            },
+            Variable::Real(v, (_, min, max)) => {
+                GucRegistry::define_float_guc(name, short, long, v, min, max, context, flags)
+            }
+            // SAFETY: as for the integer settings' hooks.
+            Variable::Text(v, check) => unsafe {
+                GucRegistry::define_string_guc_with_hooks(
+                    name, short, long, v, context, flags, check, None, None,
+                )
+            },
+            Variable::Enum(define) => define(row, context, flags),
+        }
+    }
+}
+
+/// Registers every setting (called from `_PG_init`).
+pub fn register() {
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    for (row, variable) in VARIABLES {
+        // Server-start settings exist only while the library is being preloaded: PostgreSQL
+        // makes defining a PGC_POSTMASTER variable later (a backend loading the library) a FATAL
+        // error.
+        if row.context == Context::Postmaster && !preloading {
+            continue;
+        }
+        variable.define(row);
+    }
+    // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
+    // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
+    // postgresql.conf) are reported with a WARNING and removed.
+    // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
+}
+
+// The compile-time checks that tie the variables to the table: same rows in the same order (so
+// that no row goes unregistered), and each variable of its row's type (the `*_default`/`*_range`
+// functions below fail the build otherwise).
+const _: () = {
+    assert!(
+        VARIABLES.len() == SETTINGS.len(),
+        "a row of the table has no variable, or one too many"
+    );
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        assert!(
+            same(VARIABLES[i].0.name, SETTINGS[i].name),
+            "variables! is not in the table's order"
+        );
+        i += 1;
+    }
+};
+
+/// Whether two C strings are equal (at compile time).
+const fn same(a: &CStr, b: &CStr) -> bool {
+    same_bytes(a.to_bytes(), b.to_bytes())
+}
+
+/// Whether two byte strings are equal (at compile time).
+const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The boot value of a boolean row.
+const fn bool_default(row: &Setting) -> bool {
+    match row.kind {
+        Kind::Bool { default } => default,
+        _ => panic!("not a boolean setting"),
+    }
+}
+
+/// The boot value and bounds of an integer row.
+const fn int_range(row: &Setting) -> (i32, i32, i32) {
+    match row.kind {
+        Kind::Int { default, min, max } => (default, min, max),
+        _ => panic!("not an integer setting"),
+    }
+}
+
+/// The boot value and bounds of a real row.
+const fn real_range(row: &Setting) -> (f64, f64, f64) {
+    match row.kind {
+        Kind::Real { default, min, max } => (default, min, max),
+        _ => panic!("not a real setting"),
+    }
+}
+
+/// The boot value of a string row.
+const fn text_default(row: &Setting) -> Option<&'static CStr> {
+    match row.kind {
+        Kind::Text { default } => default,
+        _ => panic!("not a string setting"),
+    }
+}
+
+/// Checks an enum row against its Rust enum: the same value names in the same order (the
+/// ordinals PostgreSQL stores), and the static's boot variant (`ordinal`) is the row's default.
+const fn check_enum(row: &Setting, ordinal: i32, entries: *const pg_sys::config_enum_entry) {
+    let Kind::Enum { default, values } = row.kind else { panic!("not an enum setting") };
+    let mut i = 0;
+    while i < values.len() {
+        // SAFETY: the derive's array ends with an entry whose name is null; it is read only up
+        // to there (a shorter array fails the assertion at its terminator).
+        let entry = unsafe { &*entries.add(i) };
+        assert!(!entry.name.is_null(), "the enum has fewer values than the row");
+        // SAFETY: a NUL-terminated name from the derive's C string literal.
+        let name = unsafe { CStr::from_ptr(entry.name) };
+        let same_value = same_bytes(name.to_bytes(), values[i].as_bytes());
+        assert!(entry.val == i as i32 && same_value, "the enum's values differ from the row's");
+        i += 1;
+    }
+    // SAFETY: as above: `values.len()` entries were there, so the terminator or one more is.
+    assert!(unsafe { (*entries.add(i)).name.is_null() }, "the enum has more values than the row");
+    let boot = values[ordinal as usize].as_bytes();
+    assert!(
+        same_bytes(boot, default.as_bytes()),
+        "the static's boot variant is not the row's default"
+    );
+}
 
 /// The values of `turboinfer.refusal`.
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -87,42 +290,6 @@ impl Refusal {
     }
 }
 
-/// `turboinfer.refusal_margin`: how sure the model must be before nl2sql refuses with
-/// `turboinfer.refusal = on` (see `nl2sql::refusal`): a refusal needs `log p(no) - log p(yes)`
-/// above this value (and above it minus `refusal::NO_MATCH_ALLOWANCE` when no word of the
-/// question is in the schema).
-pub static REFUSAL_MARGIN: GucSetting<f64> =
-    GucSetting::<f64>::new(crate::nl2sql::refusal::DEFAULT_MARGIN as f64);
-/// `turboinfer.context_tokens`: KV cache positions (prompt + answer + repair).
-pub static CONTEXT_TOKENS: GucSetting<i32> = GucSetting::<i32>::new(4096);
-/// `turboinfer.threads_limit`: most worker threads a non-superuser may ask for (0 = the CPU
-/// cores); also what `turboinfer.threads = 0` means for everyone.
-pub static THREADS_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
-/// `turboinfer.context_tokens_limit`: most KV positions a non-superuser may ask for.
-pub static CONTEXT_TOKENS_LIMIT: GucSetting<i32> =
-    GucSetting::<i32>::new(DEFAULT_CONTEXT_TOKENS_LIMIT);
-/// `turboinfer.max_new_tokens_limit`: most tokens per answer a non-superuser may ask for.
-pub static MAX_NEW_TOKENS_LIMIT: GucSetting<i32> =
-    GucSetting::<i32>::new(DEFAULT_MAX_NEW_TOKENS_LIMIT);
-/// `turboinfer.speculation`: speculative decoding in nl2sql() (same answers, fewer passes).
-pub static SPECULATION: GucSetting<bool> = GucSetting::<bool>::new(true);
-/// `turboinfer.cache_dir`: directory of the cross-backend schema-prefix cache files (empty =
-/// `turboinfer_cache` in the data directory; a relative path is relative to the data directory).
-pub static CACHE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-/// `turboinfer.cache_max_mb`: size limit of the cache files, least recently used evicted first
-/// (0 = no cache files).
-pub static CACHE_MAX_MB: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_CACHE_MAX_MB);
-
-/// `turboinfer.weight_budget_mb`: memory a backend's model may keep its weights in; a model that
-/// reads more per forward pass streams them (0 = no limit, the page cache decides).
-pub static WEIGHT_BUDGET_MB: GucSetting<i32> = GucSetting::<i32>::new(0);
-
-/// `turboinfer.sparsity`: sparse FFN target level in nl2sql() (0 = off, the dense FFN).
-pub static SPARSITY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
-/// `turboinfer.sparse_selector`: how the sparse FFN picks a token's active neurons.
-pub static SPARSE_SELECTOR: GucSetting<SparseSelector> =
-    GucSetting::<SparseSelector>::new(SparseSelector::Predictor);
-
 /// Values of `turboinfer.sparse_selector` (the engine's `sparse::Selector`).
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum SparseSelector {
@@ -143,41 +310,6 @@ impl SparseSelector {
         }
     }
 }
-
-/// `turboinfer.sparse_dir`: directory of the sparse FFN sidecars the server writes (empty =
-/// `turboinfer_sparse` in the data directory; a relative path is relative to the data directory).
-pub static SPARSE_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-
-/// `turboinfer.max_concurrent`: most generations running at once in the whole server (0 = no
-/// limit); the other callers wait in arrival order (`slots`).
-pub static MAX_CONCURRENT: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CONCURRENT);
-/// Default of `turboinfer.max_concurrent`: one generation at a time. `turboinfer.threads = 0`
-/// gives that one generation every core, so a second one at once only shares the same cores
-/// (more threads than cores, each caller slower); one at a time keeps the total and lets the
-/// first callers finish first.
-const DEFAULT_MAX_CONCURRENT: i32 = 1;
-/// Most slots accepted (a lock per slot is tried while waiting).
-const MAX_MAX_CONCURRENT: i32 = 1024;
-
-/// `turboinfer.batch_worker`: with the library preloaded, a background worker runs every
-/// backend's forward passes in batches (`worker`). Read at server start.
-pub static BATCH_WORKER: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// `turboinfer.batch_memory_mb`: the batch worker's KV caches (`worker`). 2048 MB holds nine
-/// sequences of 4,096 positions of the 1.5B model (224 MB each, f32): eight callers at once
-/// and a ninth sequence for sampled candidates or a caller's schema prefix kept warm.
-pub static BATCH_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(2048);
-
-/// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
-pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// `turboinfer.schema_cache`: keep the schema read from the catalog in the backend until the
-/// catalog changes (`catalog_cache`).
-pub static SCHEMA_CACHE: GucSetting<bool> = GucSetting::<bool>::new(true);
-/// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
-pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
-
-/// `turboinfer.log_queries`: the level at which each call of the nl2sql family is logged once
-/// (question, SQL, outcome, repair rounds, time), or `off`.
-pub static LOG_QUERIES: GucSetting<LogQueries> = GucSetting::<LogQueries>::new(LogQueries::Off);
 
 /// Values of `turboinfer.log_queries`: `off` or a message level, as for log_min_messages.
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -223,21 +355,11 @@ impl LogQueries {
     }
 }
 
-/// `turboinfer.progress`: after how many ms of a call a cold schema prefill reports its progress
-/// in NOTICEs (-1 = never, the default: see [`register`]).
-pub static PROGRESS: GucSetting<i32> = GucSetting::<i32>::new(-1);
-/// Largest `turboinfer.progress` accepted: one hour, far beyond any prefill.
-const MAX_PROGRESS_MS: i32 = 3_600_000;
-
 /// When progress NOTICEs start (ms into a call), `None` when off.
 pub fn progress_after_ms() -> Option<f64> {
     let v = PROGRESS.get();
     (v >= 0).then_some(f64::from(v))
 }
-
-/// `turboinfer.schema_tokens` bound: the largest context a model here has (the engine caps the
-/// budget at the context anyway).
-const MAX_SCHEMA_TOKENS: i32 = 131_072;
 
 /// The encoder `turboinfer.schema_encoder` names, or `None` when empty (tables by words).
 pub fn schema_encoder() -> Option<String> {
@@ -245,372 +367,20 @@ pub fn schema_encoder() -> Option<String> {
     name.filter(|n| !n.is_empty())
 }
 
-/// Most worker threads accepted: more than the cores only adds contention.
-const MAX_THREADS: i32 = 256;
-/// Generation budget bounds: at least one token; 8192 is far beyond any single query.
-const MAX_NEW_TOKENS_MAX: i32 = 8192;
-/// Default ceiling of `turboinfer.max_new_tokens` for non-superusers: 2.7x the default budget
-/// (384), more than any query of the test and benchmark suites needs, while one answer stays
-/// around a minute of CPU at the 1.5B model's ~60 ms per decoded token.
-const DEFAULT_MAX_NEW_TOKENS_LIMIT: i32 = 1024;
-/// Default ceiling of `turboinfer.context_tokens` for non-superusers: twice the default (4096),
-/// and at most 448 MiB of f32 KV cache per backend with the 1.5B model (56 KiB per position).
-const DEFAULT_CONTEXT_TOKENS_LIMIT: i32 = 8192;
-/// Context bounds: 256 positions fit a tiny schema; 131072 is the largest training context of
-/// the supported model families (the model's own limit clamps it further).
-const MIN_CONTEXT: i32 = 256;
-const MAX_CONTEXT: i32 = 131072;
-/// Default cache file budget: a schema prefix of 1000 tokens is 24 MB (0.5B model, f32 KV) to
-/// 56 MB (1.5B), so 1 GiB keeps a few dozen schemas/roles/models without filling a small disk.
-const DEFAULT_CACHE_MAX_MB: i32 = 1024;
-/// Largest budget accepted (1 TiB): far beyond any realistic set of prefixes.
-const MAX_CACHE_MAX_MB: i32 = 1 << 20;
-/// Largest weight budget accepted (1 TiB), as for the cache files.
-const MAX_WEIGHT_BUDGET_MB: i32 = 1 << 20;
 /// Directory used when `turboinfer.cache_dir` is empty, inside the data directory.
 const DEFAULT_CACHE_SUBDIR: &str = "turboinfer_cache";
 /// Directory used when `turboinfer.sparse_dir` is empty, inside the data directory.
 const DEFAULT_SPARSE_SUBDIR: &str = "turboinfer_sparse";
-/// Highest sparsity accepted: calibration needs a non-empty active set per level, and beyond 95%
-/// skipped neurons even the oracle selection (docs/sparse-ffn.md) loses most of the model's accuracy.
-pub const MAX_SPARSITY: f64 = 0.95;
 
-/// Registers every setting (called from `_PG_init`).
-pub fn register() {
-    // SAFETY: the check hook only reads the proposed value and sets GUC message strings.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            c"turboinfer.model",
-            c"Model used by nl2sql(): a fetched model name or a .gguf path inside /var/lib/turboinfer/models.",
-            c"Superuser only. Default: qwen2.5-coder-1.5b (installed by turboinfer-fetch-model without arguments); empty: no model.",
-            &MODEL,
-            GucContext::Suset,
-            GucFlags::default(),
-            Some(check_model),
-            None,
-            None,
-        );
-    }
-    // SAFETY: the check hooks only read the proposed value and the ceilings, call superuser()
-    // inside a transaction, and set GUC message strings.
-    unsafe {
-        GucRegistry::define_int_guc_with_hooks(
-            c"turboinfer.threads",
-            c"Worker threads for inference in each backend (0 = one per CPU core, at most turboinfer.threads_limit).",
-            c"Takes effect at the next call; the pool is rebuilt when the value changes. Non-superusers may not exceed turboinfer.threads_limit.",
-            &THREADS,
-            0,
-            MAX_THREADS,
-            GucContext::Userset,
-            GucFlags::default(),
-            Some(check_threads),
-            None,
-            None,
-        );
-        GucRegistry::define_int_guc_with_hooks(
-            c"turboinfer.max_new_tokens",
-            c"Most tokens nl2sql() generates per answer.",
-            c"Non-superusers may not exceed turboinfer.max_new_tokens_limit.",
-            &MAX_NEW_TOKENS,
-            1,
-            MAX_NEW_TOKENS_MAX,
-            GucContext::Userset,
-            GucFlags::default(),
-            Some(check_max_new_tokens),
-            None,
-            None,
-        );
-        GucRegistry::define_int_guc_with_hooks(
-            c"turboinfer.context_tokens",
-            c"KV cache positions per backend: schema prompt + question + answer + repair.",
-            c"Larger schemas need more; the model's training context is the upper bound. Non-superusers may not exceed turboinfer.context_tokens_limit.",
-            &CONTEXT_TOKENS,
-            MIN_CONTEXT,
-            MAX_CONTEXT,
-            GucContext::Userset,
-            GucFlags::default(),
-            Some(check_context_tokens),
-            None,
-            None,
-        );
-    }
-    GucRegistry::define_int_guc(
-        c"turboinfer.threads_limit",
-        c"Most worker threads a non-superuser may set in turboinfer.threads (0 = the number of CPU cores).",
-        c"Superuser only. Also the thread count of turboinfer.threads = 0.",
-        &THREADS_LIMIT,
-        0,
-        MAX_THREADS,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.max_concurrent",
-        c"Most nl2sql() generations running at once in the whole server (0 = no limit).",
-        c"Superuser only. Other callers wait in arrival order (cancellable); turboinfer_info() shows who holds and who waits. With turboinfer.threads = 0 each generation gets the cores divided by this value.",
-        &MAX_CONCURRENT,
-        0,
-        MAX_MAX_CONCURRENT,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    // Server-start settings exist only while the library is being preloaded: PostgreSQL makes
-    // defining a PGC_POSTMASTER variable later (a backend loading the library) a FATAL error.
-    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        GucRegistry::define_bool_guc(
-            c"turboinfer.batch_worker",
-            c"With turboinfer in shared_preload_libraries: one background worker owns the model and runs the forward passes of every backend's nl2sql() calls in batches.",
-            c"Takes effect at server start. Off: each backend maps the model and computes by itself. turboinfer_info() shows the worker under batch_worker.",
-            &BATCH_WORKER,
-            GucContext::Postmaster,
-            GucFlags::default(),
-        );
-        GucRegistry::define_int_guc(
-            c"turboinfer.batch_memory_mb",
-            c"Memory for the batch worker's KV caches, in MB (least recently used sequences are evicted and recomputed).",
-            c"Takes effect at server start. Each sequence takes the KV cache of turboinfer.context_tokens positions (224 MB for the 1.5B model at 4096).",
-            &BATCH_MEMORY_MB,
-            64,
-            1 << 20,
-            GucContext::Postmaster,
-            GucFlags::UNIT_MB,
-        );
-    }
-    GucRegistry::define_int_guc(
-        c"turboinfer.max_new_tokens_limit",
-        c"Most tokens per answer a non-superuser may set in turboinfer.max_new_tokens.",
-        c"Superuser only.",
-        &MAX_NEW_TOKENS_LIMIT,
-        1,
-        MAX_NEW_TOKENS_MAX,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.context_tokens_limit",
-        c"Most KV cache positions a non-superuser may set in turboinfer.context_tokens.",
-        c"Superuser only. Each position costs 24 KiB (0.5B model) to 56 KiB (1.5B) of backend memory.",
-        &CONTEXT_TOKENS_LIMIT,
-        MIN_CONTEXT,
-        MAX_CONTEXT,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.repair_rounds",
-        c"Most repair rounds nl2sql() runs after PostgreSQL rejects an answer (0 = none).",
-        c"Each round shows the model the server's error and the catalog facts it needs (real columns, closest names).",
-        &REPAIR_ROUNDS,
-        0,
-        MAX_REPAIR_ROUNDS,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.candidates",
-        c"Candidate answers nl2sql() weighs per question (1 = the model's first answer only).",
-        c"Extra candidates branch off the first answer where the model was least sure; they are decoded when the first answer is rejected, or always with turboinfer.candidate_execution.",
-        &CANDIDATES,
-        1,
-        MAX_CANDIDATES,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.examples",
-        c"Approved examples (nl2sql_learn) nl2sql() shows per question, the most similar ones (0 = none).",
-        c"Only examples over relations the caller may read, within the schemas being searched; at most 768 prompt tokens of them.",
-        &EXAMPLES,
-        0,
-        MAX_EXAMPLES,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_string_guc(
-        c"turboinfer.schema_encoder",
-        c"Sentence encoder (a directory in the models directory) that chooses the tables nl2sql() shows when the schema does not fit the context.",
-        c"Tables are ranked by the similarity of their names, columns and comments to the question, each followed by the tables its foreign keys reference. Empty, or not installed: by the question's words. Install with turboinfer-fetch-model all-minilm-l6-v2.",
-        &SCHEMA_ENCODER,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.schema_tokens",
-        c"Most prompt tokens of schema nl2sql() shows when not every table fits the context (0 = up to the context).",
-        c"The tables most likely meant, whole, up to this many tokens: a larger value shows more tables and prefills longer.",
-        &SCHEMA_TOKENS,
-        0,
-        MAX_SCHEMA_TOKENS,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.samples",
-        c"Sampled candidate answers nl2sql() decodes together per question (0 = none).",
-        c"Drawn at temperature 0.7 from fixed seeds (the same question gets the same samples), decoded in one batch, weighed with the other candidates: with turboinfer.candidate_execution the result most candidates agree on wins.",
-        &SAMPLES,
-        0,
-        MAX_SAMPLES,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.candidate_execution",
-        c"Run candidate answers read-only (caller's privileges, row limit, short timeout) and prefer the result most agree on.",
-        c"Off: nl2sql() never executes anything. On: each valid candidate runs in a read-only subtransaction that is rolled back.",
-        &CANDIDATE_EXECUTION,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.result_check",
-        c"Run each valid answer read-only once (caller's privileges, 100 rows, 1 s): one that fails on the data is repaired; one that returns no rows or only NULLs gets one repair round.",
-        c"An empty answer is kept when the repair does no better. Off (the default), with turboinfer.candidate_execution off too: nl2sql() never executes anything.",
-        &RESULT_CHECK,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_enum_guc(
-        c"turboinfer.refusal",
-        c"Refuse questions the visible schema cannot answer (ERROR P0002, no_data_found) instead of writing a query: auto, on or off.",
-        c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about. auto: with the margin measured for the loaded model (the default model has one), no check for other models; on: every model, with turboinfer.refusal_margin; off: always write a query.",
-        &REFUSAL,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_float_guc(
-        c"turboinfer.refusal_margin",
-        c"With turboinfer.refusal = on: how sure the model must be that the schema cannot answer before nl2sql() refuses (log-odds of no against yes).",
-        c"Higher: fewer refusals (more off-topic questions get a query); lower: more refusals (more real questions refused). The default is the default model's measured margin.",
-        &REFUSAL_MARGIN,
-        -20.0,
-        20.0,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.speculation",
-        c"Speculative decoding in nl2sql(): SQL-template and prompt-lookup drafts verified in one batched pass.",
-        c"The generated SQL is the same as without it; only the number of forward passes changes.",
-        &SPECULATION,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.vocab_pruning",
-        c"Compute logits only for the tokens SQL over this schema and question can use.",
-        c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
-        &VOCAB_PRUNING,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.schema_cache",
-        c"Keep the schema nl2sql() read from the catalog until the catalog changes.",
-        c"Any DDL, GRANT/REVOKE, role membership change, ANALYZE or COMMENT in the database makes the next call read it again. Off: read on every call.",
-        &SCHEMA_CACHE,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.schema_constraints",
-        c"While nl2sql() writes a table or column name, allow only names of the visible schema.",
-        c"",
-        &SCHEMA_CONSTRAINTS,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_float_guc(
-        c"turboinfer.sparsity",
-        c"Sparse FFN in nl2sql(): fraction of FFN neurons skipped per token (0 = off, the dense FFN).",
-        c"Must be a level calibrated in the model's sidecar (turboinfer_calibrate()); answers may change, see docs/sparse-ffn.md.",
-        &SPARSITY,
-        0.0,
-        MAX_SPARSITY,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_enum_guc(
-        c"turboinfer.sparse_selector",
-        c"How the sparse FFN chooses each token's active neurons: predictor (calibrated low-rank predictor) or gate (exact gate, top 1 - sparsity).",
-        c"gate is more accurate and computes every gate row; see docs/sparse-ffn.md.",
-        &SPARSE_SELECTOR,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_string_guc(
-        c"turboinfer.sparse_dir",
-        c"Directory of the sparse FFN sidecars written by turboinfer_calibrate() and searched first by nl2sql().",
-        c"Superuser only. Empty: turboinfer_sparse in the data directory; relative paths are relative to the data directory. Created with mode 0700. <model>.sparse next to the model file is searched second.",
-        &SPARSE_DIR,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_string_guc(
-        c"turboinfer.cache_dir",
-        c"Directory of the schema-prefix KV cache files shared by all backends.",
-        c"Superuser only. Empty: turboinfer_cache in the data directory; relative paths are relative to the data directory. Created with mode 0700.",
-        &CACHE_DIR,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"turboinfer.cache_max_mb",
-        c"Size limit of the schema-prefix KV cache files; least recently used files are evicted first.",
-        c"Superuser only. 0 disables the cache files (each backend keeps its own prefix in memory).",
-        &CACHE_MAX_MB,
-        0,
-        MAX_CACHE_MAX_MB,
-        GucContext::Suset,
-        GucFlags::UNIT_MB,
-    );
-    // SUSET: streaming makes every forward pass of the backend read the model from disk again,
-    // a load on the server's storage that only an administrator should choose.
-    GucRegistry::define_int_guc(
-        c"turboinfer.weight_budget_mb",
-        c"Memory a backend's model may keep its weights in; a model that reads more per forward pass streams them from disk, a few layers at a time.",
-        c"Superuser only. 0 (default): no limit, the weights stay in the page cache. For models larger than the memory they may use: each layer is asked for ahead of the pass and given back once computed. Answers never change.",
-        &WEIGHT_BUDGET_MB,
-        0,
-        MAX_WEIGHT_BUDGET_MB,
-        GucContext::Suset,
-        GucFlags::UNIT_MB,
-    );
-    // SUSET like pg_stat_statements.track and log_statement: a role that could turn it on could
-    // fill the server log with its questions.
-    GucRegistry::define_enum_guc(
-        c"turboinfer.log_queries",
-        c"Logs each nl2sql()/nl2sql_explain()/nl2sql_run() call once at this level: question, generated SQL, outcome (ok or SQLSTATE and message), repair rounds; the time in the DETAIL.",
-        c"Superuser only. off (default), debug5 to debug1, info, notice, warning or log. The prompt (which holds sample values) is never logged.",
-        &LOG_QUERIES,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    // Off by default: NOTICEs reach every client (application drivers log them as noise), and
-    // whether one appears would depend on the server's load; a DBA turns it on for interactive
-    // sessions (SET, or ALTER ROLE ... SET turboinfer.progress = '1s'). USERSET: it only adds
-    // messages to the caller's own session.
-    GucRegistry::define_int_guc(
-        c"turboinfer.progress",
-        c"After this long into an nl2sql call, a schema prefill that is computed (not cached) reports its progress in NOTICEs, at most once a second, and when done (-1 = never).",
-        c"0 reports from the start. The elapsed time is in each NOTICE's DETAIL.",
-        &PROGRESS,
-        -1,
-        MAX_PROGRESS_MS,
-        GucContext::Userset,
-        GucFlags::UNIT_MS,
-    );
-    // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
-    // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
-    // postgresql.conf) are reported with a WARNING and removed.
-    // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
-    unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
+/// `turboinfer.context_tokens` (its bounds keep it positive).
+pub fn context_tokens() -> usize {
+    usize::try_from(CONTEXT_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_CONTEXT_TOKENS)
 }
 
 /// `turboinfer.batch_memory_mb` in bytes.
 pub fn batch_memory_bytes() -> usize {
-    usize::try_from(BATCH_MEMORY_MB.get()).unwrap_or(2048) << 20
+    let mb = usize::try_from(BATCH_MEMORY_MB.get());
+    mb.unwrap_or(int_range(&table::BATCH_MEMORY_MB).0 as usize) << 20
 }
 
 /// `turboinfer.weight_budget_mb` in bytes (`None`: no limit).
@@ -717,19 +487,20 @@ pub enum Resource {
 impl Resource {
     /// The setting's name.
     pub fn name(self) -> &'static str {
-        match self {
-            Resource::Threads => "turboinfer.threads",
-            Resource::MaxNewTokens => "turboinfer.max_new_tokens",
-            Resource::ContextTokens => "turboinfer.context_tokens",
-        }
+        self.row().name.to_str().unwrap_or_default()
     }
 
     /// The name of its ceiling.
     pub fn limit_name(self) -> &'static str {
+        self.row().ceiling.map_or("", |c| c.name.to_str().unwrap_or_default())
+    }
+
+    /// The setting's row of the table (its ceiling is the row's `ceiling`).
+    fn row(self) -> &'static Setting {
         match self {
-            Resource::Threads => "turboinfer.threads_limit",
-            Resource::MaxNewTokens => "turboinfer.max_new_tokens_limit",
-            Resource::ContextTokens => "turboinfer.context_tokens_limit",
+            Resource::Threads => &table::THREADS,
+            Resource::MaxNewTokens => &table::MAX_NEW_TOKENS,
+            Resource::ContextTokens => &table::CONTEXT_TOKENS,
         }
     }
 

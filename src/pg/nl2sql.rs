@@ -44,7 +44,7 @@ pub(super) fn options() -> Options {
     Options {
         max_new_tokens: usize::try_from(gucs::MAX_NEW_TOKENS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
-        context_tokens: usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096),
+        context_tokens: gucs::context_tokens(),
         speculation: gucs::SPECULATION.get(),
         vocab_pruning: gucs::VOCAB_PRUNING.get(),
         schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),

@@ -202,7 +202,7 @@ fn load() -> Option<(Engine, Server, Runtime)> {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start {threads} threads: {e:?}")),
     };
-    let n_ctx = usize::try_from(gucs::CONTEXT_TOKENS.get()).unwrap_or(4096);
+    let n_ctx = gucs::context_tokens();
     let budget = gucs::batch_memory_bytes();
     let server = Server::new(engine.model(), n_ctx, budget);
     let mut b = BOARD.exclusive();
