@@ -167,13 +167,9 @@ pub static BATCH_WORKER: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// and a ninth sequence for sampled candidates or a caller's schema prefix kept warm.
 pub static BATCH_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(2048);
 
-/// `turboinfer.vocab_pruning`: LM head over the active vocabulary only.
-pub static VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `turboinfer.schema_cache`: keep the schema read from the catalog in the backend until the
 /// catalog changes (`catalog_cache`).
 pub static SCHEMA_CACHE: GucSetting<bool> = GucSetting::<bool>::new(true);
-/// `turboinfer.schema_constraints`: table and column names limited to the visible schema.
-pub static SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// `turboinfer.log_queries`: the level at which each call of the nl2sql family is logged once
 /// (question, SQL, outcome, repair rounds, time), or `off`.
@@ -498,26 +494,10 @@ pub fn register() {
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
-        c"turboinfer.vocab_pruning",
-        c"Compute logits only for the tokens SQL over this schema and question can use.",
-        c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
-        &VOCAB_PRUNING,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
         c"turboinfer.schema_cache",
         c"Keep the schema nl2sql() read from the catalog until the catalog changes.",
         c"Any DDL, GRANT/REVOKE, role membership change, ANALYZE or COMMENT in the database makes the next call read it again. Off: read on every call.",
         &SCHEMA_CACHE,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_bool_guc(
-        c"turboinfer.schema_constraints",
-        c"While nl2sql() writes a table or column name, allow only names of the visible schema.",
-        c"",
-        &SCHEMA_CONSTRAINTS,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -601,12 +581,94 @@ pub fn register() {
         GucContext::Userset,
         GucFlags::UNIT_MS,
     );
+    register_removed();
     // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
     // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
     // postgresql.conf) are reported with a WARNING and removed.
     // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
 }
+
+// ---- Removed settings (0.3.0) -------------------------------------------------------------
+// Settings of mechanisms removed in 0.3.0 (issue #64, docs/nl2sql.md "The ledger"). Each stays
+// registered under its old name and type, hidden (not in SHOW ALL, pg_settings or the sample
+// file), so that a configuration that sets it still loads: postgresql.conf, ALTER SYSTEM,
+// ALTER DATABASE/ROLE ... SET and a session's SET. Without this, MarkGUCPrefixReserved (below
+// in `register`) would drop a postgresql.conf value with a WARNING about a reserved prefix, but
+// turn a session's or a preloading server's ALTER DATABASE/ROLE SET into an ERROR. The value is
+// ignored; the first assignment in a process (other than the default) WARNS that it has no
+// effect.
+
+/// `turboinfer.vocab_pruning`, removed: its value is ignored.
+static REMOVED_VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `turboinfer.schema_constraints`, removed: its value is ignored.
+static REMOVED_SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// Whether the WARNING of each removed setting was given in this process (in the order of
+/// [`register_removed`]).
+static REMOVED_WARNED: [std::sync::atomic::AtomicBool; 2] =
+    [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
+
+/// Registers the removed settings as hidden placeholders (see the block's comment).
+fn register_removed() {
+    // SAFETY: the check hooks only read the source and emit a WARNING (no ERROR, no catalog).
+    unsafe {
+        GucRegistry::define_bool_guc_with_hooks(
+            c"turboinfer.vocab_pruning",
+            c"Removed in 0.3.0; has no effect.",
+            c"",
+            &REMOVED_VOCAB_PRUNING,
+            GucContext::Userset,
+            GucFlags::NO_SHOW_ALL,
+            Some(check_removed_vocab_pruning),
+            None,
+            None,
+        );
+        GucRegistry::define_bool_guc_with_hooks(
+            c"turboinfer.schema_constraints",
+            c"Removed in 0.3.0; has no effect.",
+            c"",
+            &REMOVED_SCHEMA_CONSTRAINTS,
+            GucContext::Userset,
+            GucFlags::NO_SHOW_ALL,
+            Some(check_removed_schema_constraints),
+            None,
+            None,
+        );
+    }
+}
+
+/// The WARNING of a removed setting, once per process, for any assignment but the boot value.
+fn warn_removed(index: usize, name: &str, source: pg_sys::GucSource::Type) {
+    use std::sync::atomic::Ordering;
+    if source > pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT
+        && !REMOVED_WARNED[index].swap(true, Ordering::Relaxed)
+    {
+        pgrx::warning!("{name} was removed in 0.3.0 and has no effect");
+    }
+}
+
+/// Check hook of the removed `turboinfer.vocab_pruning` (see [`warn_removed`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_removed_vocab_pruning(
+    _newval: *mut bool,
+    _extra: *mut *mut std::ffi::c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
+    warn_removed(0, "turboinfer.vocab_pruning", source);
+    true
+}
+
+/// Check hook of the removed `turboinfer.schema_constraints` (see [`warn_removed`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_removed_schema_constraints(
+    _newval: *mut bool,
+    _extra: *mut *mut std::ffi::c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
+    warn_removed(1, "turboinfer.schema_constraints", source);
+    true
+}
+// ---- End of the removed settings -----------------------------------------------------------
 
 /// `turboinfer.batch_memory_mb` in bytes.
 pub fn batch_memory_bytes() -> usize {
