@@ -89,7 +89,11 @@ fn answers(
 
 /// Local and remote outcomes of every question under `opts`, the server's budget holding
 /// `caches` sequences; returns the server's counters.
-fn same_answers(name: &str, opts: Options, caches: usize) -> Option<turboinfer::serve::ServerStats> {
+fn same_answers(
+    name: &str,
+    opts: Options,
+    caches: usize,
+) -> Option<turboinfer::serve::ServerStats> {
     let e = common::engine(name)?;
     let own = common::engine(name)?;
     let rt = Runtime::new(2).unwrap();
