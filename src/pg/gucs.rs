@@ -599,74 +599,65 @@ pub fn register() {
 // ignored; the first assignment in a process (other than the default) WARNS that it has no
 // effect.
 
-/// `turboinfer.vocab_pruning`, removed: its value is ignored.
-static REMOVED_VOCAB_PRUNING: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// `turboinfer.schema_constraints`, removed: its value is ignored.
-static REMOVED_SCHEMA_CONSTRAINTS: GucSetting<bool> = GucSetting::<bool>::new(false);
-/// Whether the WARNING of each removed setting was given in this process (in the order of
-/// [`register_removed`]).
+/// The removed settings' names (each registered as a bool, as it was).
+const REMOVED: [&CStr; 2] = [c"turboinfer.vocab_pruning", c"turboinfer.schema_constraints"];
+/// Their values, ignored (in the order of [`REMOVED`]).
+static REMOVED_VALUES: [GucSetting<bool>; 2] =
+    [GucSetting::<bool>::new(false), GucSetting::<bool>::new(false)];
+/// Whether the WARNING of each was given in this process (in the order of [`REMOVED`]).
 static REMOVED_WARNED: [std::sync::atomic::AtomicBool; 2] =
     [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
 
+/// The check hook of the removed setting at `$index` of [`REMOVED`] (a check hook is not told
+/// the setting's name, so each has its own).
+macro_rules! removed_check_hook {
+    ($hook:ident, $index:expr) => {
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn $hook(
+            _newval: *mut bool,
+            _extra: *mut *mut std::ffi::c_void,
+            source: pg_sys::GucSource::Type,
+        ) -> bool {
+            warn_removed($index, source);
+            true
+        }
+    };
+}
+removed_check_hook!(check_removed_0, 0);
+removed_check_hook!(check_removed_1, 1);
+
 /// Registers the removed settings as hidden placeholders (see the block's comment).
 fn register_removed() {
-    // SAFETY: the check hooks only read the source and emit a WARNING (no ERROR, no catalog).
-    unsafe {
-        GucRegistry::define_bool_guc_with_hooks(
-            c"turboinfer.vocab_pruning",
-            c"Removed in 0.3.0; has no effect.",
-            c"",
-            &REMOVED_VOCAB_PRUNING,
-            GucContext::Userset,
-            GucFlags::NO_SHOW_ALL,
-            Some(check_removed_vocab_pruning),
-            None,
-            None,
-        );
-        GucRegistry::define_bool_guc_with_hooks(
-            c"turboinfer.schema_constraints",
-            c"Removed in 0.3.0; has no effect.",
-            c"",
-            &REMOVED_SCHEMA_CONSTRAINTS,
-            GucContext::Userset,
-            GucFlags::NO_SHOW_ALL,
-            Some(check_removed_schema_constraints),
-            None,
-            None,
-        );
+    let hooks: [pg_sys::GucBoolCheckHook; 2] = [Some(check_removed_0), Some(check_removed_1)];
+    for ((name, value), hook) in REMOVED.into_iter().zip(&REMOVED_VALUES).zip(hooks) {
+        // SAFETY: the check hook only reads the source and emits a WARNING (no ERROR, no
+        // catalog access).
+        unsafe {
+            GucRegistry::define_bool_guc_with_hooks(
+                name,
+                c"Removed in 0.3.0; has no effect.",
+                c"",
+                value,
+                GucContext::Userset,
+                GucFlags::NO_SHOW_ALL,
+                hook,
+                None,
+                None,
+            );
+        }
     }
 }
 
-/// The WARNING of a removed setting, once per process, for any assignment but the boot value.
-fn warn_removed(index: usize, name: &str, source: pg_sys::GucSource::Type) {
+/// The WARNING of the removed setting `REMOVED[index]`, once per process, for any assignment
+/// but the boot value.
+fn warn_removed(index: usize, source: pg_sys::GucSource::Type) {
     use std::sync::atomic::Ordering;
     if source > pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT
         && !REMOVED_WARNED[index].swap(true, Ordering::Relaxed)
     {
+        let name = REMOVED[index].to_string_lossy();
         pgrx::warning!("{name} was removed in 0.3.0 and has no effect");
     }
-}
-
-/// Check hook of the removed `turboinfer.vocab_pruning` (see [`warn_removed`]).
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_removed_vocab_pruning(
-    _newval: *mut bool,
-    _extra: *mut *mut std::ffi::c_void,
-    source: pg_sys::GucSource::Type,
-) -> bool {
-    warn_removed(0, "turboinfer.vocab_pruning", source);
-    true
-}
-
-/// Check hook of the removed `turboinfer.schema_constraints` (see [`warn_removed`]).
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_removed_schema_constraints(
-    _newval: *mut bool,
-    _extra: *mut *mut std::ffi::c_void,
-    source: pg_sys::GucSource::Type,
-) -> bool {
-    warn_removed(1, "turboinfer.schema_constraints", source);
-    true
 }
 // ---- End of the removed settings -----------------------------------------------------------
 
