@@ -27,8 +27,6 @@ struct InProcess {
     /// Batches run and the largest (sequences in one pass).
     steps: Cell<usize>,
     widest: Cell<usize>,
-    /// Requests for a subset of the vocabulary (vocabulary pruning).
-    subsets: Cell<usize>,
 }
 
 impl Transport for InProcess {
@@ -39,7 +37,6 @@ impl Transport for InProcess {
         }
         self.steps.set(self.steps.get() + 1);
         self.widest.set(self.widest.get().max(reqs.len()));
-        self.subsets.set(self.subsets.get() + reqs.iter().filter(|r| r.rows.is_some()).count());
         let replies = server.step(self.engine.model(), &self.rt, reqs, &mut || true);
         Ok(replies.into_iter().map(|r| r.map(|r| r.logits)).collect())
     }
@@ -91,13 +88,12 @@ fn answers(
 }
 
 /// Local and remote outcomes of every question under `opts`, the server's budget holding
-/// `caches` sequences; returns the server's counters and how many requests named a subset of
-/// the vocabulary.
+/// `caches` sequences; returns the server's counters.
 fn same_answers(
     name: &str,
     opts: Options,
     caches: usize,
-) -> Option<(turboinfer::serve::ServerStats, usize)> {
+) -> Option<turboinfer::serve::ServerStats> {
     let e = common::engine(name)?;
     let own = common::engine(name)?;
     let rt = Runtime::new(2).unwrap();
@@ -111,7 +107,6 @@ fn same_answers(
         forgotten: RefCell::new(Vec::new()),
         steps: Cell::new(0),
         widest: Cell::new(0),
-        subsets: Cell::new(0),
     };
     let server = Rc::new(server);
     let local = answers(&e, &rt, &opts, None);
@@ -127,7 +122,7 @@ fn same_answers(
     }
     let stats = server.server.borrow().stats();
     println!("{name}: {} steps, widest {}, {stats:?}", server.steps.get(), server.widest.get());
-    Some((stats, server.subsets.get()))
+    Some(stats)
 }
 
 fn opts() -> Options {
@@ -142,7 +137,7 @@ fn remote_sequences_answer_the_same_smollm2() {
 #[test]
 fn remote_sequences_answer_the_same_with_speculation_and_samples() {
     let o = Options { speculation: true, samples: 3, ..opts() };
-    let Some((stats, _)) = same_answers("qwen2.5-coder-0.5b", o, 8) else { return };
+    let Some(stats) = same_answers("qwen2.5-coder-0.5b", o, 8) else { return };
     // The samples fork the question's sequence: their prefix is copied in the server.
     assert!(stats.copied > 0, "{stats:?}");
 }
@@ -152,14 +147,6 @@ fn remote_sequences_answer_the_same_when_evicted() {
     // Three caches: the call's sequence and three samples do not fit together with it, so the
     // server evicts and recomputes, and the answers still match.
     let o = Options { samples: 3, ..opts() };
-    let Some((stats, _)) = same_answers("qwen2.5-coder-0.5b", o, 3) else { return };
+    let Some(stats) = same_answers("qwen2.5-coder-0.5b", o, 3) else { return };
     assert!(stats.evictions > 0 && stats.recomputed > 0, "{stats:?}");
-}
-
-#[test]
-fn remote_sequences_answer_the_same_with_vocab_pruning() {
-    // The server's LM head computes only the active vocabulary's rows, as the local one does.
-    let o = Options { vocab_pruning: true, speculation: true, ..opts() };
-    let Some((_, subsets)) = same_answers("smollm2-135m", o, 8) else { return };
-    assert!(subsets > 0, "no request named the active vocabulary");
 }

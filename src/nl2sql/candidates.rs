@@ -26,9 +26,9 @@ pub struct TokenScore {
     pub alt_logprob: f32,
 }
 
-/// The score of choosing index `j` from logits `row` (`[width]`); `id_of` maps a row index to
-/// its token id (identity for a full-vocabulary row). `None` for a row of fewer than 2 entries.
-pub fn score(row: &[f32], j: usize, id_of: impl Fn(usize) -> u32) -> Option<TokenScore> {
+/// The score of choosing token `j` from logits `row` (`[vocab]`). `None` for a row of fewer
+/// than 2 entries.
+pub fn score(row: &[f32], j: usize) -> Option<TokenScore> {
     if row.len() < 2 || j >= row.len() {
         return None;
     }
@@ -48,7 +48,7 @@ pub fn score(row: &[f32], j: usize, id_of: impl Fn(usize) -> u32) -> Option<Toke
     }
     Some(TokenScore {
         logprob: (row[j] as f64 - lse) as f32,
-        alt: id_of(alt),
+        alt: alt as u32,
         alt_logprob: (row[alt] as f64 - lse) as f32,
     })
 }
@@ -203,13 +203,13 @@ mod tests {
     #[test]
     fn scores_are_log_softmax() {
         let row = [0.0f32, (2.0f32).ln(), f32::NEG_INFINITY, 0.0];
-        let s = score(&row, 1, |i| i as u32 + 100).unwrap();
+        let s = score(&row, 1).unwrap();
         // p = 2/4 for index 1, 1/4 for 0 and 3.
         assert!((s.logprob - 0.5f32.ln()).abs() < 1e-6);
-        assert_eq!(s.alt, 100, "the first of equal alternatives");
+        assert_eq!(s.alt, 0, "the first of equal alternatives");
         assert!((s.alt_logprob - 0.25f32.ln()).abs() < 1e-6);
-        assert!(score(&[1.0], 0, |i| i as u32).is_none());
-        assert!(score(&row, 4, |i| i as u32).is_none());
+        assert!(score(&[1.0], 0).is_none());
+        assert!(score(&row, 4).is_none());
     }
 
     #[test]

@@ -856,15 +856,9 @@ impl Constrainer {
     }
 
     /// The highest-logit token among the top K whose text keeps `text` acceptable, else the
-    /// argmax. `logits` is `[vocab]` when `rows` is `None`, else `[rows.len()]` for token ids `rows`.
-    pub fn choose(
-        &self,
-        tok: &Tokenizer,
-        text: &str,
-        logits: &[f32],
-        rows: Option<&[u32]>,
-    ) -> Pick {
-        self.choose_excluding(tok, text, logits, rows, &[])
+    /// argmax. `logits` is `[vocab]`.
+    pub fn choose(&self, tok: &Tokenizer, text: &str, logits: &[f32]) -> Pick {
+        self.choose_excluding(tok, text, logits, &[])
     }
 
     /// [`Constrainer::choose`] that never picks a token of `excluded` (token ids the decoder
@@ -876,14 +870,12 @@ impl Constrainer {
         tok: &Tokenizer,
         text: &str,
         logits: &[f32],
-        rows: Option<&[u32]>,
         excluded: &[u32],
     ) -> Pick {
-        let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
         let best = crate::sampler::argmax(logits) as usize;
         // Other special tokens are never acceptable (they are no SQL).
         let accept = |j: usize, first: bool| {
-            let id = id_of(j);
+            let id = j as u32;
             if excluded.contains(&id) {
                 return false;
             }
@@ -894,7 +886,7 @@ impl Constrainer {
             self.names.check(text, &piece) && !self.banned(text, &piece)
         };
         if accept(best, true) {
-            return Pick { id: id_of(best), changed: false, acceptable: true };
+            return Pick { id: best as u32, changed: false, acceptable: true };
         }
         let mut order: Vec<usize> = (0..logits.len()).collect();
         let k = self.top_k.min(order.len());
@@ -905,8 +897,8 @@ impl Constrainer {
         }
         order.sort_unstable_by(desc);
         match order.into_iter().find(|&j| j != best && accept(j, false)) {
-            Some(j) => Pick { id: id_of(j), changed: true, acceptable: true },
-            None => Pick { id: id_of(best), changed: false, acceptable: false },
+            Some(j) => Pick { id: j as u32, changed: true, acceptable: true },
+            None => Pick { id: best as u32, changed: false, acceptable: false },
         }
     }
 }

@@ -3,7 +3,6 @@
 //! until the statement ends, validate through the caller's validator, repair with the
 //! validator's message and catalog facts when it fails, weigh candidate branches).
 
-use super::constrain::Constrainer;
 use super::decode::{DecodeLimits, Decoded, SpecStats};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
@@ -27,7 +26,6 @@ use super::seq::{RemoteSeq, Seq};
 use super::shaping::Shaping;
 use super::stages::{self, Answer, CallState, REPAIR_RESERVE_TOKENS};
 use super::trim;
-use super::vocab::{ActiveVocab, VocabBase};
 use crate::clock::ms_since;
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::kv_file::{self, KvFileKey};
@@ -97,8 +95,6 @@ pub struct Engine {
     tok: Tokenizer,
     /// Identifies the exact model file (part of every fingerprint).
     identity: String,
-    /// The schema-independent part of active vocabularies, built on first use.
-    vocab_base: OnceLock<VocabBase>,
     /// Identity of the FFN hook attached to the model ("" = dense): part of every prefix
     /// fingerprint and cache file key, so sparse and dense KV states never mix.
     ffn_tag: String,
@@ -141,7 +137,6 @@ impl Engine {
             model,
             tok,
             identity: identity.to_string(),
-            vocab_base: OnceLock::new(),
             ffn_tag: String::new(),
             refusal_calibration,
             max_piece: OnceLock::new(),
@@ -508,9 +503,8 @@ impl Engine {
                 progress: &mut *hooks.progress,
             });
             let plan = self.plan_normalized(&schema, &question, opts, linking)?;
-            // The tables the prompt shows (constraints, repair facts).
+            // The tables the prompt shows (repair constraints and facts).
             let shown = shown_tables(&schema, &plan.shown);
-            let shaping = self.shaping(&shown, &plan, &question, opts)?;
             let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
             let (n_prefix, n_question) = (plan.prefix_ids.len(), plan.question_ids.len());
             let t1 = Instant::now();
@@ -555,7 +549,7 @@ impl Engine {
                 context: plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect(),
                 held: Held::new(question_end, opts.keep_rows && self.batch_invariant()),
                 drafter: drafter.map(|d| (d, focus.as_slice())),
-                shaping,
+                shaping: Shaping::plain(),
                 question_logits: if opts.samples > 0 { logits.clone() } else { Vec::new() },
                 logits,
                 hooks,
@@ -576,7 +570,7 @@ impl Engine {
                 stages::branches::run(&mut call, &mut answer)?;
             }
             Ok(Outcome {
-                shaping: call.shaping.summary(opts.schema_constraints),
+                shaping: call.shaping.summary(),
                 prompt: plan.into_summary(),
                 sql: answer.sql,
                 error: answer.error,
@@ -873,35 +867,6 @@ impl Engine {
         cache.prefix = Some((plan.fingerprint, n_prefix));
         cache.held = (plan.prefix_ids.clone(), identity.into_owned());
         Ok((source, if from_file { n_prefix } else { kept }))
-    }
-}
-
-impl Engine {
-    /// The active vocabulary and constrainer `opts` ask for, over the tables `plan` shows.
-    /// `shown` holds the tables of the prompt.
-    fn shaping(
-        &self,
-        shown: &SchemaInfo,
-        plan: &Plan,
-        question: &str,
-        opts: &Options,
-    ) -> Result<Shaping, Nl2SqlError> {
-        let vocab = if opts.vocab_pruning {
-            let base = match self.vocab_base.get() {
-                Some(b) => b,
-                None => {
-                    let b = VocabBase::new(&self.tok)?;
-                    self.vocab_base.get_or_init(|| b)
-                }
-            };
-            let prompt: Vec<u32> =
-                plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
-            Some(ActiveVocab::build(base, &self.tok, shown, &prompt, question)?)
-        } else {
-            None
-        };
-        let constrainer = opts.schema_constraints.then(|| Constrainer::new(shown));
-        Ok(Shaping { vocab, constrainer, changed: std::cell::Cell::new(0) })
     }
 }
 

@@ -8,7 +8,6 @@ use super::error::Nl2SqlError;
 use super::progress::Progress;
 use super::seq::{self, Seq};
 use super::shaping::Shaping;
-use super::vocab::ActiveVocab;
 use crate::model::{KvCache, Logits, Model, ModelError, SeqStep};
 use crate::runtime::Runtime;
 use crate::sampler::argmax;
@@ -32,18 +31,15 @@ pub struct Forward<'a> {
 
 impl Forward<'_> {
     /// The one forward entry point for logits: runs `tokens` at positions `kv.len()..` and
-    /// returns the logits of the last `n` (0: none, no LM head): `[n, vocab]`, or `[n,
-    /// rows.len()]` over the vocabulary entries `rows` only when set (bitwise those entries of
-    /// the full rows; the LM head reads only those rows, here or in the server).
+    /// returns the logits of the last `n` (0: none, no LM head): `[n, vocab]`.
     /// `between_layers` runs before each half layer on this thread (once before the pass for a
     /// remote sequence, whose transport also checks for cancellation while it waits); false
     /// cancels the call.
-    fn logits_rows(
+    fn logits(
         &self,
         kv: &mut Seq,
         tokens: &[u32],
         n: usize,
-        rows: Option<&[u32]>,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
         let kv = match kv {
@@ -53,11 +49,11 @@ impl Forward<'_> {
                 if !between_layers() {
                     return Err(Nl2SqlError::Cancelled);
                 }
-                let mut out = seq::remote_step(&mut [(r, tokens, n, rows)])?;
+                let mut out = seq::remote_step(&mut [(r, tokens, n, None)])?;
                 return Ok(out.pop().unwrap_or_default());
             }
         };
-        let step = SeqStep { cache: kv, tokens, logits: n, rows };
+        let step = SeqStep { cache: kv, tokens, logits: n, rows: None };
         checked(self.model.forward_batch(self.rt, &mut [step], between_layers))
     }
 
@@ -65,7 +61,7 @@ impl Forward<'_> {
     /// to the server of remote ones): `tokens[i]` after what `kvs[i]` holds; returns
     /// `[kvs.len(), vocab]` logits. The sequences are all local or all remote (forks of one).
     /// `between_layers` runs before each half layer of a local pass of several sequences (as
-    /// in [`Forward::logits_rows`]; a remote step checks while it waits); false cancels the call.
+    /// in [`Forward::logits`]; a remote step checks while it waits); false cancels the call.
     pub fn logits_seqs(
         &self,
         kvs: &mut [&mut Seq],
@@ -92,7 +88,7 @@ impl Forward<'_> {
     }
 
     /// The one token chooser: the next token given the answer `text` so far and the logits
-    /// `row` of its position (`[vocab]`, or `[active]` under vocabulary pruning); greedy, so the
+    /// `row` of its position (`[vocab]`); greedy, so the
     /// same question over the same schema always gives the same SQL.
     fn choose(&self, text: &str, row: &[f32], excluded: &[u32], shaping: &Shaping) -> Choice {
         if shaping.is_plain() {
@@ -102,20 +98,17 @@ impl Forward<'_> {
         }
     }
 
-    /// Decode-time logits: the full vocabulary, or only the active rows under pruning
-    /// (bitwise the same values as the full logits' entries). `between_layers` as in
-    /// [`Forward::logits_rows`]: a draft check of several tokens is checked like a prefill
+    /// Decode-time logits (`[rows, vocab]`). `between_layers` as in [`Forward::logits`]: a
+    /// draft check of several tokens is checked like a prefill
     /// chunk (up to 1 + `MAX_DRAFT` tokens on the scalar tier is over a second of work).
     fn decode_logits(
         &self,
         kv: &mut Seq,
         tokens: &[u32],
         which: Logits,
-        shaping: &Shaping,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
-        let rows = shaping.vocab.as_ref().map(ActiveVocab::ids);
-        self.logits_rows(kv, tokens, which.rows(tokens.len()), rows, between_layers)
+        self.logits(kv, tokens, which.rows(tokens.len()), between_layers)
     }
 
     /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
@@ -135,7 +128,7 @@ impl Forward<'_> {
             // Only the last chunk's logits are read: the others skip the LM head, whose one-row
             // product reads the whole output matrix (~190 MB for the 1.5B, ~10 ms a chunk).
             let rows = usize::from(k + 1 == n_chunks);
-            logits = self.logits_rows(kv, chunk, rows, None, &mut || on_progress(progress))?;
+            logits = self.logits(kv, chunk, rows, &mut || on_progress(progress))?;
         }
         Ok(logits)
     }
@@ -154,11 +147,6 @@ impl Forward<'_> {
         mut scores: Option<&mut Vec<TokenScore>>,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Decoded, Nl2SqlError> {
-        // Under pruning every row the decoder sees is `[active]`, the prompt's last one included.
-        let logits = match &shaping.vocab {
-            Some(v) => v.ids().iter().map(|&id| logits[id as usize]).collect(), // [active]
-            None => logits,                                                     // [vocab]
-        };
         // The decoder reports progress between passes, and a pass over a draft is checked
         // between its layers with the last progress reported: both through `on_progress`,
         // which they call one at a time.
@@ -173,19 +161,12 @@ impl Forward<'_> {
             limits,
             &mut |kv, tokens, which| {
                 let mut check = || (*on_progress.borrow_mut())(last.get());
-                self.decode_logits(kv, tokens, which, shaping, &mut check)
+                self.decode_logits(kv, tokens, which, &mut check)
             },
             &mut |text, row, excluded| {
                 let c = self.choose(text, row, excluded, shaping);
                 if let Some(s) = scores.as_deref_mut() {
-                    // Rows are `[active]` under pruning: index <-> id through the active set.
-                    let ids = shaping.vocab.as_ref().map(ActiveVocab::ids);
-                    let j = match ids {
-                        Some(v) => v.iter().position(|&x| x == c.id),
-                        None => Some(c.id as usize),
-                    };
-                    let id_of = |i: usize| ids.map_or(i as u32, |v| v[i]);
-                    s.extend(j.and_then(|j| candidates::score(row, j, id_of)));
+                    s.extend(candidates::score(row, c.id as usize));
                 }
                 c
             },

@@ -38,7 +38,7 @@ pub mod sqltext;
 mod stages;
 pub mod trim;
 mod values;
-pub mod vocab;
+mod vocab;
 
 pub use crate::generate::fingerprint::Fingerprint;
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};

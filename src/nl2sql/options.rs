@@ -41,11 +41,6 @@ pub struct Options {
     /// Speculative decoding (template + prompt-lookup drafts verified in one batched pass);
     /// the answer is the same, the number of forward passes is not.
     pub speculation: bool,
-    /// Compute logits only for the active vocabulary (`vocab.rs`); may change an answer when the
-    /// full-vocabulary argmax lies outside the set.
-    pub vocab_pruning: bool,
-    /// Keep table and column names inside the visible schema (`constrain.rs`).
-    pub schema_constraints: bool,
     /// Most repair rounds after a rejected answer (each: the server's error and catalog facts
     /// as a new turn, then a fresh answer).
     pub repair_rounds: usize,
@@ -75,15 +70,12 @@ pub struct Options {
 impl Default for Options {
     /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
     /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 2
-    /// candidates, the refusal check; pruning and constraints off (see docs/nl2sql-accuracy.md
-    /// for why).
+    /// candidates, the refusal check.
     fn default() -> Self {
         Options {
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             speculation: true,
-            vocab_pruning: false,
-            schema_constraints: false,
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
             candidates: DEFAULT_CANDIDATES,
             samples: DEFAULT_SAMPLES,

@@ -26,7 +26,7 @@ pub struct Outcome {
     pub attempts: Vec<Attempt>,
     /// Whether speculative decoding was on, and the decode counters over all attempts.
     pub speculation: Speculation,
-    /// The token shaping of the call: vocabulary pruning and schema constraints.
+    /// The token shaping of the call: the repair rounds' schema constraints.
     pub shaping: ShapingSummary,
     /// The candidates weighed when branches were decoded, and the one chosen.
     pub candidates: CandidateChoice,
@@ -115,11 +115,7 @@ pub struct Speculation {
 /// How a call shaped token choice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShapingSummary {
-    /// Size of the active vocabulary when pruning was on.
-    pub active_vocab: Option<usize>,
-    /// Whether identifiers were constrained to the schema.
-    pub schema_constraints: bool,
-    /// Tokens where the schema constraint replaced the model's first choice.
+    /// Tokens of repair rounds where the schema constraint replaced the model's first choice.
     pub constrained_tokens: usize,
 }
 

@@ -87,8 +87,6 @@ variables! {
     REFUSAL: Enum(Refusal::Auto),
     REFUSAL_MARGIN: Real,
     SPECULATION: Bool,
-    VOCAB_PRUNING: Bool,
-    SCHEMA_CONSTRAINTS: Bool,
     CACHE_DIR: Text,
     CACHE_MAX_MB: Int,
     WEIGHT_BUDGET_MB: Int,
@@ -162,6 +160,7 @@ pub fn register() {
         }
         variable.define(row);
     }
+    register_removed();
     // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
     // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
     // postgresql.conf) are reported with a WARNING and removed.
@@ -376,6 +375,78 @@ const DEFAULT_SPARSE_SUBDIR: &str = "turboinfer_sparse";
 pub fn context_tokens() -> usize {
     usize::try_from(CONTEXT_TOKENS.get()).unwrap_or(crate::nl2sql::DEFAULT_CONTEXT_TOKENS)
 }
+
+// ---- Removed settings (0.3.0) -------------------------------------------------------------
+// Settings of mechanisms removed in 0.3.0 (issue #64, docs/nl2sql.md "The ledger"). Each stays
+// registered under its old name and type, hidden (not in SHOW ALL, pg_settings or the sample
+// file), so that a configuration that sets it still loads: postgresql.conf, ALTER SYSTEM,
+// ALTER DATABASE/ROLE ... SET and a session's SET. Without this, MarkGUCPrefixReserved (below
+// in `register`) would drop a postgresql.conf value with a WARNING about a reserved prefix, but
+// turn a session's or a preloading server's ALTER DATABASE/ROLE SET into an ERROR. The value is
+// ignored; the first assignment in a process (other than the default) WARNS that it has no
+// effect.
+
+/// The removed settings' names (each registered as a bool, as it was).
+const REMOVED: [&CStr; 2] = [c"turboinfer.vocab_pruning", c"turboinfer.schema_constraints"];
+/// Their values, ignored (in the order of [`REMOVED`]).
+static REMOVED_VALUES: [GucSetting<bool>; 2] =
+    [GucSetting::<bool>::new(false), GucSetting::<bool>::new(false)];
+/// Whether the WARNING of each was given in this process (in the order of [`REMOVED`]).
+static REMOVED_WARNED: [std::sync::atomic::AtomicBool; 2] =
+    [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
+
+/// The check hook of the removed setting at `$index` of [`REMOVED`] (a check hook is not told
+/// the setting's name, so each has its own).
+macro_rules! removed_check_hook {
+    ($hook:ident, $index:expr) => {
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn $hook(
+            _newval: *mut bool,
+            _extra: *mut *mut std::ffi::c_void,
+            source: pg_sys::GucSource::Type,
+        ) -> bool {
+            warn_removed($index, source);
+            true
+        }
+    };
+}
+removed_check_hook!(check_removed_0, 0);
+removed_check_hook!(check_removed_1, 1);
+
+/// Registers the removed settings as hidden placeholders (see the block's comment).
+fn register_removed() {
+    let hooks: [pg_sys::GucBoolCheckHook; 2] = [Some(check_removed_0), Some(check_removed_1)];
+    for ((name, value), hook) in REMOVED.into_iter().zip(&REMOVED_VALUES).zip(hooks) {
+        // SAFETY: the check hook only reads the source and emits a WARNING (no ERROR, no
+        // catalog access).
+        unsafe {
+            GucRegistry::define_bool_guc_with_hooks(
+                name,
+                c"Removed in 0.3.0; has no effect.",
+                c"",
+                value,
+                GucContext::Userset,
+                GucFlags::NO_SHOW_ALL,
+                hook,
+                None,
+                None,
+            );
+        }
+    }
+}
+
+/// The WARNING of the removed setting `REMOVED[index]`, once per process, for any assignment
+/// but the boot value.
+fn warn_removed(index: usize, source: pg_sys::GucSource::Type) {
+    use std::sync::atomic::Ordering;
+    if source > pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT
+        && !REMOVED_WARNED[index].swap(true, Ordering::Relaxed)
+    {
+        let name = REMOVED[index].to_string_lossy();
+        pgrx::warning!("{name} was removed in 0.3.0 and has no effect");
+    }
+}
+// ---- End of the removed settings -----------------------------------------------------------
 
 /// `turboinfer.batch_memory_mb` in bytes.
 pub fn batch_memory_bytes() -> usize {

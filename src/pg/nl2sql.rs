@@ -46,8 +46,6 @@ pub(super) fn options() -> Options {
             .unwrap_or(crate::nl2sql::DEFAULT_MAX_NEW_TOKENS),
         context_tokens: gucs::context_tokens(),
         speculation: gucs::SPECULATION.get(),
-        vocab_pruning: gucs::VOCAB_PRUNING.get(),
-        schema_constraints: gucs::SCHEMA_CONSTRAINTS.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
         refusal: gucs::REFUSAL.get().mode(),
@@ -315,9 +313,6 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "draft_tokens": o.speculation.stats.draft_tokens,
         "accepted_tokens": o.speculation.stats.accepted_tokens,
         "acceptance_rate": o.acceptance_rate(),
-        "vocab_pruning": o.shaping.active_vocab.is_some(),
-        "active_vocab": o.shaping.active_vocab,
-        "schema_constraints": o.shaping.schema_constraints,
         "constrained_tokens": o.shaping.constrained_tokens,
         "memory": {
             "context_positions": o.memory.positions,

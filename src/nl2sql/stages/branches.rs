@@ -6,7 +6,6 @@ use super::answer::Answer;
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
 use crate::nl2sql::candidates::{self, Candidate, CandidateChoice, TokenScore};
-use crate::nl2sql::constrain::Constrainer;
 use crate::nl2sql::decode::StopReason;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::outcome::Attempt;
@@ -42,8 +41,8 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
     let points =
         candidates::branch_points(call.forward.tok, &first.ids, first_scores, opts.candidates - 1)
             .unwrap_or_default();
-    // Branches decode as the first answer did (the repair rounds' constrainer goes).
-    call.shaping.constrainer = opts.schema_constraints.then(|| Constrainer::new(call.shown));
+    // Branches decode as the first answer did: unconstrained (the repair rounds' constrainer goes).
+    call.shaping.constrainer = None;
     for p in points {
         if let Some(c) = branch(call, first, first_scores, p, &cands)? {
             cands.push(c);

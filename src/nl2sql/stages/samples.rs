@@ -73,7 +73,7 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
         let mut feed = Vec::new();
         for (i, s) in seqs.iter_mut().enumerate().filter(|(_, s)| s.stop.is_none()) {
             let id = s.sampler.sample(&s.logits, &[]);
-            if let Some(sc) = candidates::score(&s.logits, id as usize, |j| j as u32) {
+            if let Some(sc) = candidates::score(&s.logits, id as usize) {
                 s.scores.push(sc);
             }
             if tok.is_eog(id) {

@@ -449,30 +449,6 @@ pub const SPECULATION: Setting = Setting {
     doc: "speculative decoding: the same SQL with fewer forward passes",
 };
 
-pub const VOCAB_PRUNING: Setting = Setting {
-    name: c"turboinfer.vocab_pruning",
-    kind: Kind::Bool { default: false },
-    context: Context::Userset,
-    unit: None,
-    ceiling: None,
-    short: c"Compute logits only for the tokens SQL over this schema and question can use.",
-    long: c"Faster decoding; the answer changes only when the model's favourite token lies outside that set.",
-    default_note: None,
-    doc: "logits only for the tokens SQL over this schema can use; faster, may change an answer",
-};
-
-pub const SCHEMA_CONSTRAINTS: Setting = Setting {
-    name: c"turboinfer.schema_constraints",
-    kind: Kind::Bool { default: false },
-    context: Context::Userset,
-    unit: None,
-    ceiling: None,
-    short: c"While nl2sql() writes a table or column name, allow only names of the visible schema.",
-    long: c"",
-    default_note: None,
-    doc: "table and column names of the first answer limited to the visible schema (repairs always are)",
-};
-
 pub const CACHE_DIR: Setting = Setting {
     name: c"turboinfer.cache_dir",
     kind: Kind::Text { default: None },
@@ -601,8 +577,6 @@ pub const SETTINGS: &[&Setting] = &[
     &REFUSAL,
     &REFUSAL_MARGIN,
     &SPECULATION,
-    &VOCAB_PRUNING,
-    &SCHEMA_CONSTRAINTS,
     &CACHE_DIR,
     &CACHE_MAX_MB,
     &WEIGHT_BUDGET_MB,

@@ -14,6 +14,16 @@ ORDER BY p.proname, args;
 SELECT name, setting, context, vartype, min_val, max_val FROM pg_settings
 WHERE name LIKE 'turboinfer.%' ORDER BY name;
 
+-- Removed in 0.3.0 (docs/nl2sql.md, "The ledger"): still accepted so that old configurations
+-- load, hidden from pg_settings, the value ignored; the first assignment in a session warns.
+SET turboinfer.vocab_pruning = on;
+SET turboinfer.vocab_pruning = off;
+SET turboinfer.schema_constraints = on;
+SELECT count(*) AS listed FROM pg_settings
+WHERE name IN ('turboinfer.vocab_pruning', 'turboinfer.schema_constraints');
+RESET turboinfer.vocab_pruning;
+RESET turboinfer.schema_constraints;
+
 -- NULL in, NULL out (STRICT): no model needed.
 SELECT nl2sql(NULL) IS NULL AS null_question, nl2sql_explain(NULL) IS NULL AS null_explain;
 

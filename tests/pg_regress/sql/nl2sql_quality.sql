@@ -33,13 +33,6 @@ SELECT run_scalar(:'q') = (SELECT count(*) FROM shop.users) AS correct_count;
 COMMIT;
 -- Asking again reuses the schema prefix and gives the same query.
 SELECT e->>'cache' AS cache, e->>'sql' = :'q' AS same_sql, (e->>'valid')::bool AS valid FROM nl2sql_explain('how many users?') e;
--- With the active vocabulary and schema-constrained identifiers: the same query, and explain says so.
-SET turboinfer.vocab_pruning = on;
-SET turboinfer.schema_constraints = on;
-SELECT e->>'sql' = :'q' AS same_sql, (e->>'vocab_pruning')::bool AS pruning, (e->>'active_vocab')::int BETWEEN 1000 AND 50000 AS small_vocab,
-       (e->>'schema_constraints')::bool AS constraints, (e->>'constrained_tokens')::int AS constrained FROM nl2sql_explain('how many users?') e;
-RESET turboinfer.vocab_pruning;
-RESET turboinfer.schema_constraints;
 
 RESET search_path;
 SET client_min_messages = warning;
