@@ -10,12 +10,12 @@
 
 mod common;
 
+use turboinfer::generate::sampler::argmax;
 use turboinfer::model::Logits;
 use turboinfer::nl2sql::constrain::Constrainer;
 use turboinfer::nl2sql::vocab::{ActiveVocab, VocabBase};
 use turboinfer::nl2sql::{Options, PrefixCache};
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::argmax;
+use turboinfer::platform::runtime::Runtime;
 
 /// The scorecard: question and a reference SQL over demo/data.sql.
 const QUESTIONS: &[(&str, &str)] = &[

@@ -880,7 +880,7 @@ impl Constrainer {
         excluded: &[u32],
     ) -> Pick {
         let id_of = |j: usize| rows.map_or(j as u32, |r| r[j]);
-        let best = crate::sampler::argmax(logits) as usize;
+        let best = crate::generate::sampler::argmax(logits) as usize;
         // Other special tokens are never acceptable (they are no SQL).
         let accept = |j: usize, first: bool| {
             let id = id_of(j);

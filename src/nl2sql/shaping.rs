@@ -5,7 +5,7 @@ use super::constrain::Constrainer;
 use super::decode::Choice;
 use super::outcome::ShapingSummary;
 use super::vocab::ActiveVocab;
-use crate::sampler::argmax;
+use crate::generate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
 
 /// How one call shapes token choice: an optional active vocabulary (subset LM head) and an
