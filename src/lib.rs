@@ -3,8 +3,8 @@
 //!
 //! The modules in dependency order, one blank line apart so that rustfmt keeps the order: each
 //! uses only those above it (`make lint` checks there is no circle). The engine comes first, then
-//! `nl2sql` (what knows SQL), then `pg` (the only place pgrx is named). `docs/architecture.md`
-//! has the map.
+//! `nl2sql` (what knows SQL), then `pg` (the glue, the only module that knows the server).
+//! `docs/architecture.md` has the map.
 #![recursion_limit = "256"] // serde_json::json! objects with many keys (nl2sql_explain)
 
 /// What the engine asks of the process: its thread pool, fallible allocation, the clock.
@@ -50,6 +50,6 @@ pub mod cli;
 /// What knows SQL and schemas: linking, prompts, drafts, constraints, repair, the Engine.
 pub mod nl2sql;
 
-/// The PostgreSQL glue (pgrx): settings, per-backend state, catalog, validation, SQL functions.
+/// The PostgreSQL glue: settings, per-backend state, catalog, validation, SQL functions.
 #[cfg(feature = "pg")]
 mod pg;
