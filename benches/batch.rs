@@ -8,9 +8,9 @@
 //! cargo bench --bench batch -- [--seqs 1,2,4,8] [--tg T] [--depth D] [--reps R] [-t THREADS] MODEL.gguf
 
 use std::time::Instant;
+use turboinfer::generate::sampler::{argmax, SplitMix64};
 use turboinfer::model::Model;
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::{argmax, SplitMix64};
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::serve::{Request, Server};
 
 struct Args {

@@ -21,8 +21,8 @@ use turboinfer::model::{Logits, Model};
 
 #[path = "common/bandwidth.rs"]
 mod bandwidth_probe;
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::{argmax, SplitMix64};
+use turboinfer::generate::sampler::{argmax, SplitMix64};
+use turboinfer::platform::runtime::Runtime;
 
 /// Parsed command line.
 struct Args {

@@ -76,7 +76,7 @@ fn opts() -> Opts {
         }
         i += 1;
     }
-    let f = turboinfer::cpu::cpu_features();
+    let f = turboinfer::kernels::cpu::cpu_features();
     let tiers: Vec<Tier> = match &tier_names {
         Some(names) => names
             .split(',')
@@ -169,7 +169,7 @@ fn bandwidth(samples: usize) {
 }
 
 /// The engine's deterministic PRNG, for random test matrices.
-type Rng = turboinfer::sampler::SplitMix64;
+type Rng = turboinfer::generate::sampler::SplitMix64;
 
 /// Random weight matrix bytes of `rows` rows of `n` elements of `ty`, with small finite f16 scales
 /// (random scale bits could be NaN/inf/subnormal, which is not what real weights look like).
@@ -231,7 +231,7 @@ fn reps_for(bytes: usize) -> usize {
 
 fn main() {
     let o = opts();
-    let f = turboinfer::cpu::cpu_features();
+    let f = turboinfer::kernels::cpu::cpu_features();
     println!(
         "CPU features: {:?}",
         f.list().iter().filter(|x| x.1).map(|x| x.0).collect::<Vec<_>>()

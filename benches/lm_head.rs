@@ -7,7 +7,7 @@
 mod common;
 
 use turboinfer::model::Model;
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 /// Times the LM head three ways for one token on the Qwen models (full vocabulary; every 12th
 /// row in place; the same rows gathered into a contiguous copy first), printing ms per call.

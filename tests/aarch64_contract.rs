@@ -25,12 +25,12 @@ use std::sync::Arc;
 
 use quant_support::{activations, random_row, Rng};
 use sha2::{Digest, Sha256};
-use turboinfer::cpu::cpu_features;
 use turboinfer::gguf::GgufFile;
+use turboinfer::kernels::cpu::cpu_features;
 use turboinfer::kernels::{self, packed, parse_override, KernelError, KernelSet, Tier};
 use turboinfer::model::{KvDtype, Logits, Model, ModelOptions};
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::quant::{self, GgmlType};
-use turboinfer::runtime::Runtime;
 
 /// Weight types with a kernel slot.
 const TYPES: [GgmlType; 11] = [

@@ -14,8 +14,8 @@ mod common;
 mod quant_support;
 
 use quant_support::{activations, random_row, Rng};
-use turboinfer::cpu::{cpu_features, CpuFeatures};
 use turboinfer::gguf::GgufFile;
+use turboinfer::kernels::cpu::{cpu_features, CpuFeatures};
 use turboinfer::kernels::{act_row, parse_override, KernelError, KernelSet, Tier};
 use turboinfer::quant::{self, GgmlType};
 

@@ -10,7 +10,7 @@ use turboinfer::nl2sql::link::{self, LinkSlot, Linker};
 use turboinfer::nl2sql::{
     trim, Hooks, Options, PrefixCache, Progress, SchemaInfo, Table, TableKind,
 };
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 const ENCODER: &str = "all-minilm-l6-v2";
 

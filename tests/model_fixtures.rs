@@ -3,11 +3,11 @@
 mod common;
 
 use common::{fixture, ids, model_path};
+use turboinfer::generate::sampler::argmax;
 use turboinfer::model::{KvCache, KvDtype, Logits, Model, ModelError, ModelOptions};
 use turboinfer::ops::log_softmax;
 use turboinfer::ops::AttnPrecision;
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::argmax;
+use turboinfer::platform::runtime::Runtime;
 
 /// Steps of each fixture continuation that are compared.
 const STEPS: usize = 16;

@@ -4,11 +4,11 @@ mod common;
 
 use common::{fixture, ids, model_path};
 use std::sync::Arc;
+use turboinfer::generate::sampler::SamplerConfig;
 use turboinfer::generate::{generate, GenerateParams, StopReason};
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::Model;
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::SamplerConfig;
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::tokenizer::Tokenizer;
 
 /// Loads model + tokenizer over one shared mapping.

@@ -4,7 +4,7 @@
 mod common;
 
 use turboinfer::model::{Logits, Model};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 /// A spread of vocabulary rows: small ids, every 13th id, and the last id.
 fn pick(vocab: usize) -> Vec<u32> {

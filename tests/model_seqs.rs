@@ -5,7 +5,7 @@
 mod common;
 
 use turboinfer::model::{KvCache, Logits, Model};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 #[test]
 fn sequences_together_equal_sequences_alone() {

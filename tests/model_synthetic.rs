@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use turboinfer::model::{Logits, Model, ModelError};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 /// Shape of the synthetic models.
 const DIM: usize = 32;

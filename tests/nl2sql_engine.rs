@@ -9,7 +9,7 @@ use turboinfer::nl2sql::{
     trim, ColumnStats, Hooks, LazyStats, Nl2SqlError, Options, PrefixCache, PrefixSource, Progress,
     SchemaInfo, StatsSource, Table, TableKind,
 };
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 #[test]
 fn prompt_tokens_match_llama_cpp() {

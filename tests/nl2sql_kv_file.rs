@@ -8,7 +8,7 @@ use std::fs;
 use turboinfer::generate::kv_file::{KvFileDir, KvFileError};
 use turboinfer::model::Logits;
 use turboinfer::nl2sql::{Engine, Options, PrefixCache, PrefixSource, Progress, PREFILL_CHUNK};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 #[test]
 fn file_prefix_gives_bitwise_equal_logits() {

@@ -13,7 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use turboinfer::nl2sql::seq::Transport;
 use turboinfer::nl2sql::{Engine, Hooks, Nl2SqlError, Options, Outcome, PrefixCache};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::serve::{Request, SeqId, ServeError, Server};
 
 /// A server and its model in this process.

@@ -6,7 +6,7 @@ mod common;
 
 use turboinfer::model::{Logits, Model};
 use turboinfer::nl2sql::{Engine, Options, Outcome, PrefixCache};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 /// The 21 questions (counts, filters, joins, aggregates, ordering, dates, distinct, exists).
 pub const QUESTIONS: [&str; 21] = [
@@ -278,8 +278,8 @@ fn kv_rollback_equals_a_fresh_computation() {
         println!("{name}: rollback vs one-by-one max |logit diff| = {d:e}");
         assert!(d < 1e-2, "{name}: rolled-back cache differs from a fresh computation by {d}");
         assert_eq!(
-            turboinfer::sampler::argmax(&after_rollback),
-            turboinfer::sampler::argmax(&after_seq),
+            turboinfer::generate::sampler::argmax(&after_rollback),
+            turboinfer::generate::sampler::argmax(&after_seq),
             "{name}"
         );
     }

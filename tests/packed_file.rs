@@ -11,8 +11,8 @@ use turboinfer::gguf::GgufFile;
 use turboinfer::kernels::packed::{unpack_block, unpack_block_q6_k, PACK_ROWS};
 use turboinfer::model::packed::{self, fnv1a64, PackedError, PackedFile};
 use turboinfer::model::{Logits, Model, ModelError, PackStatus, ReadFrom};
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::quant::GgmlType;
-use turboinfer::runtime::Runtime;
 
 /// The Q4_K/Q6_K test model.
 const MODEL: &str = "qwen2.5-coder-0.5b";

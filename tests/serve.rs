@@ -5,7 +5,7 @@
 mod common;
 
 use turboinfer::model::{Logits, Model};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::serve::{Request, ServeError, Server};
 
 /// The logits of the last `k` tokens of `history` (the entries `rows` only, when set),

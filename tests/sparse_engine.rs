@@ -17,7 +17,7 @@ use turboinfer::nl2sql::calibration;
 use turboinfer::nl2sql::{
     Engine, Options, PrefixCache, PrefixSource, SchemaInfo, Table, TableKind,
 };
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::sparse::{self, sidecar, CalibOptions, SparseConfig, SparseError, SparseHook};
 
 /// Tiny calibration settings (plumbing only: seconds on SmolLM2).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Logits, Model};
 use turboinfer::nl2sql::calibration;
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::sparse::{
     self, sidecar, CalibOptions, Selector, SparseConfig, SparseError, SparseHook,
 };

@@ -16,7 +16,7 @@ use turboinfer::gguf::GgufFile;
 use turboinfer::model::packed::{PackedError, PackedFile};
 use turboinfer::model::Logits;
 use turboinfer::nl2sql::{Engine, Options, SchemaInfo, Table, TableKind, PREFILL_CHUNK};
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 #[cfg(feature = "sparse")]
 use turboinfer::sparse::Sidecar;
 

@@ -20,7 +20,7 @@ use turboinfer::gguf::GgufFile;
 use turboinfer::kernels::{KernelSet, Tier};
 use turboinfer::model::{KvDtype, Logits, Model, ModelOptions};
 use turboinfer::ops::AttnPrecision;
-use turboinfer::runtime::Runtime;
+use turboinfer::platform::runtime::Runtime;
 
 /// Decoded continuation tokens compared per prompt.
 const STEPS: usize = 6;

@@ -16,13 +16,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use turboinfer::cli_args::{Args, Opt};
+use turboinfer::cli::args::{Args, Opt};
+use turboinfer::generate::sampler::SamplerConfig;
 use turboinfer::generate::{generate, GenerateParams, Generation};
 use turboinfer::gguf::GgufFile;
 use turboinfer::model::{Model, ModelOptions};
+use turboinfer::platform::runtime::Runtime;
 use turboinfer::quant::GgmlType;
-use turboinfer::runtime::Runtime;
-use turboinfer::sampler::SamplerConfig;
 use turboinfer::tokenizer::Tokenizer;
 
 const USAGE: &str = "usage:
@@ -257,7 +257,7 @@ fn parse_args(args: &[String]) -> Result<Command, String> {
 /// this: the engine's own CPU detection, not a second copy of it).
 fn cmd_tiers() {
     use turboinfer::kernels::{KernelSet, Tier, PORTABLE_OVERRIDE};
-    let f = turboinfer::cpu::cpu_features();
+    let f = turboinfer::kernels::cpu::cpu_features();
     for t in Tier::ALL {
         match t.check(f) {
             Ok(()) if t == Tier::best(f) => println!("{t} yes default"),
@@ -484,7 +484,7 @@ fn cmd_info(path: &str) -> Result<(), String> {
 /// The usage of the sparse FFN commands (none in a build without the `sparse` feature).
 fn sparse_usage() -> &'static str {
     #[cfg(feature = "sparse")]
-    return turboinfer::sparse::cli::USAGE;
+    return turboinfer::cli::sparse::USAGE;
     #[cfg(not(feature = "sparse"))]
     return "";
 }
@@ -493,8 +493,8 @@ fn sparse_usage() -> &'static str {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     #[cfg(feature = "sparse")]
-    if let Some(c) = args.first().filter(|c| turboinfer::sparse::cli::handles(c)) {
-        return match turboinfer::sparse::cli::run(c, &args[1..], &|split| {
+    if let Some(c) = args.first().filter(|c| turboinfer::cli::sparse::handles(c)) {
+        return match turboinfer::cli::sparse::run(c, &args[1..], &|split| {
             turboinfer::nl2sql::calibration::nl2sql_prompts(Some(split))
         }) {
             Ok(()) => ExitCode::SUCCESS,

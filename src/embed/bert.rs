@@ -9,12 +9,12 @@ use std::path::Path;
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
 use super::{EmbedError, SafeTensors};
-use crate::fallible::try_zeroed;
+use crate::fileio::regular_file::{self, Links};
+use crate::kernels::math;
 use crate::kernels::{f32_bytes, try_kernels, KernelSet};
-use crate::math;
+use crate::platform::fallible::try_zeroed;
 use crate::quant::contract::dot16;
 use crate::quant::GgmlType;
-use crate::regular_file::{self, Links};
 
 /// Tokens per text at most (sentence-transformers' `max_seq_length` for all-MiniLM-L6-v2, whose
 /// `tokenizer.json` says 128; position embeddings go to 512). Longer texts are truncated.
@@ -173,8 +173,8 @@ pub struct Encoder {
     layers: Vec<Layer>,
 }
 
-/// Reads `dir/name` (a regular file, opened without blocking: `regular_file`) into a buffer the
-/// allocator may refuse without aborting.
+/// Reads `dir/name` (a regular file, opened without blocking: `fileio::regular_file`) into a
+/// buffer the allocator may refuse without aborting.
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
     let path = dir.join(name);
     let io = |source| EmbedError::Io { path: path.display().to_string(), source };

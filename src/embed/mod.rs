@@ -61,7 +61,7 @@ pub enum EmbedError {
     Missing { name: String, dir: PathBuf },
     /// The allocator refused the weights.
     #[error("{0}")]
-    OutOfMemory(#[from] crate::fallible::AllocError),
+    OutOfMemory(#[from] crate::platform::fallible::AllocError),
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io { path: String, source: std::io::Error },

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::EmbedError;
-use crate::fallible::try_zeroed;
+use crate::platform::fallible::try_zeroed;
 
 /// Largest header accepted: the real one is 14 KB; this bounds the JSON parse of a hostile file.
 const MAX_HEADER: u64 = 16 << 20;

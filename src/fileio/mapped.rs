@@ -1,9 +1,10 @@
 //! The one way the engine maps a file it reads in place: a read-only shared mapping of a regular
-//! file, opened without blocking ([`crate::regular_file`]), whose length (and magic) is checked
-//! before any byte is read, optionally watched for changes under it ([`crate::mapguard`]).
+//! file, opened without blocking ([`crate::fileio::regular_file`]), whose length (and magic) is
+//! checked before any byte is read, optionally watched for changes under it
+//! ([`crate::fileio::mapguard`]).
 
-use crate::mapguard::MapWatch;
-use crate::regular_file::{self, Links};
+use crate::fileio::mapguard::MapWatch;
+use crate::fileio::regular_file::{self, Links};
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 use std::fs::File;
 use std::io::{self, Read};
@@ -11,7 +12,7 @@ use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// Whether a mapping is watched for faults and in-place rewrites (see [`crate::mapguard`]).
+/// Whether a mapping is watched for faults and in-place rewrites (see [`crate::fileio::mapguard`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Watch {
     /// Watched: long-lived mappings read by every forward pass (models, packs).
@@ -24,7 +25,7 @@ pub enum Watch {
 #[derive(Debug)]
 pub enum MapError {
     /// Opening, inspecting or mapping it failed (`NotFound` for a missing file; a FIFO, device,
-    /// directory or refused symbolic link is `InvalidInput`, see [`crate::regular_file`]).
+    /// directory or refused symbolic link is `InvalidInput`, see [`crate::fileio::regular_file`]).
     Io(io::Error),
     /// Shorter than the minimum length: `len` bytes, of which `head` are the first (up to 16).
     Short { len: u64, head: Vec<u8> },

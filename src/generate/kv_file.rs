@@ -307,7 +307,7 @@ impl KvFileDir {
         // Not watched: cache files are never written in place after their rename (writers use a
         // fresh temporary file), and the directory is private to the server; the length is
         // re-checked against the header before any payload byte is read.
-        let links = crate::regular_file::Links::Refuse;
+        let links = crate::fileio::regular_file::Links::Refuse;
         let (map, refusal) =
             match MappedFile::open(&path, links, FIXED_HEADER as u64, b"", Watch::No) {
                 Err(MapError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {

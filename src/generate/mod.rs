@@ -2,19 +2,21 @@
 //! text, stop conditions (end-of-generation token, stop strings, token budget) and timings; and
 //! the machinery of generation that knows nothing of what is generated: speculative decoding
 //! with verification and back-outs (`speculate`), prompt lookup and a token trie for drafts,
-//! prompt-prefix fingerprints and the files of a prefix's KV state (`kv_file`).
+//! prompt-prefix fingerprints and the files of a prefix's KV state (`kv_file`); the token
+//! samplers every decode step draws with (`sampler`).
 
 pub mod fingerprint;
 pub mod kv_file;
 pub mod lookup;
+pub mod sampler;
 pub mod speculate;
 pub mod trie;
 
-use crate::clock::ms_since;
 use crate::model::{KvCache, Logits, Model, ModelError};
-use crate::runtime::Runtime;
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::platform::clock::ms_since;
+use crate::platform::runtime::Runtime;
 use crate::tokenizer::{Tokenizer, TokenizerError};
+use sampler::{Sampler, SamplerConfig};
 use std::time::Instant;
 
 /// Errors of a generation call.

@@ -164,7 +164,7 @@ impl GgufFile {
         let path = path.as_ref().to_path_buf();
         // Non-blocking, regular files only; a symlink is followed (the caller resolved the path).
         // Watched: a fault while parsing (the file truncated meanwhile) reads zeros, a parse error.
-        let links = crate::regular_file::Links::Follow;
+        let links = crate::fileio::regular_file::Links::Follow;
         let map = match MappedFile::open(&path, links, 4, &reader::MAGIC, Watch::Yes) {
             Ok(m) => m,
             Err(MapError::Short { len, .. }) => {

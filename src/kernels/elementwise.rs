@@ -1,11 +1,11 @@
 //! The element-wise loops that the kernel tiers compile for their instruction sets: SwiGLU of the
 //! feed-forward block and the softmax of attention scores. These are the scalar references
 //! (`KernelSet::swiglu`, `KernelSet::softmax` of every tier run these same operations, so the same
-//! bits: the engine's own `exp`, `crate::math`, no libm).
+//! bits: the engine's own `exp`, `crate::kernels::math`, no libm).
 
-use crate::math;
+use crate::kernels::math;
 
-/// SiLU (swish): `x * sigmoid(x)`, with the engine's `exp` (`crate::math`).
+/// SiLU (swish): `x * sigmoid(x)`, with the engine's `exp` (`crate::kernels::math`).
 #[inline]
 pub fn silu(x: f32) -> f32 {
     x / (1.0 + math::exp(-x))

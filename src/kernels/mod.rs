@@ -1,5 +1,7 @@
 //! SIMD kernel engine: per-CPU-tier tables of dot-product and activation-quantizer function pointers,
-//! chosen once at run time from `cpu::cpu_features()` (no compile-time `target-cpu`).
+//! chosen once at run time from `cpu::cpu_features()` (no compile-time `target-cpu`). `math` holds
+//! the engine's own elementary functions (`exp`, `ln`, `sin_cos`, `powf`): the same bits on every
+//! CPU.
 //!
 //! Every table entry is a plain safe `fn`. The SIMD bodies are `#[target_feature]` functions that are
 //! only reachable through a `KernelSet` built by `KernelSet::for_tier`, which refuses tiers the CPU
@@ -18,10 +20,12 @@ mod aarch64;
 pub mod act_row;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod bounds;
+pub mod cpu;
 mod elementwise;
 mod entry;
 pub mod lut;
 pub mod lut_q4_0;
+pub mod math;
 pub mod packed;
 mod scalar;
 mod select;
@@ -44,10 +48,10 @@ pub use vector::q8_0_row_bytes;
 pub use crate::quant::{QuantizeFn, VecDotFn};
 
 /// Revision of the numeric contract (`quant::contract`: summation orders, fusions, the elementary
-/// functions of `crate::math`). Results that are stored and reused across processes (the schema KV
-/// cache files) are keyed by it together with the crate version, so a build whose arithmetic
-/// differs never reuses them; the tier is not part of the key, since every tier computes the same
-/// bits (a cache file made on one CPU is valid on another).
+/// functions of `crate::kernels::math`). Results that are stored and reused across processes (the
+/// schema KV cache files) are keyed by it together with the crate version, so a build whose
+/// arithmetic differs never reuses them; the tier is not part of the key, since every tier computes
+/// the same bits (a cache file made on one CPU is valid on another).
 /// Bump it with every change that can alter a result bit.
 /// 2: attention scores in the SIMD tiers' 16-lane order (`KernelSet::score_dot`).
 /// 3: Q4_K in the SIMD tiers is block-exact, packed or not.

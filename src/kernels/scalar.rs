@@ -220,7 +220,7 @@ fn wsum_f16(hd: usize, p: &[f32], v: &[u8], out: &mut [f32]) {
 }
 
 /// The scalar tier's table for this CPU: `SET_F16C` where it has F16C.
-pub(crate) fn for_cpu(features: &crate::cpu::CpuFeatures) -> &'static KernelSet {
+pub(crate) fn for_cpu(features: &crate::kernels::cpu::CpuFeatures) -> &'static KernelSet {
     #[cfg(target_arch = "x86_64")]
     if features.f16c {
         return &f16c::SET_F16C;

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use super::table::KernelSet;
 use super::tier::{parse_override, KernelError, Tier};
-use crate::cpu::{cpu_features, CpuFeatures};
+use crate::kernels::cpu::{cpu_features, CpuFeatures};
 
 /// Environment variable forcing a tier (`scalar|avx2|avxvnni|avx512|avx512vnni|neon|dotprod|i8mm`); a tier the CPU lacks is an error.
 pub const OVERRIDE_ENV: &str = "TURBOINFER_KERNELS";
@@ -110,7 +110,7 @@ pub fn lut_kernels(ty: crate::quant::GgmlType) -> Vec<(&'static str, super::lut:
     #[cfg(target_arch = "x86_64")]
     {
         use super::x86;
-        let f = crate::cpu::cpu_features();
+        let f = crate::kernels::cpu::cpu_features();
         let (k256, k512): (lut::LutGemvFn, lut::LutGemvFn) = if q2 {
             (x86::lut::gemv, x86::lut::gemv512)
         } else {

@@ -1,6 +1,6 @@
 //! Kernel tiers (instruction-set levels), their CPU requirements, and the `TURBOINFER_KERNELS` override parser.
 
-use crate::cpu::CpuFeatures;
+use crate::kernels::cpu::CpuFeatures;
 
 /// An instruction-set level with its own kernel table, from slowest to fastest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

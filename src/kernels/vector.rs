@@ -78,7 +78,7 @@ mod tests {
 
     /// The tables of every tier this CPU runs.
     fn tiers() -> Vec<&'static KernelSet> {
-        Tier::available(crate::cpu::cpu_features())
+        Tier::available(crate::kernels::cpu::cpu_features())
             .into_iter()
             .map(|t| KernelSet::for_tier(t).unwrap())
             .collect()

@@ -56,7 +56,7 @@ pub enum ModelError {
 
 impl ModelError {
     /// `OutOfMemory` for `what`, reporting the allocator's failed request.
-    pub fn oom(what: &'static str) -> impl Fn(crate::fallible::AllocError) -> ModelError {
+    pub fn oom(what: &'static str) -> impl Fn(crate::platform::fallible::AllocError) -> ModelError {
         move |e| ModelError::OutOfMemory { what, bytes: e.bytes }
     }
 }

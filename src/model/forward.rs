@@ -4,12 +4,12 @@ use super::packed::{self, PackStatus, PackedError, PackedFile};
 use super::readahead::Readahead;
 use super::weights::{Matrix, ReadFrom, Weights};
 use super::{Config, FfnHook, KvCache, ModelError, ModelOptions};
-use crate::fallible::try_zeroed;
 use crate::gguf::GgufFile;
 use crate::kernels::KernelSet;
 use crate::ops::{self, AttnShape, RopeTable, SharedActs};
+use crate::platform::fallible::try_zeroed;
+use crate::platform::runtime::Runtime;
 use crate::quant;
-use crate::runtime::Runtime;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -538,7 +538,7 @@ impl Model {
     }
 
     /// Err when the model or pack file changed under its mapping since it was opened (see
-    /// `mapguard`): checked after every pass, whose results are then not to be trusted.
+    /// `fileio::mapguard`): checked after every pass, whose results are then not to be trusted.
     fn unchanged(&self) -> Result<(), ModelError> {
         if self.file.changed() {
             return Err(ModelError::FileChanged { path: self.file.path().to_path_buf() });

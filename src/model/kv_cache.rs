@@ -1,9 +1,9 @@
 //! Per-sequence key/value cache, stored in f32 or f16.
 
 use super::{Config, ModelError};
-use crate::fallible::{try_zeroed, AllocError, Zeroable};
 use crate::ops::f16::f16;
 use crate::ops::KvView;
+use crate::platform::fallible::{try_zeroed, AllocError, Zeroable};
 
 /// Element type of the cached keys and values.
 ///

@@ -329,7 +329,7 @@ impl PackedFile {
     pub fn open(path: impl AsRef<Path>, gguf: &GgufFile) -> Result<PackedFile, PackedError> {
         let path = path.as_ref().to_path_buf();
         // Non-blocking, regular files only, no symlink followed (packs are written by rename).
-        let links = crate::regular_file::Links::Refuse;
+        let links = crate::fileio::regular_file::Links::Refuse;
         let map = match MappedFile::open(&path, links, HEADER as u64, &MAGIC, Watch::Yes) {
             Ok(m) => m,
             Err(MapError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {

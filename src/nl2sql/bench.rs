@@ -9,7 +9,7 @@ use super::prefix_cache::PrefixCache;
 use super::progress::Progress;
 use super::repair::Rejection;
 use super::schema::{ForeignKey, SchemaInfo, Table, TableKind};
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use std::time::Instant;
 
 /// The benchmark's question.

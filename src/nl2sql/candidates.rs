@@ -11,6 +11,7 @@
 //! 2. otherwise the greedy line's answer when it is valid (it is the model's first choice at
 //!    every token), else the valid branch with the highest mean log-probability per token.
 
+use crate::kernels::math;
 use crate::tokenizer::Tokenizer;
 
 /// Logits further than this below the maximum are left out of the log-sum-exp (see [`score`]).
@@ -38,8 +39,8 @@ pub fn score(row: &[f32], j: usize) -> Option<TokenScore> {
     // 1, and skipping their exp keeps this to one cheap pass per token.
     let floor = max - LSE_SPAN;
     let sum: f64 =
-        row.iter().filter(|&&v| v > floor).map(|&v| crate::math::exp_f64((v - max) as f64)).sum();
-    let lse = max as f64 + crate::math::ln_f64(sum);
+        row.iter().filter(|&&v| v > floor).map(|&v| math::exp_f64((v - max) as f64)).sum();
+    let lse = max as f64 + math::ln_f64(sum);
     let mut alt = if j == 0 { 1 } else { 0 };
     for (i, &v) in row.iter().enumerate() {
         if i != j && v > row[alt] {

@@ -872,7 +872,7 @@ impl Constrainer {
         logits: &[f32],
         excluded: &[u32],
     ) -> Pick {
-        let best = crate::sampler::argmax(logits) as usize;
+        let best = crate::generate::sampler::argmax(logits) as usize;
         // Other special tokens are never acceptable (they are no SQL).
         let accept = |j: usize, first: bool| {
             let id = j as u32;

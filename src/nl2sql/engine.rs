@@ -26,12 +26,12 @@ use super::seq::{RemoteSeq, Seq};
 use super::shaping::Shaping;
 use super::stages::{self, Answer, CallState, REPAIR_RESERVE_TOKENS};
 use super::trim;
-use crate::clock::ms_since;
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::kv_file::{self, KvFileKey};
 use crate::gguf::GgufFile;
 use crate::model::{FfnHook, Model, ModelError};
-use crate::runtime::Runtime;
+use crate::platform::clock::ms_since;
+use crate::platform::runtime::Runtime;
 #[cfg(feature = "sparse")]
 use crate::sparse::{self, CalibOptions, CalibReport, LayerData, SidecarSpec, SparseError};
 use crate::tokenizer::Tokenizer;

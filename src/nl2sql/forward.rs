@@ -8,9 +8,9 @@ use super::error::Nl2SqlError;
 use super::progress::Progress;
 use super::seq::{self, Seq};
 use super::shaping::Shaping;
+use crate::generate::sampler::argmax;
 use crate::model::{KvCache, Logits, Model, ModelError, SeqStep};
-use crate::runtime::Runtime;
-use crate::sampler::argmax;
+use crate::platform::runtime::Runtime;
 use crate::tokenizer::Tokenizer;
 use std::cell::{Cell, RefCell};
 

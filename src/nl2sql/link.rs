@@ -26,10 +26,10 @@ use super::progress::Progress;
 use super::schema::{SchemaInfo, Table};
 use super::trim;
 use super::Nl2SqlError;
-use crate::clock::ms_since;
 use crate::embed::{resolve_dir, EmbedError, Encoder};
 use crate::model::packed::fnv1a64;
-use crate::runtime::Runtime;
+use crate::platform::clock::ms_since;
+use crate::platform::runtime::Runtime;
 
 /// Most table embeddings a linker keeps (384 floats each for all-MiniLM-L6-v2: ~1.5 KiB; 100,000
 /// are ~150 MiB). Beyond it the memo starts afresh: a bound on a backend's memory, far above

@@ -23,8 +23,8 @@ use super::progress::Progress;
 use super::prompt;
 use super::schema::SchemaInfo;
 use super::Nl2SqlError;
-use crate::clock::ms_since;
-use crate::runtime::Runtime;
+use crate::platform::clock::ms_since;
+use crate::platform::runtime::Runtime;
 
 /// What a prewarm did.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,6 +13,7 @@
 
 use super::error::Nl2SqlError;
 use super::prompt::{Segment, Segments};
+use crate::kernels::math;
 use crate::tokenizer::Tokenizer;
 
 /// The check question, asked as a new user turn after the question.
@@ -113,7 +114,7 @@ impl AnswerTokens {
         let lse = |ids: &[u32]| {
             let xs: Vec<f64> = ids.iter().map(|&i| row[i as usize] as f64).collect();
             let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            m + crate::math::ln_f64(xs.iter().map(|&x| crate::math::exp_f64(x - m)).sum())
+            m + math::ln_f64(xs.iter().map(|&x| math::exp_f64(x - m)).sum())
         };
         (lse(&self.no) - lse(&self.yes)) as f32
     }

@@ -4,7 +4,7 @@
 use super::constrain::Constrainer;
 use super::decode::Choice;
 use super::outcome::ShapingSummary;
-use crate::sampler::argmax;
+use crate::generate::sampler::argmax;
 use crate::tokenizer::Tokenizer;
 
 /// How one call shapes token choice: an optional identifier constrainer; plain greedy without.

@@ -1,8 +1,8 @@
 //! Causal grouped-query attention over an f32 or f16 KV cache, in two precision modes.
 
 use super::f16::{self as h16, f16};
+use crate::kernels::math;
 use crate::kernels::{KernelSet, VecDotBatchFn, WeightedSumFn, MAX_BATCH};
-use crate::math;
 use crate::quant::GgmlType;
 use rayon::prelude::*;
 
@@ -403,7 +403,7 @@ mod tests {
         prec: AttnPrecision,
     ) -> Vec<f32> {
         let mut out = vec![0.0; q.len()];
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         if f16_cache {
             let (mut k16, mut v16) = (vec![f16::ZERO; k.len()], vec![f16::ZERO; v.len()]);
             h16::to_f16(&mut k16, k);
@@ -482,7 +482,7 @@ mod tests {
         for view in [KvView::F32 { k: &k, v: &v }, KvView::F16 { k: &k16h, v: &v16h }] {
             let on = |threads: usize| {
                 let mut out = vec![0.0; q.len()];
-                let rt = crate::runtime::Runtime::new(threads).unwrap();
+                let rt = crate::platform::runtime::Runtime::new(threads).unwrap();
                 rt.install(|| {
                     attention(
                         &q,
@@ -538,7 +538,7 @@ mod tests {
         h16::to_f16(&mut k16, &k);
         h16::to_f16(&mut v16, &v);
         let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        let features = crate::cpu::cpu_features();
+        let features = crate::kernels::cpu::cpu_features();
         let mut sets: Vec<&KernelSet> = crate::kernels::Tier::available(features)
             .into_iter()
             .map(|t| KernelSet::for_tier(t).unwrap())

@@ -318,7 +318,7 @@ mod tests {
         let (rows, cols) = (4099, 24); // 4099: not a multiple of the task size; several tasks
         let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32) - 6.0).collect();
         let wb = bytes(&w);
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let kernels = set.get(GgmlType::F32).unwrap();
@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(token_tile(cols * 4), MAX_BATCH);
         let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32) * 0.013 - 0.6).collect();
         let wb = bytes(&w);
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         let n_tok = 2 * MAX_BATCH + 3;
         let x: Vec<f32> = (0..n_tok * cols).map(|i| (i as f32 * 0.37).sin()).collect();
         let xb = bytes(&x);
@@ -380,7 +380,7 @@ mod tests {
         let (rows, cols) = (3001, 40);
         let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32) * 0.013 - 0.6).collect();
         let wb = bytes(&w);
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         let set = crate::kernels::kernels();
         let wr = WeightRows {
             data: &wb,
@@ -414,7 +414,7 @@ mod tests {
     /// `plain`'s products for one token, a batch, and more tokens than a token tile; activations
     /// `x(i)` quantized to Q8_K.
     fn same_products(
-        rt: &crate::runtime::Runtime,
+        rt: &crate::platform::runtime::Runtime,
         plain: WeightRows<'_>,
         other: WeightRows<'_>,
         tier: Tier,
@@ -462,7 +462,7 @@ mod tests {
         }
         let mut packed = vec![0u8; wb.len()];
         pack_q4_k(rows, cols, &wb, &mut packed);
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
             let Some(dot) = set.packed_q4_k() else { continue };
@@ -503,7 +503,7 @@ mod tests {
         }
         let mut packed = vec![0u8; wb.len()];
         pack_q2_k(rows, cols, &wb, &mut packed);
-        let rt = crate::runtime::Runtime::new(2).unwrap();
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         let mut used = 0;
         for tier in Tier::ALL {
             let Ok(set) = KernelSet::for_tier(tier) else { continue };
@@ -525,7 +525,10 @@ mod tests {
         }
         // Every x86 SIMD tier this CPU has uses it (`kernels::select::lut_for`).
         #[cfg(target_arch = "x86_64")]
-        assert!(used > 0 || !crate::cpu::cpu_features().avx2, "no tier used the LUT kernel");
+        assert!(
+            used > 0 || !crate::kernels::cpu::cpu_features().avx2,
+            "no tier used the LUT kernel"
+        );
         let _ = used;
     }
 }

@@ -26,13 +26,13 @@ impl RopeTable {
     pub fn new(positions: impl IntoIterator<Item = usize>, n_rot: usize, base: f32) -> RopeTable {
         assert!(n_rot.is_multiple_of(2) && n_rot > 0, "n_rot must be even and positive");
         let half = n_rot / 2;
-        let theta_scale = crate::math::powf(base, -2.0 / n_rot as f32);
+        let theta_scale = crate::kernels::math::powf(base, -2.0 / n_rot as f32);
         let mut cos = Vec::new();
         let mut sin = Vec::new();
         for p in positions {
             let mut theta = p as f32;
             for _ in 0..half {
-                let (s, c) = crate::math::sin_cos(theta);
+                let (s, c) = crate::kernels::math::sin_cos(theta);
                 cos.push(c);
                 sin.push(s);
                 theta *= theta_scale;

@@ -1,7 +1,7 @@
-//! Log-softmax over a vector (with the engine's own `exp`/`ln`, `crate::math`); the softmax
-//! itself is a kernel loop (`crate::kernels::softmax_in_place`).
+//! Log-softmax over a vector (with the engine's own `exp`/`ln`, `crate::kernels::math`); the
+//! softmax itself is a kernel loop (`crate::kernels::softmax_in_place`).
 
-use crate::math;
+use crate::kernels::math;
 
 /// `log_softmax(x)`: `x[i] - max - ln(sum(exp(x - max)))`, computed in f64 for accuracy.
 pub fn log_softmax(x: &[f32]) -> Vec<f32> {

@@ -1,5 +1,6 @@
 //! The extension's informational SQL functions: version and CPU features.
 
+use crate::kernels::cpu::cpu_features;
 use pgrx::prelude::*;
 
 /// `turboinfer_version()`: the version of the loaded library (the crate version).
@@ -18,7 +19,5 @@ fn turboinfer_version() -> &'static str {
 #[pg_extern(stable, parallel_safe)]
 fn turboinfer_cpu_features(
 ) -> TableIterator<'static, (name!(feature, String), name!(detected, bool))> {
-    TableIterator::new(
-        crate::cpu::cpu_features().list().into_iter().map(|(name, on)| (name.to_string(), on)),
-    )
+    TableIterator::new(cpu_features().list().into_iter().map(|(name, on)| (name.to_string(), on)))
 }

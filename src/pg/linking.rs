@@ -14,7 +14,7 @@ use super::errors::report;
 use super::{backend, catalog, gucs, progress, slots};
 use crate::nl2sql::link::LinkSlot;
 use crate::nl2sql::{Engine, Nl2SqlError, Options, PrefixCache, Progress};
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 
 /// One row of nl2sql_tables(): position, table, similarity, chosen by.
 type Row = (i32, String, Option<f32>, String);

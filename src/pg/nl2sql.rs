@@ -13,13 +13,13 @@ use crate::nl2sql::{
     Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
     MAX_QUESTION_CHARS,
 };
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use serde_json::json;
 use std::time::Instant;
 // Milliseconds since an instant.
-use crate::clock::ms_since as ms;
+use crate::platform::clock::ms_since as ms;
 
 /// The effective sparsity of a call: the argument when given (checked), else the setting.
 pub fn target(arg: Option<f64>) -> f64 {

@@ -10,8 +10,8 @@
 
 use super::errors::{error_report, INVALID_SQL, REFUSED};
 use super::{gucs, stat};
-use crate::clock::ms_since;
 use crate::nl2sql::Outcome;
+use crate::platform::clock::ms_since;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReportWithLevel};
 use pgrx::PgSqlErrorCode;
 use std::any::Any;

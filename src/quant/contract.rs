@@ -34,8 +34,9 @@
 //!   baseline x86-64 build of the scalar tier an exact emulation from f64 arithmetic ([`fma`]).
 //!
 //! Everything else in the forward pass is scalar code that all tiers share (norms, RoPE, softmax,
-//! SiLU, the residual adds) with the engine's own elementary functions (`crate::math`), and the
-//! attention weighted sum, whose order (`kernels::WeightedSumFn`) is the plain row-by-row one.
+//! SiLU, the residual adds) with the engine's own elementary functions (`crate::kernels::math`),
+//! and the attention weighted sum, whose order (`kernels::WeightedSumFn`) is the plain row-by-row
+//! one.
 
 /// Lanes of the float dot products.
 pub const ELEMENT_LANES: usize = 16;

@@ -3,7 +3,7 @@
 
 use super::ServeError;
 use crate::model::{KvCache, Model, SeqStep};
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use std::collections::{HashMap, HashSet};
 
 /// A sequence's name, chosen by the caller (e.g. a backend's process number and call number).

@@ -26,7 +26,10 @@ pub fn read_texts(paths: &[impl AsRef<Path>]) -> std::io::Result<Vec<String>> {
             // Non-blocking open, regular files only: a FIFO named here must not hang the caller.
             let mut b = Vec::new();
             std::io::Read::read_to_end(
-                &mut crate::regular_file::open(p.as_ref(), crate::regular_file::Links::Follow)?,
+                &mut crate::fileio::regular_file::open(
+                    p.as_ref(),
+                    crate::fileio::regular_file::Links::Follow,
+                )?,
                 &mut b,
             )?;
             let s = String::from_utf8_lossy(&b).into_owned();

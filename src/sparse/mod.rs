@@ -7,7 +7,6 @@
 //! a level is attached to a model as its `model::FfnHook` (a `SparseHook`).
 
 pub mod calibrate;
-pub mod cli;
 pub mod corpus;
 mod error;
 pub mod ffn;

@@ -265,7 +265,7 @@ impl Sidecar {
             });
         }
         // Non-blocking, regular files only, no symlink followed (sidecars are written by rename).
-        let links = crate::regular_file::Links::Refuse;
+        let links = crate::fileio::regular_file::Links::Refuse;
         let map = match MappedFile::open(&path, links, HEADER_BYTES as u64, MAGIC, Watch::No) {
             Ok(m) => m,
             Err(MapError::Io(source)) => return Err(SparseError::Io { path, source }),

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use turboinfer::quant::GgmlType;
 
 /// The engine's SplitMix64, with helpers to generate test data (no `rand` dependency).
-pub struct Rng(turboinfer::sampler::SplitMix64);
+pub struct Rng(turboinfer::generate::sampler::SplitMix64);
 
 impl Rng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng(turboinfer::sampler::SplitMix64::new(seed))
+        Rng(turboinfer::generate::sampler::SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.

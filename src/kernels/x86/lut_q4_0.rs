@@ -32,7 +32,7 @@ fn check(tier: Tier, nb: usize, w: &[u8], act: &[u8], tables: &[u8]) {
         w.len() >= nb * LUT_BLOCK && act.len() >= nb * Q80 && tables.len() >= nb * TABLE_BYTES,
         "LUT GEMV operand sizes"
     );
-    assert!(tier.supported(crate::cpu::cpu_features()), "the {tier} tier is missing");
+    assert!(tier.supported(crate::kernels::cpu::cpu_features()), "the {tier} tier is missing");
 }
 
 /// `lut::LutGemvFn` for `Q4_0×32` on AVX2 (every x86 SIMD tier).

@@ -15,7 +15,7 @@ use crate::nl2sql::ident::quote_ident;
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::trim::words;
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use rayon::prelude::*;
 pub use window::{Window, MAX_DRAFT};

@@ -1,7 +1,6 @@
 //! The state the stages of one call share, and the small steps they take through it: start a turn
 //! after the question, decode an answer, judge a statement, execute one.
 
-use crate::clock::ms_since;
 use crate::nl2sql::candidates::TokenScore;
 use crate::nl2sql::decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 use crate::nl2sql::draft::Drafter;
@@ -15,6 +14,7 @@ use crate::nl2sql::repair::Rejection;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::seq::Seq;
 use crate::nl2sql::shaping::Shaping;
+use crate::platform::clock::ms_since;
 use std::time::Instant;
 
 /// Back-outs of dead ends per constrained decode (see `decode::decode`): each costs one

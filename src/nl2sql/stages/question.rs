@@ -7,7 +7,6 @@
 //! one prefill of the question part (batch = sequential), so an answered question's answer is
 //! bitwise what it is without the check.
 
-use crate::clock::ms_since;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::forward::Forward;
 use crate::nl2sql::outcome::PhaseTimings;
@@ -16,6 +15,7 @@ use crate::nl2sql::refusal::{self, AnswerTokens, Verdict};
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::seq::Seq;
+use crate::platform::clock::ms_since;
 use std::time::Instant;
 
 /// What the check needs besides the question: its threshold and the tables the model was shown

@@ -10,7 +10,7 @@
 
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
-use crate::clock::ms_since;
+use crate::generate::sampler::{Sampler, SamplerConfig};
 use crate::nl2sql::candidates::{self, Candidate, TokenScore};
 use crate::nl2sql::decode::StopReason;
 use crate::nl2sql::error::Nl2SqlError;
@@ -18,7 +18,7 @@ use crate::nl2sql::progress::Progress;
 use crate::nl2sql::repair::cap_chars;
 use crate::nl2sql::seq::Seq as KvSeq;
 use crate::nl2sql::sqltext::{answer_complete, extract_sql};
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::platform::clock::ms_since;
 use std::time::Instant;
 
 /// Sampling temperature: 0.7 is where self-consistency is usually run (diverse enough that

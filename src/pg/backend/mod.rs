@@ -8,7 +8,7 @@ pub mod sparse;
 use super::gucs;
 use crate::nl2sql::model_path::{self, ModelPathError, MODELS_DIR};
 use crate::nl2sql::{Engine, Nl2SqlError, PrefixCache};
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -178,7 +178,7 @@ fn load_engine(path: &Path, id: &FileId) -> (Result<Engine, LoadError>, f64) {
     let t = Instant::now();
     let engine = Engine::load(path, &id.identity(path))
         .map_err(|e| LoadError::Engine(path.to_path_buf(), e));
-    (engine, crate::clock::ms_since(t))
+    (engine, crate::platform::clock::ms_since(t))
 }
 
 /// Makes the backend's model and worker pool ready, as [`Backend::model_and_runtime`] does, while

@@ -293,7 +293,7 @@ impl Transport for Client {
         impl Drop for Timed {
             fn drop(&mut self) {
                 let (steps, ms) = WAITED.get();
-                WAITED.set((steps + 1, ms + crate::clock::ms_since(self.0)));
+                WAITED.set((steps + 1, ms + crate::platform::clock::ms_since(self.0)));
             }
         }
         let _timed = Timed(std::time::Instant::now());

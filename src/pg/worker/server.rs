@@ -12,7 +12,7 @@ use crate::nl2sql::model_path::{self, MODELS_DIR};
 use crate::nl2sql::Engine;
 use crate::pg::backend;
 use crate::pg::gucs;
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
 use crate::serve::{wire, ServeError, Server};
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
 use pgrx::pg_sys;

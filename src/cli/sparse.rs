@@ -1,13 +1,15 @@
 //! The sparse subcommands of the `turboinfer` CLI: `calibrate`, `sparse-report`, `perplexity`,
 //! `sparse-agree` (kept here so the binary only dispatches).
 
-use super::{calibrate, corpus, load_for, sidecar, CalibOptions, SparseConfig, SparseHook};
-use crate::cli_args::{Args, Opt};
+use crate::cli::args::{Args, Opt};
 use crate::generate::{generate_ids, GenerateParams};
 use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
 use crate::ops::log_softmax;
-use crate::runtime::Runtime;
+use crate::platform::runtime::Runtime;
+use crate::sparse::{
+    calibrate, corpus, load_for, sidecar, CalibOptions, LayerReport, SparseConfig, SparseHook,
+};
 use crate::tokenizer::Tokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,8 +199,7 @@ fn cmd_report(o: &Args) -> Result<(), String> {
             r.cpu_us_per_token
         );
     }
-    let mean =
-        |f: &dyn Fn(&super::LayerReport) -> f64| rep.iter().map(f).sum::<f64>() / rep.len() as f64;
+    let mean = |f: &dyn Fn(&LayerReport) -> f64| rep.iter().map(f).sum::<f64>() / rep.len() as f64;
     println!(
         "mean   {:>13.3}  {:>15.3}  {:>6.3}  {:>8.3}  total {tot:.1} us/token, cpu {cpu:.1} us/token (one thread: -t 1)",
         mean(&|r| r.predicted_sparsity),

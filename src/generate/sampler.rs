@@ -179,7 +179,8 @@ pub fn argmax(x: &[f32]) -> u32 {
 /// Softmax (f64) of the candidates' values, in candidate order.
 fn softmax_of(c: &[(u32, f32)]) -> Vec<f64> {
     let max = c.iter().map(|e| e.1).fold(f32::NEG_INFINITY, f32::max) as f64;
-    let mut p: Vec<f64> = c.iter().map(|e| crate::math::exp_f64(e.1 as f64 - max)).collect();
+    let mut p: Vec<f64> =
+        c.iter().map(|e| crate::kernels::math::exp_f64(e.1 as f64 - max)).collect();
     let s: f64 = p.iter().sum();
     for v in p.iter_mut() {
         *v /= s;
