@@ -1065,4 +1065,24 @@ mod tests {
         assert!(n.check("```sql\nSELECT * FROM", " users"));
         assert!(!n.check("```sql\nSELECT * FROM", " people"));
     }
+
+    #[test]
+    fn comments_and_strings_are_not_names() {
+        let n = names();
+        // Words in comments (nested ones too) and in any kind of string are never checked.
+        assert!(
+            n.check("SELECT * FROM users WHERE", " /* no such /* column */ here */ user_id = 1")
+        );
+        assert!(n.check("SELECT * FROM users WHERE", " -- no such column\n user_id = 1"));
+        assert!(n.check("SELECT * FROM users WHERE full_name =", " E'O\\'Brien' AND user_id = 1"));
+        assert!(n.check("SELECT * FROM users WHERE full_name =", " $$no such$$ AND user_id = 1"));
+        assert!(n.check("SELECT * FROM users WHERE full_name = $q$", "no such"));
+        assert!(!n.check("SELECT * FROM users WHERE full_name = $q$x$q$ AND", " country ="));
+        // A backtick inside a string or comment is no backtick quoting.
+        assert!(n.check("SELECT * FROM users WHERE full_name =", " E'`x\\'`' --`y`\n"));
+        assert!(!n.check("SELECT * FROM users WHERE full_name = E'\\'' AND", " `x"));
+        // A U&"" name is read decoded.
+        assert!(n.check("SELECT u.", "U&\"full\\005Fname\" FROM users u"));
+        assert!(!n.check("SELECT u.", "U&\"full\\005Fnam\" FROM users u"));
+    }
 }

@@ -585,6 +585,21 @@ mod tests {
     }
 
     #[test]
+    fn group_by_ends_are_not_read_in_strings_or_comments() {
+        fn end(sql: &str) -> Option<&str> {
+            group_clause_end(sql, sql.find("GROUP").unwrap()).map(|e| &sql[..e])
+        }
+        let sql =
+            "SELECT 1 FROM t GROUP BY a, E'\\' limit', $x$ order $x$ /* /* */ having */ LIMIT 1";
+        assert_eq!(end(sql), Some(&sql[..sql.rfind("LIMIT").unwrap()]));
+        assert_eq!(
+            end("SELECT 1 FROM t GROUP BY order$x"),
+            Some("SELECT 1 FROM t GROUP BY order$x")
+        );
+        assert_eq!(end("SELECT 1 FROM t GROUP BY 'é"), Some("SELECT 1 FROM t GROUP BY 'é"));
+    }
+
+    #[test]
     fn repeated_outputs_are_doubted() {
         let sql = "SELECT s.name, s.price, s.name FROM sales s";
         let facts = QueryFacts {

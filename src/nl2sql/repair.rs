@@ -1079,6 +1079,24 @@ mod tests {
     }
 
     #[test]
+    fn from_items_skip_what_postgresql_skips() {
+        let items = |sql: &str| -> Vec<(Vec<String>, String)> {
+            from_items(sql).into_iter().map(|f| (f.table, f.alias)).collect()
+        };
+        let t = |name: &str, alias: &str| (vec![name.to_string()], alias.to_string());
+        // Nested comments, E'' and dollar-quoted strings hide their words.
+        assert_eq!(
+            items("SELECT 1 FROM a /* x /* FROM b */ FROM c */ JOIN d ON E'\\' FROM e' = $$ FROM f $$"),
+            vec![t("a", "a"), t("d", "d")]
+        );
+        // U&"" names are decoded; a non-ASCII digit starting a token once looped forever.
+        assert_eq!(items(r#"SELECT ² FROM U&"d\0061ta" x"#), vec![t("data", "x")]);
+        assert_eq!(items("SELECT 1 FROM café AS ç"), vec![t("café", "ç")]);
+        // Cut mid-statement: what was written is read.
+        assert_eq!(items("SELECT 1 FROM \"Ab"), vec![t("Ab", "Ab")]);
+    }
+
+    #[test]
     fn error_spans() {
         let sql =
             "SELECT c.total_price FROM customers c WHERE c.placed >= '2023' AND x LIKE 'a >= b'";

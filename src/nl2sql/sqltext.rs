@@ -185,4 +185,27 @@ mod tests {
         assert!(!answer_complete(""));
         assert!(!answer_complete("\n\n"));
     }
+
+    #[test]
+    fn statements_end_where_postgresql_ends_them() {
+        // Block comments nest: the first `*/` does not end the outer one.
+        assert_eq!(
+            sql("SELECT 1 /* a /* b */ ; */ + 2; x"),
+            ("SELECT 1 /* a /* b */ ; */ + 2".into(), true)
+        );
+        // A backslash escapes a quote in E'' only; `$` inside an identifier opens no dollar quote.
+        assert_eq!(sql(r"SELECT E'\';' AS a; x"), (r"SELECT E'\';' AS a".into(), true));
+        assert_eq!(sql(r"SELECT '\'; x"), (r"SELECT '\'".into(), true));
+        assert_eq!(sql("SELECT a$$b; x"), ("SELECT a$$b".into(), true));
+        assert_eq!(sql("SELECT $a$ ; $ $a$; x"), ("SELECT $a$ ; $ $a$".into(), true));
+        // Cut inside a string, dollar quote, quoted name or comment: not complete.
+        for cut in
+            ["SELECT 'a;", "SELECT $$a;", "SELECT \"a;", "SELECT /* a; /* */", "SELECT E'\\';"]
+        {
+            assert_eq!(sql(cut), (cut.into(), false), "{cut}");
+        }
+        // `--` at the end of the input, and multi-byte text anywhere.
+        assert_eq!(sql("SELECT 'é' -- ünïcode"), ("SELECT 'é' -- ünïcode".into(), false));
+        assert_eq!(sql("SELECT 'é' AS \"ü\";"), ("SELECT 'é' AS \"ü\"".into(), true));
+    }
 }
