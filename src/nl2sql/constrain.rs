@@ -9,6 +9,7 @@
 //! acceptable token, falling back to plain argmax when none is.
 
 use super::ident::is_non_unreserved_keyword;
+use super::lexer::{self, Kind, Token};
 use super::schema::SchemaInfo;
 use super::vocab::SQL_WORDS;
 use crate::tokenizer::Tokenizer;
@@ -60,100 +61,32 @@ enum Clause {
     Other,
 }
 
-/// One lexed token of SQL text.
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    /// An identifier or keyword (`lower` for unquoted words, exact for quoted), its byte span,
-    /// and whether it is complete (a character follows it / its closing quote was seen).
-    Word { name: String, quoted: bool, start: usize, end: usize, complete: bool },
-    /// A number, a string literal or a parameter: an operand that is no name.
-    Literal,
-    /// Punctuation or an operator (`::` and multi-character operators kept together).
-    Punct(String),
+/// The pieces the clause tracker reads an operator or punctuation token as, one at a time:
+/// `::`, `<=`, `>=`, `<>`, `!=` and `||` whole, every other character alone (`->>` is `-`, `>`,
+/// `>`): the tracker's rules are written for these pieces.
+fn pieces(op: &str) -> impl Iterator<Item = &str> {
+    let mut rest = op;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let two = ["::", "<=", ">=", "<>", "!=", "||"].iter().any(|o| rest.starts_with(o));
+        let n = if two { 2 } else { first.len_utf8() };
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        Some(piece)
+    })
 }
 
-/// True for characters that continue an unquoted identifier.
-fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
+/// True for a token the tracker reads as pieces (see [`pieces`]).
+fn is_op(t: &Token) -> bool {
+    matches!(t.kind, Kind::Operator | Kind::Punct | Kind::Other)
 }
 
-/// Lexes `s` (comments and whitespace dropped; unterminated literals run to the end).
-fn lex(s: &str) -> Vec<Tok> {
-    let b: Vec<(usize, char)> = s.char_indices().collect();
-    let at = |i: usize| b.get(i).map(|x| x.1);
-    let pos = |i: usize| b.get(i).map_or(s.len(), |x| x.0);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i].1;
-        if c.is_whitespace() {
-            i += 1;
-        } else if c == '-' && at(i + 1) == Some('-') {
-            while i < b.len() && b[i].1 != '\n' {
-                i += 1;
-            }
-        } else if c == '\'' {
-            i += 1;
-            loop {
-                match at(i) {
-                    None => break,
-                    Some('\'') if at(i + 1) == Some('\'') => i += 2,
-                    Some('\'') => {
-                        i += 1;
-                        break;
-                    }
-                    _ => i += 1,
-                }
-            }
-            out.push(Tok::Literal);
-        } else if c == '"' {
-            let start = pos(i);
-            let mut name = String::new();
-            i += 1;
-            let mut complete = false;
-            while let Some(ch) = at(i) {
-                if ch == '"' && at(i + 1) == Some('"') {
-                    name.push('"');
-                    i += 2;
-                } else if ch == '"' {
-                    i += 1;
-                    complete = true;
-                    break;
-                } else {
-                    name.push(ch);
-                    i += 1;
-                }
-            }
-            out.push(Tok::Word { name, quoted: true, start, end: pos(i), complete });
-        } else if c.is_ascii_digit() || (c == '$' && at(i + 1).is_some_and(|d| d.is_ascii_digit()))
-        {
-            i += 1;
-            while at(i).is_some_and(|d| d.is_ascii_alphanumeric() || d == '.' || d == '_') {
-                i += 1;
-            }
-            out.push(Tok::Literal);
-        } else if is_word_char(c) {
-            let start = pos(i);
-            while at(i).is_some_and(is_word_char) {
-                i += 1;
-            }
-            let end = pos(i);
-            out.push(Tok::Word {
-                name: s[start..end].to_lowercase(),
-                quoted: false,
-                start,
-                end,
-                complete: i < b.len(),
-            });
-        } else {
-            let two: String = b[i..b.len().min(i + 2)].iter().map(|x| x.1).collect();
-            let op = ["::", "<=", ">=", "<>", "!=", "||"].iter().find(|o| two == **o);
-            let p = op.map_or_else(|| c.to_string(), |o| o.to_string());
-            i += p.chars().count();
-            out.push(Tok::Punct(p));
-        }
-    }
-    out
+/// The name of an identifier token as the tracker compares it (`lower` for unquoted words,
+/// exact for quoted) and whether it was quoted.
+fn word_of(t: &Token) -> Option<(String, bool)> {
+    let quoted = t.kind == Kind::QuotedIdent;
+    let name = t.name()?;
+    Some((if quoted { name.into_owned() } else { name.to_lowercase() }, quoted))
 }
 
 /// The SQL part of an answer: after an opening code fence's first line (`None` while that
@@ -168,16 +101,18 @@ fn sql_part(text: &str) -> Option<(usize, &str)> {
     Some((lead, t))
 }
 
-/// False when `sql` has, at or after byte `from`, a backtick that is neither inside a string
-/// literal nor part of a code fence (a run of three, or one at the start of a line): PostgreSQL
-/// has no backtick quoting (`T2.\`date\``, a MySQL habit, never parses).
-fn backticks_ok(sql: &str, from: usize) -> bool {
-    sql.char_indices().filter(|&(i, c)| c == '`' && i + 1 > from).all(|(i, _)| {
-        let in_literal = sql[..i].matches('\'').count() % 2 == 1;
-        let line = &sql[sql[..i].rfind('\n').map_or(0, |n| n + 1)..i];
-        let b = sql.as_bytes();
-        let fence = (i.saturating_sub(2)..=i).any(|k| b.get(k..k + 3) == Some(b"```"));
-        in_literal || fence || line.chars().all(|c| c.is_whitespace() || c == '`')
+/// False when `sql` (lexed into `toks`) has, at or after byte `from`, a backtick that is an
+/// operator character (not inside a string, quoted identifier or comment) and not part of a
+/// code fence (a run of three, or one at the start of a line): PostgreSQL has no backtick
+/// quoting (`T2.\`date\``, a MySQL habit, never parses).
+fn backticks_ok(sql: &str, toks: &[Token], from: usize) -> bool {
+    let b = sql.as_bytes();
+    toks.iter().filter(|t| t.kind == Kind::Operator && t.end() > from).all(|t| {
+        t.text.match_indices('`').map(|(p, _)| t.start + p).filter(|&i| i + 1 > from).all(|i| {
+            let line = &sql[sql[..i].rfind('\n').map_or(0, |n| n + 1)..i];
+            let fence = (i.saturating_sub(2)..=i).any(|k| b.get(k..k + 3) == Some(b"```"));
+            fence || line.chars().all(|c| c.is_whitespace() || c == '`')
+        })
     })
 }
 
@@ -320,26 +255,32 @@ impl Names {
             return true; // the candidate finishes the fence line
         }
         let boundary = text.len() - off;
-        if !backticks_ok(sql, boundary) {
+        let toks: Vec<Token> = lexer::lex(sql).filter(|t| !t.is_comment()).collect();
+        if !backticks_ok(sql, &toks, boundary) {
             return false;
         }
-        let toks = lex(sql);
         let mut st = State::new(self);
         for (k, t) in toks.iter().enumerate() {
-            if let Tok::Word { name, quoted, end, complete, .. } = t {
-                if *end >= boundary || !complete {
-                    let next = match toks.get(k + 1) {
-                        Some(Tok::Punct(p)) if sql[*end..].starts_with(p.as_str()) => {
-                            Some(p.as_str())
-                        }
-                        _ => None,
-                    };
-                    if !st.accepts(name, *quoted, *complete, next) {
+            let word = word_of(t);
+            if let Some((name, quoted)) = &word {
+                // Complete: its closing quote was seen, or (unquoted) a character follows it.
+                let (end, complete) =
+                    (t.end(), if *quoted { t.terminated } else { t.end() < sql.len() });
+                if end >= boundary || !complete {
+                    let next = toks
+                        .get(k + 1)
+                        .filter(|n| is_op(n) && n.start == end)
+                        .and_then(|n| pieces(n.text).next());
+                    if !st.accepts(name, *quoted, complete, next) {
                         return false;
                     }
                 }
             }
-            st.feed(t);
+            match word {
+                Some((name, _)) => st.feed(t.kind, &name),
+                None if is_op(t) => pieces(t.text).for_each(|p| st.feed(t.kind, p)),
+                None => st.feed(t.kind, ""),
+            }
         }
         true
     }
@@ -507,19 +448,22 @@ impl<'n> State<'n> {
         }
     }
 
-    /// Advances over one token, updating clauses, declarations and the next slot.
-    fn feed(&mut self, t: &Tok) {
+    /// Advances over one token, updating clauses, declarations and the next slot: a literal
+    /// (string, number, parameter), a word (`text` its name as [`word_of`] gives it), or one
+    /// piece of an operator or punctuation (see [`pieces`]).
+    fn feed(&mut self, kind: Kind, text: &str) {
         let prev_word = self.prev_word.take();
         self.after_alias = false;
         let slot = std::mem::replace(&mut self.slot, Slot::Free);
         let qualifier = self.qualifier.take();
         let forward_of = self.forward_of.take();
-        match t {
-            Tok::Literal => {
+        match kind {
+            // (Comments never reach the tracker: `Names::check` leaves them out.)
+            Kind::String | Kind::Number | Kind::Param | Kind::LineComment | Kind::BlockComment => {
                 self.alias_for = None;
             }
-            Tok::Word { name, quoted, .. } => {
-                let (w, q) = (name.as_str(), *quoted);
+            Kind::Ident | Kind::QuotedIdent => {
+                let (w, q) = (text, kind == Kind::QuotedIdent);
                 self.prev_word = Some((key(w, q), q));
                 if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
                     self.forward.entry(alias).or_default().push(if q {
@@ -581,8 +525,8 @@ impl<'n> State<'n> {
                     self.declared.insert(key(w, q), Target::Derived);
                 }
             }
-            Tok::Punct(p) => {
-                let p = p.as_str();
+            Kind::Operator | Kind::Punct | Kind::Other => {
+                let p = text;
                 match p {
                     "." => {
                         if let Some(Some(Target::Schema)) = qualifier {
@@ -926,16 +870,18 @@ mod tests {
     }
 
     #[test]
-    fn lexes_words_literals_and_operators() {
-        let t = lex("SELECT \"A\"\"b\", 'x''y' FROM t WHERE a::date >= 1.5 -- c\n");
-        assert_eq!(
-            t[1],
-            Tok::Word { name: "A\"b".into(), quoted: true, start: 7, end: 13, complete: true }
-        );
-        assert_eq!(t[3], Tok::Literal);
-        assert!(t.contains(&Tok::Punct("::".into())) && t.contains(&Tok::Punct(">=".into())));
-        assert!(matches!(t.last(), Some(Tok::Literal)));
-        assert!(matches!(lex("SELECT us").last(), Some(Tok::Word { complete: false, .. })));
+    fn tokens_give_words_literals_and_operators() {
+        let sql = "SELECT \"A\"\"b\", 'x''y' FROM t WHERE a::date >= 1.5 -- c\n";
+        let t: Vec<Token> = lexer::lex(sql).filter(|t| !t.is_comment()).collect();
+        assert_eq!(word_of(&t[1]), Some(("A\"b".into(), true)));
+        assert_eq!((t[1].start, t[1].end(), t[1].terminated), (7, 13, true));
+        assert_eq!(t[3].kind, Kind::String);
+        assert!(t.iter().any(|t| t.is("::")) && t.iter().any(|t| t.is(">=")));
+        assert_eq!(t.last().map(|t| t.kind), Some(Kind::Number));
+        // A word at the end of the text is incomplete: no character follows it.
+        let us = lexer::lex("SELECT us").last().unwrap();
+        assert!(us.kind == Kind::Ident && us.end() == "SELECT us".len());
+        assert_eq!(pieces("->>::<>=").collect::<Vec<_>>(), ["-", ">", ">", "::", "<>", "="]);
     }
 
     #[test]
@@ -1111,5 +1057,26 @@ mod tests {
         assert!(n.check("```", "sql"));
         assert!(n.check("```sql\nSELECT * FROM", " users"));
         assert!(!n.check("```sql\nSELECT * FROM", " people"));
+    }
+
+    #[test]
+    fn comments_and_strings_are_not_names() {
+        let n = names();
+        let w = "SELECT * FROM users WHERE";
+        let f = "SELECT * FROM users WHERE full_name =";
+        for (text, piece, ok, why) in [
+            (w, " /* no such /* column */ here */ user_id = 1", true, "nested comment"),
+            (w, " -- no such column\n user_id = 1", true, "line comment"),
+            (f, " E'O\\'Brien' AND user_id = 1", true, "E'' string"),
+            (f, " $$no such$$ AND user_id = 1", true, "dollar quote"),
+            ("SELECT * FROM users WHERE full_name = $q$", "no such", true, "open dollar quote"),
+            ("SELECT * FROM users WHERE full_name = $q$x$q$ AND", " country =", false, "after it"),
+            (f, " E'`x\\'`' --`y`\n", true, "backticks in a string and a comment"),
+            ("SELECT * FROM users WHERE full_name = E'\\'' AND", " `x", false, "a backtick"),
+            ("SELECT u.", "U&\"full\\005Fname\" FROM users u", true, "U&\"\" decoded"),
+            ("SELECT u.", "U&\"full\\005Fnam\" FROM users u", false, "U&\"\" decoded"),
+        ] {
+            assert_eq!(n.check(text, piece), ok, "{why}: {text}{piece}");
+        }
     }
 }

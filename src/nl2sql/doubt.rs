@@ -27,6 +27,7 @@
 //!   engine uses it when the fixed statement passes without doubt (no model round). Both fixes
 //!   of one statement are made together.
 
+use super::lexer::{self, Kind};
 use super::render::Renderer;
 use super::repair::Rejection;
 use super::schema::{SchemaInfo, Table};
@@ -343,44 +344,24 @@ fn group_clause_end(sql: &str, group: usize) -> Option<usize> {
     if !by.get(..2)?.eq_ignore_ascii_case("by") || after.len() == by.len() {
         return None;
     }
-    let b = sql.as_bytes();
     let start = sql.len() - by.len() + 2;
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
-    let (mut i, mut depth) = (start, 0usize);
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += 1;
-                }
+    let mut depth = 0usize;
+    for t in lexer::lex(sql).filter(|t| t.start >= start && !t.is_comment()) {
+        if t.is("(") {
+            depth += 1;
+        } else if t.is(")") || t.is(";") {
+            if depth == 0 {
+                return Some(t.start);
             }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 1);
-            }
-            b'(' => depth += 1,
-            b')' if depth == 0 => return Some(i),
-            b')' => depth -= 1,
-            b';' if depth == 0 => return Some(i),
-            c if depth == 0 && c.is_ascii_alphabetic() && !ident(b[i - 1]) => {
-                let len = b[i..].iter().take_while(|&&c| ident(c)).count();
-                let word = sql[i..i + len].to_ascii_lowercase();
-                if AFTER_GROUP_BY.contains(&word.as_str()) {
-                    return Some(i);
-                }
-                i += len;
-                continue;
-            }
-            _ => {}
+            depth -= usize::from(t.is(")"));
+        } else if depth == 0
+            && t.kind == Kind::Ident
+            && AFTER_GROUP_BY.iter().any(|w| t.text.eq_ignore_ascii_case(w))
+        {
+            return Some(t.start);
         }
-        i += 1;
     }
-    Some(b.len())
+    Some(sql.len())
 }
 
 /// `sql` with `edits` made (`(start, end, text)`: `start..end` replaced by `text`), or `None`
@@ -601,6 +582,21 @@ mod tests {
         assert_eq!(end("SELECT 1 FROM t GROUP BY a;"), Some("GROUP BY a"));
         assert_eq!(end("SELECT 1 FROM t GROUP BY a_order LIMIT 2"), Some("GROUP BY a_order "));
         assert_eq!(end("SELECT 1 FROM t GROUPBY a"), None);
+    }
+
+    #[test]
+    fn group_by_ends_are_not_read_in_strings_or_comments() {
+        fn end(sql: &str) -> Option<&str> {
+            group_clause_end(sql, sql.find("GROUP").unwrap()).map(|e| &sql[..e])
+        }
+        let sql =
+            "SELECT 1 FROM t GROUP BY a, E'\\' limit', $x$ order $x$ /* /* */ having */ LIMIT 1";
+        assert_eq!(end(sql), Some(&sql[..sql.rfind("LIMIT").unwrap()]));
+        assert_eq!(
+            end("SELECT 1 FROM t GROUP BY order$x"),
+            Some("SELECT 1 FROM t GROUP BY order$x")
+        );
+        assert_eq!(end("SELECT 1 FROM t GROUP BY 'é"), Some("SELECT 1 FROM t GROUP BY 'é"));
     }
 
     #[test]

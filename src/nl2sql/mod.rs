@@ -18,6 +18,7 @@ mod forward;
 mod held;
 mod hooks;
 pub mod ident;
+pub mod lexer;
 pub mod link;
 pub mod link_store;
 mod memory_plan;

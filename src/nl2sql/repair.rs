@@ -13,6 +13,7 @@
 //! particular database.
 
 use super::ident::quote_ident;
+use super::lexer::{self, Kind, Token};
 use super::render::Renderer;
 use super::schema::{SchemaInfo, Table};
 
@@ -200,7 +201,8 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
 }
 
 /// Byte offsets of the case-insensitive occurrences of `word` as a whole word (not inside a
-/// longer identifier).
+/// longer identifier): a plain text search, strings and comments included, so that an error
+/// located by name is where earlier versions located it.
 pub fn word_positions(hay: &str, word: &str) -> Vec<usize> {
     let lower = hay.to_lowercase();
     let w = word.to_lowercase();
@@ -222,17 +224,16 @@ fn find_word(hay: &str, word: &str) -> Option<usize> {
     word_positions(hay, word).into_iter().next()
 }
 
-/// The first occurrence of `needle` outside string literals.
+/// The first occurrence of `needle` in `hay` that starts outside string constants.
 fn outside_quotes(hay: &str, needle: &str) -> Option<usize> {
-    let mut in_str = false;
-    for (i, c) in hay.char_indices() {
-        if c == '\'' {
-            in_str = !in_str;
-        } else if !in_str && hay[i..].starts_with(needle) {
-            return Some(i);
-        }
-    }
-    None
+    let in_string = in_string(hay);
+    hay.char_indices().map(|(i, _)| i).find(|&i| hay[i..].starts_with(needle) && !in_string(i))
+}
+
+/// Whether a byte offset of `sql` is inside a string constant (its quotes included).
+fn in_string(sql: &str) -> impl Fn(usize) -> bool + '_ {
+    let toks: Vec<Token> = lexer::lex(sql).collect();
+    move |p| lexer::token_at(&toks, p).is_some_and(|t| t.kind == Kind::String)
 }
 
 /// One FROM/JOIN item of a statement: the table as written and the alias it gets (the table's
@@ -248,25 +249,32 @@ pub struct FromItem {
 /// The table references of `sql`'s FROM and JOIN clauses (every level; sub-selects in
 /// parentheses are skipped as tables but their own FROM items are found), in order.
 pub fn from_items(sql: &str) -> Vec<FromItem> {
-    let toks = lex(sql);
+    let toks: Vec<Token> = lexer::lex(sql).filter(|t| !t.is_comment()).collect();
+    // An unquoted word lowercased (PostgreSQL folds it).
+    let word =
+        |t: Option<&Token>| t.filter(|t| t.kind == Kind::Ident).map(|t| t.text.to_lowercase());
     let mut out = Vec::new();
     let mut i = 0;
     while i < toks.len() {
-        let starts = matches!(&toks[i], Tok::Word(w) if w == "from" || w == "join")
-            || (matches!(&toks[i], Tok::Punct(',')) && in_from_list(&toks[..i]));
+        let starts = word(toks.get(i)).is_some_and(|w| w == "from" || w == "join")
+            || (toks[i].is(",") && in_from_list(&toks[..i]));
         i += 1;
         if !starts {
             continue;
         }
         // A table name: ident ( . ident )*
         let mut parts = Vec::new();
-        while let Some(Tok::Word(w) | Tok::Quoted(w)) = toks.get(i) {
-            if matches!(&toks[i], Tok::Word(_)) && is_clause_word(w) {
-                break;
-            }
-            parts.push(w.clone());
+        while let Some(t) =
+            toks.get(i).filter(|t| matches!(t.kind, Kind::Ident | Kind::QuotedIdent))
+        {
+            let name = match word(Some(t)) {
+                Some(w) if is_clause_word(&w) => break,
+                Some(w) => w,
+                None => t.name().unwrap_or_default().into_owned(),
+            };
+            parts.push(name);
             i += 1;
-            if matches!(toks.get(i), Some(Tok::Punct('.'))) {
+            if toks.get(i).is_some_and(|t| t.is(".")) {
                 i += 1;
             } else {
                 break;
@@ -276,17 +284,17 @@ pub fn from_items(sql: &str) -> Vec<FromItem> {
             continue;
         }
         // Optional [AS] alias.
-        if matches!(toks.get(i), Some(Tok::Word(w)) if w == "as") {
+        if word(toks.get(i)).is_some_and(|w| w == "as") {
             i += 1;
         }
         let alias = match toks.get(i) {
-            Some(Tok::Quoted(a)) => {
+            Some(t) if t.kind == Kind::QuotedIdent => {
                 i += 1;
-                a.clone()
+                t.name().unwrap_or_default().into_owned()
             }
-            Some(Tok::Word(a)) if !is_clause_word(a) => {
+            Some(t) if t.kind == Kind::Ident && !is_clause_word(&t.text.to_lowercase()) => {
                 i += 1;
-                a.clone()
+                t.text.to_lowercase()
             }
             _ => parts.last().cloned().unwrap_or_default(),
         };
@@ -297,21 +305,21 @@ pub fn from_items(sql: &str) -> Vec<FromItem> {
 
 /// True when a `,` at the end of `before` separates FROM items: the nearest clause keyword
 /// before it at the same parenthesis depth is FROM (or a JOIN's ON/USING).
-fn in_from_list(before: &[Tok]) -> bool {
+fn in_from_list(before: &[Token]) -> bool {
     let mut depth = 0i32;
     for t in before.iter().rev() {
-        match t {
-            Tok::Punct(')') => depth += 1,
-            Tok::Punct('(') => {
-                if depth == 0 {
-                    return false;
-                }
-                depth -= 1;
+        if t.is(")") {
+            depth += 1;
+        } else if t.is("(") {
+            if depth == 0 {
+                return false;
             }
-            Tok::Word(w) if depth == 0 && is_clause_word(w) => {
-                return w == "from" || w == "on" || w == "using" || w == "join"
+            depth -= 1;
+        } else if t.kind == Kind::Ident && depth == 0 {
+            let w = t.text.to_lowercase();
+            if is_clause_word(&w) {
+                return w == "from" || w == "on" || w == "using" || w == "join";
             }
-            _ => {}
         }
     }
     false
@@ -359,95 +367,6 @@ fn is_clause_word(w: &str) -> bool {
         "values",
     ];
     WORDS.contains(&w)
-}
-
-/// A token of the light SQL lexer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Tok {
-    /// An unquoted word, lowercased (PostgreSQL folds it).
-    Word(String),
-    /// A double-quoted identifier, as written inside the quotes.
-    Quoted(String),
-    Punct(char),
-    /// A string or number literal, or an operator (contents irrelevant here).
-    Other,
-}
-
-/// Splits `sql` into words, quoted identifiers and punctuation; skips strings and comments.
-fn lex(sql: &str) -> Vec<Tok> {
-    let c: Vec<char> = sql.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < c.len() {
-        let ch = c[i];
-        if ch.is_whitespace() {
-            i += 1;
-        } else if ch == '-' && c.get(i + 1) == Some(&'-') {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-        } else if ch == '/' && c.get(i + 1) == Some(&'*') {
-            i += 2;
-            while i < c.len() && !(c[i] == '*' && c.get(i + 1) == Some(&'/')) {
-                i += 1;
-            }
-            i += 2;
-        } else if ch == '\'' {
-            i += 1;
-            while i < c.len() {
-                if c[i] == '\'' {
-                    if c.get(i + 1) == Some(&'\'') {
-                        i += 2;
-                        continue;
-                    }
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push(Tok::Other);
-        } else if ch == '"' {
-            let mut s = String::new();
-            i += 1;
-            while i < c.len() {
-                if c[i] == '"' {
-                    if c.get(i + 1) == Some(&'"') {
-                        s.push('"');
-                        i += 2;
-                        continue;
-                    }
-                    break;
-                }
-                s.push(c[i]);
-                i += 1;
-            }
-            i += 1;
-            out.push(Tok::Quoted(s));
-        } else if ch.is_alphabetic() || ch == '_' {
-            let mut s = String::new();
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_' || c[i] == '$') {
-                s.push(c[i]);
-                i += 1;
-            }
-            out.push(Tok::Word(s.to_lowercase()));
-        } else if "(),.;".contains(ch) {
-            out.push(Tok::Punct(ch));
-            i += 1;
-        } else {
-            while i < c.len()
-                && !(c[i].is_whitespace() || c[i].is_alphanumeric() || "(),.;'\"_".contains(c[i]))
-            {
-                i += 1;
-            }
-            if i < c.len() && c[i].is_ascii_digit() {
-                while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '.') {
-                    i += 1;
-                }
-            }
-            out.push(Tok::Other);
-        }
-    }
-    out
 }
 
 /// `(qualifier, column)` of an undefined-column message: `column "x" does not exist`,
@@ -571,27 +490,23 @@ pub fn requalified(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(St
     })
 }
 
-/// The byte spans of qualifier `q` in every `q.column` of `sql` (outside string literals), in
-/// order.
+/// The byte spans of qualifier `q` in every `q.column` of `sql` (unquoted words written without
+/// blanks around the dot; strings and comments left alone), in order.
 fn qualifier_spans(sql: &str, q: &str, column: &str) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    for p in word_positions(sql, column) {
-        let Some(before) = sql[..p].strip_suffix('.') else { continue };
-        if before.matches('\'').count() % 2 == 1 {
-            continue; // inside a string literal
-        }
-        let start = before
-            .char_indices()
-            .rev()
-            .take_while(|(_, ch)| ch.is_alphanumeric() || *ch == '_')
-            .last()
-            .map(|(i, _)| i);
-        let Some(start) = start else { continue };
-        if before[start..].eq_ignore_ascii_case(q) {
-            out.push(start..before.len());
-        }
-    }
-    out
+    let toks: Vec<Token> = lexer::lex(sql).collect();
+    let column = column.to_lowercase();
+    toks.windows(3)
+        .filter(|w| {
+            w[0].kind == Kind::Ident
+                && w[1].is(".")
+                && w[2].kind == Kind::Ident
+                && w[0].end() == w[1].start
+                && w[1].end() == w[2].start
+                && w[0].text.eq_ignore_ascii_case(q)
+                && w[2].text.to_lowercase() == column
+        })
+        .map(|w| w[0].start..w[0].end())
+        .collect()
 }
 
 /// The deterministic repair of an ambiguous column (`column reference "patient_id" is
@@ -614,7 +529,7 @@ pub fn disambiguated(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(
         return None;
     }
     let lower = sql.to_ascii_lowercase();
-    let in_string = |p: usize| sql[..p].matches('\'').count() % 2 == 1;
+    let in_string = in_string(sql);
     let bare: Vec<usize> = word_positions(sql, &column)
         .into_iter()
         .filter(|&p| {
@@ -676,7 +591,7 @@ pub fn dealiased(rej: &Rejection, sql: &str) -> Option<(String, String)> {
         return None;
     }
     let lower = sql.to_ascii_lowercase();
-    let in_string = |p: usize| sql[..p].matches('\'').count() % 2 == 1;
+    let in_string = in_string(sql);
     let at = word_positions(sql, &word);
     // The alias: right after `FROM|JOIN|, <name>[.<name>] [AS]`.
     let defined = at.iter().copied().filter(|&p| !in_string(p)).find(|&p| {
@@ -1161,6 +1076,24 @@ mod tests {
             got,
             [("orders".into(), "orders".into()), ("customers".into(), "customers".into())]
         );
+    }
+
+    #[test]
+    fn from_items_skip_what_postgresql_skips() {
+        let items = |sql: &str| -> Vec<(Vec<String>, String)> {
+            from_items(sql).into_iter().map(|f| (f.table, f.alias)).collect()
+        };
+        let t = |name: &str, alias: &str| (vec![name.to_string()], alias.to_string());
+        // Nested comments, E'' and dollar-quoted strings hide their words.
+        assert_eq!(
+            items("SELECT 1 FROM a /* x /* FROM b */ FROM c */ JOIN d ON E'\\' FROM e' = $$ FROM f $$"),
+            vec![t("a", "a"), t("d", "d")]
+        );
+        // U&"" names are decoded; a non-ASCII digit starting a token once looped forever.
+        assert_eq!(items(r#"SELECT ² FROM U&"d\0061ta" x"#), vec![t("data", "x")]);
+        assert_eq!(items("SELECT 1 FROM café AS ç"), vec![t("café", "ç")]);
+        // Cut mid-statement: what was written is read.
+        assert_eq!(items("SELECT 1 FROM \"Ab"), vec![t("Ab", "Ab")]);
     }
 
     #[test]

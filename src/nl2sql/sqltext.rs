@@ -2,6 +2,8 @@
 //! ``` fence), where it ends (a top-level `;`, the closing fence, a blank line), and whether the
 //! answer is complete enough to stop generating.
 
+use super::lexer::{self, Kind};
+
 /// Words a SQL statement may start with (any kind, so that validation can reject non-queries by
 /// name instead of silently dropping them). Compared case-insensitively on a word boundary.
 const START_WORDS: &[&str] = &[
@@ -84,90 +86,38 @@ fn starts_with_word(s: &str, word: &str) -> bool {
 }
 
 /// Scans `body` from a statement start: returns the end offset of the statement and whether a
-/// terminator (`;` outside quotes/comments, or a blank line) was found.
+/// terminator (`;` outside quotes/comments, or a blank line) was found. A line holding only a
+/// `--` comment counts as blank; a string, quoted name or block comment spanning lines does not
+/// end the statement.
 fn statement_end(body: &str) -> (usize, bool) {
-    let b = body.as_bytes();
-    let mut i = 0;
     let mut line_has_text = false;
-    while i < b.len() {
-        match b[i] {
-            b';' => return (i, true),
-            b'\'' | b'"' => i = skip_quoted(b, i, b[i]),
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                i = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p);
-                continue;
+    let mut prev_end = 0;
+    // The line breaks between tokens (whitespace) end the statement after a line with no text.
+    let blank_line_at = |from: usize, to: usize, line_has_text: &mut bool| {
+        for (p, _) in body[from..to].match_indices('\n') {
+            let i = from + p;
+            if !*line_has_text && i > 0 && !body[..i].trim().is_empty() {
+                // An empty line after statement text: the statement (and the SQL) is over.
+                return Some(i);
             }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
-                line_has_text = true;
-                continue;
-            }
-            b'$' => {
-                if let Some(tag_end) = dollar_tag_end(b, i) {
-                    let tag = &b[i..tag_end];
-                    i = find(b, tag_end, tag).map_or(b.len(), |p| p + tag.len());
-                    line_has_text = true;
-                    continue;
-                }
-                i += 1;
-            }
-            b'\n' => {
-                if !line_has_text && i > 0 && !body[..i].trim().is_empty() {
-                    // An empty line after statement text: the statement (and the SQL) is over.
-                    return (i, true);
-                }
-                line_has_text = false;
-                i += 1;
-                continue;
-            }
-            c => {
-                if !c.is_ascii_whitespace() {
-                    line_has_text = true;
-                }
-                i += 1;
-                continue;
-            }
+            *line_has_text = false;
         }
-        line_has_text = true;
-    }
-    (b.len(), false)
-}
-
-/// Offset just past the quoted token starting at `i` (quote char `q`; doubled quotes escape).
-fn skip_quoted(b: &[u8], i: usize, q: u8) -> usize {
-    let mut j = i + 1;
-    while j < b.len() {
-        if b[j] == q {
-            if b.get(j + 1) == Some(&q) {
-                j += 2;
-                continue;
-            }
-            return j + 1;
+        None
+    };
+    for t in lexer::lex(body) {
+        if let Some(i) = blank_line_at(prev_end, t.start, &mut line_has_text) {
+            return (i, true);
         }
-        j += 1;
+        if t.is(";") {
+            return (t.start, true);
+        }
+        line_has_text |= t.kind != Kind::LineComment;
+        prev_end = t.end();
     }
-    b.len()
-}
-
-/// If a dollar-quote opener (`$$` or `$tag$`) starts at `i`, the offset just past it.
-fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
-    // `$1` is a parameter, and a tag cannot start with a digit.
-    let mut j = i + 1;
-    if b.get(j).is_some_and(|c| c.is_ascii_digit()) {
-        return None;
+    match blank_line_at(prev_end, body.len(), &mut line_has_text) {
+        Some(i) => (i, true),
+        None => (body.len(), false),
     }
-    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-        j += 1;
-    }
-    (b.get(j) == Some(&b'$')).then_some(j + 1)
-}
-
-/// First offset `>= from` where `needle` occurs in `b`.
-fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    if from > b.len() {
-        return None;
-    }
-    b[from..].windows(needle.len()).position(|w| w == needle).map(|p| from + p)
 }
 
 #[cfg(test)]
@@ -234,5 +184,28 @@ mod tests {
         assert!(!answer_complete("The"));
         assert!(!answer_complete(""));
         assert!(!answer_complete("\n\n"));
+    }
+
+    #[test]
+    fn statements_end_where_postgresql_ends_them() {
+        // Block comments nest: the first `*/` does not end the outer one.
+        assert_eq!(
+            sql("SELECT 1 /* a /* b */ ; */ + 2; x"),
+            ("SELECT 1 /* a /* b */ ; */ + 2".into(), true)
+        );
+        // A backslash escapes a quote in E'' only; `$` inside an identifier opens no dollar quote.
+        assert_eq!(sql(r"SELECT E'\';' AS a; x"), (r"SELECT E'\';' AS a".into(), true));
+        assert_eq!(sql(r"SELECT '\'; x"), (r"SELECT '\'".into(), true));
+        assert_eq!(sql("SELECT a$$b; x"), ("SELECT a$$b".into(), true));
+        assert_eq!(sql("SELECT $a$ ; $ $a$; x"), ("SELECT $a$ ; $ $a$".into(), true));
+        // Cut inside a string, dollar quote, quoted name or comment: not complete.
+        for cut in
+            ["SELECT 'a;", "SELECT $$a;", "SELECT \"a;", "SELECT /* a; /* */", "SELECT E'\\';"]
+        {
+            assert_eq!(sql(cut), (cut.into(), false), "{cut}");
+        }
+        // `--` at the end of the input, and multi-byte text anywhere.
+        assert_eq!(sql("SELECT 'é' -- ünïcode"), ("SELECT 'é' -- ünïcode".into(), false));
+        assert_eq!(sql("SELECT 'é' AS \"ü\";"), ("SELECT 'é' AS \"ü\"".into(), true));
     }
 }

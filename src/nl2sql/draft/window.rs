@@ -3,6 +3,8 @@
 //! (numbers and strings come from the question, if at all), and adjusted by how many drafted
 //! tokens the model accepted so far in this answer.
 
+use crate::nl2sql::lexer::{self, Kind};
+
 /// Most tokens drafted per verification pass. Measured on the 1.5B model (2 threads, quiet
 /// machine, `cargo bench --bench e2e -- --pp N`): a pass over 1+3 tokens costs ~1.6 one-token
 /// passes, over 1+7 ~3.3, over 1+12 ~3.4 (the batched kernels turn compute-bound); with ~40-50%
@@ -45,8 +47,8 @@ pub enum SqlState {
 
 /// Classifies the end of `text` (the answer so far).
 pub fn sql_state(text: &str) -> SqlState {
-    // An open string literal: an odd number of single quotes.
-    if text.bytes().filter(|&b| b == b'\'').count() % 2 == 1 {
+    // An open string literal.
+    if lexer::ended_inside(text) == Some(Kind::String) {
         return SqlState::Literal;
     }
     let trimmed = text.trim_end();
