@@ -4,11 +4,8 @@ CREATE EXTENSION turboinfer;
 SET turboinfer.model = 'qwen2.5-coder-0.5b';
 CREATE SCHEMA spec;
 SET search_path = spec, public;
-CREATE TABLE countries (country_code char(2) PRIMARY KEY, name text NOT NULL UNIQUE, continent text NOT NULL);
-CREATE TABLE users (user_id integer PRIMARY KEY, email text NOT NULL UNIQUE, full_name text NOT NULL,
-                    country_code char(2) NOT NULL REFERENCES countries, signed_up_at timestamptz NOT NULL);
-CREATE TABLE orders (order_id integer PRIMARY KEY, user_id integer NOT NULL REFERENCES users,
-                     status text NOT NULL, ordered_at timestamptz NOT NULL);
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/fixtures/small_shop.sql
 
 CREATE TEMP TABLE questions (n int, q text);
 INSERT INTO questions VALUES

@@ -10,19 +10,8 @@ CREATE EXTENSION turboinfer;
 SET turboinfer.model = 'qwen2.5-coder-0.5b';
 CREATE SCHEMA tiers;
 SET search_path = tiers, public;
-CREATE TABLE countries (country_code char(2) PRIMARY KEY, name text NOT NULL UNIQUE, continent text NOT NULL);
-CREATE TABLE users (user_id integer PRIMARY KEY, email text NOT NULL UNIQUE, full_name text NOT NULL,
-                    country_code char(2) NOT NULL REFERENCES countries, signed_up_at timestamptz NOT NULL);
-CREATE TABLE orders (order_id integer PRIMARY KEY, user_id integer NOT NULL REFERENCES users,
-                     status text NOT NULL, amount numeric(10,2) NOT NULL, ordered_at timestamptz NOT NULL);
-INSERT INTO countries VALUES ('FR', 'France', 'Europe'), ('JP', 'Japan', 'Asia'), ('BR', 'Brazil', 'South America');
-INSERT INTO users SELECT i, 'u' || i || '@example.com', 'User ' || i, (ARRAY['FR', 'JP', 'BR'])[1 + i % 3],
-                         timestamptz '2024-01-01 00:00+00' + i * interval '1 day'
-FROM generate_series(1, 30) i;
-INSERT INTO orders SELECT i, 1 + i % 30, (ARRAY['paid', 'shipped', 'cancelled'])[1 + i % 3], 10 + i % 17,
-                          timestamptz '2024-06-01 00:00+00' + i * interval '5 hours'
-FROM generate_series(1, 80) i;
-ANALYZE countries, users, orders;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/fixtures/small_shop.sql
 
 CREATE TEMP TABLE questions (n int, q text);
 INSERT INTO questions VALUES
