@@ -47,14 +47,14 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-full test-matrix test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
+        demo test test-full test-matrix test-engine-remote test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
 	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
-	@echo "               test-aarch64 test-matrix"
+	@echo "               test-aarch64 test-matrix test-engine-remote"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared test-batch-worker psql"
 	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
@@ -187,7 +187,8 @@ test-full:
 
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
 ## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
-## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch worker.
+## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch server's
+## exactness (engine) and the batch worker (PostgreSQL).
 test-matrix:
 	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-aarch64
@@ -196,6 +197,7 @@ test-matrix:
 	@$(MAKE) --no-print-directory test-standby
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
+	@$(MAKE) --no-print-directory test-engine-remote
 	@$(MAKE) --no-print-directory test-batch-worker
 
 ## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
@@ -219,9 +221,17 @@ test-cluster:
 
 ## Engine tests (no PostgreSQL), requiring the test models. The kernel tier is the one the CPU
 ## picks; tests/tiers.rs compares every other tier's logits with the scalar tier's, bitwise.
+## tests/nl2sql_remote.rs (nl2sql calls through the batch server, several minutes) runs with the
+## batch worker's tests in the matrix: test-engine-remote.
 test-engine:
 	@$(TIMED) "engine tests (cargo test --release)" \
-	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS) $(TEST_ENCODERS)) cargo test --release
+	  env TURBOINFER_REQUIRE_MODELS=$(subst $(space),$(comma),$(TEST_MODELS) $(TEST_ENCODERS)) cargo test --release -- --skip remote_sequences_
+
+## nl2sql calls whose forward passes run in the batch server (speculation, samples, eviction):
+## the same answers, token for token, as in-process calls.
+test-engine-remote:
+	@$(TIMED) "engine: nl2sql through the batch server" \
+	  env TURBOINFER_REQUIRE_MODELS=smollm2-135m,qwen2.5-coder-0.5b cargo test --release --test nl2sql_remote
 
 ## The aarch64 kernel tiers (neon, dotprod, i8mm) under user-mode QEMU: cross toolchain set-up
 ## (scripts/setup-aarch64.sh), cross build, every kernel slot and SmolLM2 logits bitwise x86's.
