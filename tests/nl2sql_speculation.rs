@@ -344,7 +344,7 @@ fn a_drafter_built_after_another_is_the_same() {
 #[test]
 fn backing_out_of_a_dead_end() {
     use std::collections::HashMap;
-    use turboinfer::nl2sql::decode::{decode, Choice};
+    use turboinfer::nl2sql::decode::{decode, Choice, Start};
     use turboinfer::nl2sql::draft::Drafter;
     use turboinfer::nl2sql::DecodeLimits;
     let rt = Runtime::new(2).unwrap();
@@ -359,20 +359,37 @@ fn backing_out_of_a_dead_end() {
     };
     // One decode: `dead` is the token the chooser finds no way past (a dead end wherever it is
     // the best remaining choice); rows seen per text are recorded.
-    let run = |dead: Option<u32>, backtrack: usize, speculation: bool| {
+    // `pending`: the prompt's last tokens are fed by the decode's first pass (with its draft).
+    let run_from = |dead: Option<u32>, backtrack: usize, speculation: bool, pending: usize| {
         let mut kv = m.new_cache(256);
-        let first = m.forward(&rt, &mut kv, &prompt, Logits::Last).unwrap();
+        let fed = prompt.len() - pending;
+        let start = match pending {
+            0 => Start::Logits(m.forward(&rt, &mut kv, &prompt, Logits::Last).unwrap()),
+            _ => {
+                m.forward(&rt, &mut kv, &prompt[..fed], Logits::Last).unwrap();
+                Start::Pending(prompt[fed..].to_vec())
+            }
+        };
         let mut seen: HashMap<String, Vec<f32>> = HashMap::new();
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new: 24, stop_at_statement: false, seed: "", backtrack };
         let out = decode(
             tok,
             &mut kv,
-            first,
+            start,
             &prompt,
             speculation.then_some((&drafter, &[][..])),
             limits,
-            &mut |kv, tokens, which| Ok(m.forward(&rt, kv, tokens, which)?),
+            &mut |kv, tokens, rows| {
+                let mut cut = kv.clone();
+                let all = m.forward(&rt, kv, tokens, Logits::All)?;
+                // The last `rows` rows, and the same as asking for them alone.
+                let want = all[(tokens.len() - rows) * all.len() / tokens.len()..].to_vec();
+                if rows == 1 {
+                    assert_eq!(m.forward(&rt, &mut cut, tokens, Logits::Last)?, want);
+                }
+                Ok(want)
+            },
             &mut |text, row, excluded| {
                 seen.insert(text.to_string(), row.to_vec());
                 let id = argmax_excluding(row, excluded);
@@ -383,8 +400,17 @@ fn backing_out_of_a_dead_end() {
         .unwrap();
         (out, seen)
     };
+    let run = |dead: Option<u32>, backtrack: usize, speculation: bool| {
+        run_from(dead, backtrack, speculation, 0)
+    };
     let (plain, plain_rows) = run(None, 0, false);
     assert!(plain.ids.len() >= 8, "{:?}", plain.text);
+    // A pending start (the prompt's last 1 or 3 tokens fed with the first draft) gives the same
+    // tokens, with or without drafts.
+    for (pending, speculation) in [(1, true), (3, true), (3, false)] {
+        let (p, _) = run_from(None, 0, speculation, pending);
+        assert_eq!((&p.ids, &p.text, &p.stop), (&plain.ids, &plain.text, &plain.stop));
+    }
     let dead = plain.ids[3];
     // Without back-outs the fallback (the same argmax) is taken.
     assert_eq!(run(Some(dead), 0, false).0.ids, plain.ids);

@@ -12,7 +12,7 @@
 //! complete and which token is chosen are the caller's (nl2sql: `nl2sql::decode`).
 
 use super::GenerateError;
-use crate::model::{KvCache, Logits};
+use crate::model::KvCache;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::collections::VecDeque;
 
@@ -20,7 +20,8 @@ pub use super::StopReason;
 /// Forward-pass and draft counters of a decode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpecStats {
-    /// Forward passes run while decoding (prompt prefill not included).
+    /// Forward passes run while decoding (prompt prefill not included, nor the pass that feeds
+    /// a pending start's prompt tokens with the first draft).
     pub forward_passes: usize,
     /// Draft tokens proposed for verification.
     pub draft_tokens: usize,
@@ -119,16 +120,41 @@ impl Positions for KvCache {
     }
 }
 
-/// Runs the model on tokens appended to the cache and returns logits rows `[n, vocab]` (or the last).
+/// Runs the model on tokens appended to the cache and returns the logits rows of the last `n`
+/// of them (`[n, vocab]`, 1 <= n <= tokens).
 pub type ForwardFn<'a, E, C = KvCache> =
-    dyn FnMut(&mut C, &[u32], Logits) -> Result<Vec<f32>, E> + 'a;
+    dyn FnMut(&mut C, &[u32], usize) -> Result<Vec<f32>, E> + 'a;
+
+/// Where a decode starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    /// Every prompt token is in the cache; this is the logits row after the last (`[width]`).
+    Logits(Vec<f32>),
+    /// The prompt's last tokens (at least one) are not in the cache yet: the first forward pass
+    /// feeds them together with a first draft, so the pass that computes the prompt's last
+    /// logits also verifies the answer's first tokens. Whenever the draft's first token is
+    /// right this saves the one-token pass that plain decoding spends on the first answer token
+    /// (memory-bound: it reads every weight for one token); the tokens and the logits of every
+    /// position are the same either way (batch = sequential).
+    Pending(Vec<u32>),
+}
+
+impl Start {
+    /// Prompt tokens not yet in the cache.
+    pub fn pending_len(&self) -> usize {
+        match self {
+            Start::Logits(_) => 0,
+            Start::Pending(t) => t.len(),
+        }
+    }
+}
 /// Picks the next token from (text so far, logits row, ids excluded at this position).
 pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
 /// True when the answer text is complete (ends the decode with [`StopReason::EndOfStatement`]).
 pub type CompleteFn<'a> = dyn Fn(&str) -> bool + 'a;
 
-/// Decodes from `first` (the logits row after the prompt, `[width]`) with the KV cache `kv`
-/// holding the prompt `context`. `forward` is the one forward entry point (returns `[n_out,
+/// Decodes from `start` with the KV cache `kv` holding the prompt `context` (but the pending
+/// tokens of a [`Start::Pending`], which `context` ends with). `forward` is the one forward entry point (returns `[n_out,
 /// width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
 /// there), `complete` the check that ends the answer (`None`: only end-of-generation, budget and
 /// a full context stop), `on_step` runs before every forward pass with the number of tokens
@@ -148,7 +174,7 @@ pub type CompleteFn<'a> = dyn Fn(&str) -> bool + 'a;
 pub fn decode<E: From<GenerateError>, C: Positions + ?Sized>(
     tok: &Tokenizer,
     kv: &mut C,
-    first: Vec<f32>,
+    start: Start,
     context: &[u32],
     mut drafting: Option<&mut dyn Drafting>,
     limits: Limits<'_>,
@@ -157,16 +183,40 @@ pub fn decode<E: From<GenerateError>, C: Positions + ?Sized>(
     choose: &mut ChooseFn,
     on_step: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Decoded, E> {
-    let width = first.len();
-    let base = kv.len();
-    let mut rows = first; // [draft.len() + 1, width] logits of the last verification
-    let mut r = 0usize; // row of `rows` the next token is chosen from
-    let mut draft: Vec<u32> = Vec::new(); // tokens fed after the last chosen one; rows[j + 1] follows draft[j]
     let mut ids: Vec<u32> = Vec::new();
     let mut history: Vec<u32> = context.to_vec(); // prompt + generated, for prompt lookup
     let mut stream = tok.stream_decoder();
     let mut text = limits.seed.to_string();
     let mut stats = SpecStats::default();
+    let mut r = 0usize; // row of `rows` the next token is chosen from
+                        // draft: tokens fed after the last chosen one (or after the pending prompt tokens);
+                        // rows[j + 1] follows draft[j]. rows: [draft.len() + 1, width] logits of the last pass.
+                        // base: the cache length at the prompt's end (the first generated token goes there).
+    let (mut rows, mut draft, base) = match start {
+        Start::Logits(first) => (first, Vec::new(), kv.len()),
+        Start::Pending(tail) => {
+            assert!(!tail.is_empty(), "a pending start has tokens");
+            // Tokens 1..=k come out of this pass after a draft of k: the budget bounds k.
+            let room = kv.capacity().saturating_sub(kv.len() + tail.len());
+            let max = limits.max_new.saturating_sub(1).min(room);
+            let draft = match drafting.as_deref_mut() {
+                Some(d) if max > 0 => d.propose(&history, 0, &text, max),
+                _ => Vec::new(),
+            };
+            if !on_step(0) {
+                return Err(GenerateError::Cancelled.into());
+            }
+            let base = kv.len() + tail.len();
+            let mut batch = tail;
+            batch.extend_from_slice(&draft);
+            // The prompt's pass: not counted as a decode pass (plain decoding would run it as
+            // the prefill's last), its draft is.
+            let rows = forward(kv, &batch, draft.len() + 1)?;
+            stats.draft_tokens += draft.len();
+            (rows, draft, base)
+        }
+    };
+    let width = rows.len() / (draft.len() + 1);
     // Back-outs: the rows of the last positions (`(position, [width])`), the tokens excluded
     // per position, and how many back-outs are left.
     let mut kept: VecDeque<(usize, Vec<f32>)> = VecDeque::new();
@@ -264,8 +314,7 @@ pub fn decode<E: From<GenerateError>, C: Positions + ?Sized>(
         let mut batch = Vec::with_capacity(draft.len() + 1);
         batch.push(id);
         batch.extend_from_slice(&draft);
-        let which = if draft.is_empty() { Logits::Last } else { Logits::All };
-        rows = forward(kv, &batch, which)?;
+        rows = forward(kv, &batch, batch.len())?;
         assert_eq!(rows.len(), batch.len() * width, "one logits row per fed token");
         stats.forward_passes += 1;
         stats.draft_tokens += draft.len();

@@ -12,7 +12,9 @@
 //!    every token), else the valid branch with the highest mean log-probability per token.
 
 use crate::kernels::math;
+use crate::platform::runtime::Runtime;
 use crate::tokenizer::Tokenizer;
+use rayon::prelude::*;
 
 /// Logits further than this below the maximum are left out of the log-sum-exp (see [`score`]).
 const LSE_SPAN: f32 = 40.0;
@@ -41,17 +43,43 @@ pub fn score(row: &[f32], j: usize) -> Option<TokenScore> {
     let sum: f64 =
         row.iter().filter(|&&v| v > floor).map(|&v| math::exp_f64((v - max) as f64)).sum();
     let lse = max as f64 + math::ln_f64(sum);
+    Some(with_lse(row, j, lse))
+}
+
+/// [`score`] with the exponentials of the log-sum-exp computed on `rt`'s threads, in vector lanes
+/// ([`math::exp_f64_in_place`]): bitwise the same score (the same values, summed in the same
+/// order on this thread), in a fraction of the time. Decoding scores every token while the
+/// pool's threads wait, and the 150k exponentials of a row were ~5 % of a decode's time.
+pub fn score_on(rt: &Runtime, row: &[f32], j: usize) -> Option<TokenScore> {
+    if row.len() < 2 || j >= row.len() {
+        return None;
+    }
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let floor = max - LSE_SPAN;
+    // [≤ vocab] the kept logits less the maximum, in row order, then their exponentials.
+    let mut terms: Vec<f64> =
+        row.iter().filter(|&&v| v > floor).map(|&v| (v - max) as f64).collect();
+    // Chunks large enough that waking a thread pays (a row is ~150k terms).
+    const CHUNK: usize = 16 * 1024;
+    rt.install(|| terms.par_chunks_mut(CHUNK).for_each(math::exp_f64_in_place));
+    let sum: f64 = terms.iter().sum();
+    let lse = max as f64 + math::ln_f64(sum);
+    Some(with_lse(row, j, lse))
+}
+
+/// The score of token `j` of `row` given the row's log-sum-exp `lse`.
+fn with_lse(row: &[f32], j: usize, lse: f64) -> TokenScore {
     let mut alt = if j == 0 { 1 } else { 0 };
     for (i, &v) in row.iter().enumerate() {
         if i != j && v > row[alt] {
             alt = i;
         }
     }
-    Some(TokenScore {
+    TokenScore {
         logprob: (row[j] as f64 - lse) as f32,
         alt: alt as u32,
         alt_logprob: (row[alt] as f64 - lse) as f32,
-    })
+    }
 }
 
 /// Mean log-probability per token of `scores` (a length-fair likelihood: a total favours short
@@ -199,6 +227,32 @@ mod tests {
         // Every valid one doubted: the usual order among them; an invalid one never.
         let cands = vec![doubted(cand(None, -0.1, true, None)), cand(Some(3), -0.05, false, None)];
         assert_eq!(choose(&cands), Some(0));
+    }
+
+    #[test]
+    fn score_on_threads_is_bitwise_score() {
+        let rt = crate::platform::runtime::Runtime::new(2).unwrap();
+        // Rows shaped like a vocabulary's logits: a wide spread, a peak, ties, values beyond
+        // the span; a deterministic generator.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (n, spread) in [(151_936, 30.0), (50_000, 80.0), (17, 3.0), (2, 1.0)] {
+            let mut row: Vec<f32> = (0..n).map(|_| ((next() - 0.5) * spread) as f32).collect();
+            row[n / 3] = 25.0;
+            row[n / 2] = 25.0;
+            for j in [0, 1, n / 3, n / 2, n - 1] {
+                assert_eq!(score_on(&rt, &row, j), score(&row, j), "n {n} j {j}");
+                let (a, b) = (score_on(&rt, &row, j).unwrap(), score(&row, j).unwrap());
+                assert_eq!(a.logprob.to_bits(), b.logprob.to_bits());
+                assert_eq!(a.alt_logprob.to_bits(), b.alt_logprob.to_bits());
+            }
+        }
+        assert_eq!(score_on(&rt, &[1.0], 0), None);
     }
 
     #[test]

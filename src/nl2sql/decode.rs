@@ -9,7 +9,7 @@ use super::sqltext::answer_complete;
 use crate::generate::speculate::{self, ChooseFn, Drafting, ForwardFn, Limits, Positions};
 use crate::tokenizer::Tokenizer;
 
-pub use crate::generate::speculate::{Choice, Decoded, SpecStats, StopReason};
+pub use crate::generate::speculate::{Choice, Decoded, SpecStats, Start, StopReason};
 
 /// Limits and switches of one decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl Drafting for SqlDrafting<'_> {
 pub fn decode<C: Positions + ?Sized>(
     tok: &Tokenizer,
     kv: &mut C,
-    first: Vec<f32>,
+    start: Start,
     context: &[u32],
     drafter: Option<(&Drafter, &[u32])>,
     limits: DecodeLimits<'_>,
@@ -74,7 +74,7 @@ pub fn decode<C: Positions + ?Sized>(
     speculate::decode(
         tok,
         kv,
-        first,
+        start,
         context,
         drafting.as_mut().map(|d| d as &mut dyn Drafting),
         generic,

@@ -3,7 +3,7 @@
 //! until the statement ends, validate through the caller's validator, repair with the
 //! validator's message and catalog facts when it fails, weigh candidate branches).
 
-use super::decode::{DecodeLimits, Decoded, SpecStats};
+use super::decode::{DecodeLimits, Decoded, SpecStats, Start};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
 use super::examples;
@@ -517,17 +517,21 @@ impl Engine {
             let check = opts.refusal.threshold(self.refusal_calibration).map(|threshold| {
                 stages::question::Check { threshold, shown: &shown, question: &question }
             });
-            let (logits, refusal, prefilled) = stages::question::prefill(
+            let speculate = opts.speculation && self.batch_invariant();
+            // The question's last tokens wait for the first draft (speculation on); sampled
+            // candidates start from the question's logits: then none is left pending.
+            let pending = speculate && opts.samples == 0;
+            let (start, refusal, prefilled) = stages::question::prefill(
                 &self.forward(rt),
                 kv,
                 &plan.question_ids,
                 plan.plain_question_ids.as_deref(),
                 check,
+                pending,
                 &mut timings,
                 hooks.progress,
             )?;
-            let question_end = kv.len();
-            let speculate = opts.speculation && self.batch_invariant();
+            let question_end = kv.len() + start.pending_len();
             let focus = match speculate {
                 true => self.ready_drafter(
                     rt,
@@ -550,8 +554,11 @@ impl Engine {
                 held: Held::new(question_end, opts.keep_rows && self.batch_invariant()),
                 drafter: drafter.map(|d| (d, focus.as_slice())),
                 shaping: Shaping::plain(),
-                question_logits: if opts.samples > 0 { logits.clone() } else { Vec::new() },
-                logits,
+                question_logits: match (&start, opts.samples > 0) {
+                    (Start::Logits(l), true) => l.clone(),
+                    _ => Vec::new(),
+                },
+                next: start,
                 hooks,
                 timings,
                 spec: SpecStats::default(),
@@ -626,13 +633,13 @@ impl Engine {
     ) -> Result<Decoded, Nl2SqlError> {
         kv.clear();
         let forward = self.forward(rt);
-        let logits = forward.prefill(kv, prompt, &mut |_| true)?;
+        let speculate = speculation && self.batch_invariant();
+        let start = forward.prefill_start(kv, prompt, speculate, &mut |_| true)?;
         let drafter = Drafter::lookup_only();
         let limits = DecodeLimits { max_new, stop_at_statement: false, seed: "", backtrack: 0 };
-        let speculate = speculation && self.batch_invariant();
         forward.decode(
             kv,
-            logits,
+            start,
             prompt,
             speculate.then_some((&drafter, &[][..])),
             limits,

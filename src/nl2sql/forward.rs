@@ -2,14 +2,14 @@
 //! shaping and drafts, the one logits entry point and the one token chooser.
 
 use super::candidates::{self, TokenScore};
-use super::decode::{self, Choice, DecodeLimits, Decoded};
+use super::decode::{self, Choice, DecodeLimits, Decoded, Start};
 use super::draft::Drafter;
 use super::error::Nl2SqlError;
 use super::progress::Progress;
 use super::seq::{self, Seq};
 use super::shaping::Shaping;
 use crate::generate::sampler::argmax;
-use crate::model::{KvCache, Logits, Model, ModelError, SeqStep};
+use crate::model::{KvCache, Model, ModelError, SeqStep};
 use crate::platform::runtime::Runtime;
 use crate::tokenizer::Tokenizer;
 use std::cell::{Cell, RefCell};
@@ -98,19 +98,6 @@ impl Forward<'_> {
         }
     }
 
-    /// Decode-time logits (`[rows, vocab]`). `between_layers` as in [`Forward::logits`]: a
-    /// draft check of several tokens is checked like a prefill
-    /// chunk (up to 1 + `MAX_DRAFT` tokens on the scalar tier is over a second of work).
-    fn decode_logits(
-        &self,
-        kv: &mut Seq,
-        tokens: &[u32],
-        which: Logits,
-        between_layers: &mut dyn FnMut() -> bool,
-    ) -> Result<Vec<f32>, Nl2SqlError> {
-        self.logits(kv, tokens, which.rows(tokens.len()), between_layers)
-    }
-
     /// Runs `ids` through the model in chunks (cancellable between layers); returns the last
     /// token's logits `[vocab]`.
     pub fn prefill(
@@ -120,26 +107,65 @@ impl Forward<'_> {
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
         kv.check_room(ids.len())?;
+        self.prefill_part(kv, ids, ids.len(), true, on_progress)
+    }
+
+    /// [`Forward::prefill`] of `ids`, the first part of a prompt of `total` tokens (progress
+    /// is reported against `total`); the last token's logits only when `last_logits`.
+    fn prefill_part(
+        &self,
+        kv: &mut Seq,
+        ids: &[u32],
+        total: usize,
+        last_logits: bool,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        kv.check_room(ids.len())?;
         let mut logits = Vec::new();
         let n_chunks = ids.len().div_ceil(PREFILL_CHUNK);
         for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
             // Checked before every layer: a chunk at a long context takes hundreds of ms.
-            let progress = Progress::Prefill { done: k * PREFILL_CHUNK, total: ids.len() };
+            let progress = Progress::Prefill { done: k * PREFILL_CHUNK, total };
             // Only the last chunk's logits are read: the others skip the LM head, whose one-row
             // product reads the whole output matrix (~190 MB for the 1.5B, ~10 ms a chunk).
-            let rows = usize::from(k + 1 == n_chunks);
+            let rows = usize::from(last_logits && k + 1 == n_chunks);
             logits = self.logits(kv, chunk, rows, &mut || on_progress(progress))?;
         }
         Ok(logits)
     }
 
-    /// Greedy generation from `logits` (the prompt `context` is in `kv`) until a stop, with
-    /// drafts from `drafter` verified in batches when it is set (see [`decode::decode`]).
+    /// Runs `ids` through the model as [`Forward::prefill`] does, but with `pending` leaves the
+    /// last chunk out for the decode's first pass to feed with its first draft
+    /// ([`Start::Pending`]); without, returns the last token's logits ([`Start::Logits`]).
+    pub fn prefill_start(
+        &self,
+        kv: &mut Seq,
+        ids: &[u32],
+        pending: bool,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Start, Nl2SqlError> {
+        if !pending || ids.is_empty() {
+            return Ok(Start::Logits(self.prefill_part(kv, ids, ids.len(), true, on_progress)?));
+        }
+        kv.check_room(ids.len())?;
+        // The last chunk as `prefill` cuts it: the passes before it are the same.
+        let split = (ids.len() - 1) / PREFILL_CHUNK * PREFILL_CHUNK;
+        if split > 0 {
+            self.prefill_part(kv, &ids[..split], ids.len(), false, on_progress)?;
+        }
+        Ok(Start::Pending(ids[split..].to_vec()))
+    }
+
+    /// Greedy generation from `start` (the prompt `context` is in `kv`, but a pending start's
+    /// tokens) until a stop, with drafts from `drafter` verified in batches when it is set (see
+    /// [`decode::decode`]). A pass over a draft (or a pending start) is checked between its
+    /// layers like a prefill chunk (1 + `MAX_DRAFT` tokens on the scalar tier is over a second
+    /// of work).
     #[allow(clippy::too_many_arguments)]
     pub fn decode(
         &self,
         kv: &mut Seq,
-        logits: Vec<f32>,
+        start: Start,
         context: &[u32],
         drafter: Option<(&Drafter, &[u32])>,
         limits: DecodeLimits<'_>,
@@ -155,18 +181,18 @@ impl Forward<'_> {
         decode::decode(
             self.tok,
             kv,
-            logits,
+            start,
             context,
             drafter,
             limits,
-            &mut |kv, tokens, which| {
+            &mut |kv, tokens, rows| {
                 let mut check = || (*on_progress.borrow_mut())(last.get());
-                self.decode_logits(kv, tokens, which, &mut check)
+                self.logits(kv, tokens, rows, &mut check)
             },
             &mut |text, row, excluded| {
                 let c = self.choose(text, row, excluded, shaping);
                 if let Some(s) = scores.as_deref_mut() {
-                    s.extend(candidates::score(row, c.id as usize));
+                    s.extend(candidates::score_on(self.rt, row, c.id as usize));
                 }
                 c
             },

@@ -7,6 +7,7 @@ pub mod templates;
 pub mod window;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::generate::fingerprint::Fingerprint;
 use crate::generate::lookup;
@@ -48,7 +49,18 @@ pub struct Drafter {
     /// prefix's drafter takes over those it shares (a big schema shows each question other
     /// tables, mostly the same ones): tokenizing is deterministic, so its trie is the same.
     encoded: HashMap<String, Encoded>,
+    /// The tokens of [`ANSWER_FENCE`], which open every fenced text of the trie (empty: none).
+    fence: Vec<u32>,
+    /// How the model opened its last answer that started from nothing (its first
+    /// [`OPENING_TOKENS`] tokens; empty until one was decoded): models keep a habit there (the
+    /// 1.5B fences every answer, the 0.5B writes the statement bare), and an answer's first
+    /// draft rides with the prompt's last pass (`speculate::Start::Pending`).
+    habit: Arc<Mutex<Vec<u32>>>,
 }
+
+/// Tokens of an answer's opening remembered as the model's habit: the fence (3 tokens) and the
+/// statement's first keyword.
+const OPENING_TOKENS: usize = 4;
 
 /// A template text's tokens and where its clauses start (`clause_starts`).
 #[derive(Debug, Clone)]
@@ -72,6 +84,8 @@ impl Drafter {
             trie: TokenTrie::new(),
             statements: 0,
             encoded: HashMap::new(),
+            fence: Vec::new(),
+            habit: Arc::default(),
         }
     }
 
@@ -109,6 +123,8 @@ impl Drafter {
                 [(text, true), (fenced, false)]
             })
             .collect();
+        // The model's habit outlives the prefix: the next drafter shares it.
+        let habit = previous.as_ref().map(|d| Arc::clone(&d.habit)).unwrap_or_default();
         let mut old = previous.map(|d| d.encoded).unwrap_or_default();
         let mut encoded: HashMap<String, Encoded> = HashMap::new();
         // The texts to tokenize: each once, unless the previous drafter has it.
@@ -143,7 +159,27 @@ impl Drafter {
                 trie.insert(&e.ids[start..]);
             }
         }
-        Ok(Drafter { fingerprint: Some(fingerprint), trie, statements: statements.len(), encoded })
+        // The fence's own tokens: the first tokens of a fenced text (tokenizing splits at the
+        // newline, so the fence alone tokenizes as it does in front of a statement).
+        let fence = tok.encode(ANSWER_FENCE, false)?;
+        let fence = if trie.walk(&fence).is_some() { fence } else { Vec::new() };
+        Ok(Drafter {
+            fingerprint: Some(fingerprint),
+            trie,
+            statements: statements.len(),
+            encoded,
+            fence,
+            habit,
+        })
+    }
+
+    /// Remembers how an answer that started from nothing opened (its token `ids`): the first
+    /// draft of the next such answer.
+    pub fn remember_opening(&self, ids: &[u32]) {
+        if let Ok(mut h) = self.habit.lock() {
+            h.clear();
+            h.extend(ids.iter().take(OPENING_TOKENS));
+        }
     }
 
     /// The prefix fingerprint this drafter belongs to.
@@ -200,7 +236,11 @@ impl Drafter {
         focus: &[u32],
     ) -> Option<(Source, Vec<u32>)> {
         let answer = &history[answer_start..];
-        let t = self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus);
+        let t = if answer.is_empty() {
+            self.opening(history, max, focus)
+        } else {
+            self.trie.complete_suffix(answer, MAX_TRIE_SUFFIX, max, focus)
+        };
         // A one-token match is a weak hint: copy little.
         let l = lookup::lookup(history, max).map(|(n, mut c)| {
             if n == 1 {
@@ -216,6 +256,33 @@ impl Drafter {
             (None, Some((_, lc))) => Some((Source::Lookup, lc)),
             (None, None) => None,
         }
+    }
+}
+
+impl Drafter {
+    /// The first tokens of an answer nothing of which is decoded yet: how the model opened its
+    /// last such answer ([`Drafter::remember_opening`]); before any, the templates' most
+    /// travelled statement opening after the fence, preceded by the fence itself unless the
+    /// prompt already ends with it (a repair turn's seed: then only the statement's opening).
+    /// Its match length is the fence's (the habit's length for a habit): a prompt lookup that
+    /// matched more of the prompt's end (an approved example's answer, a rejected statement
+    /// replayed) still wins. The default model fences every answer (so do llama-server's
+    /// greedy answers to the same prompts).
+    fn opening(&self, history: &[u32], max: usize, focus: &[u32]) -> Option<(usize, Vec<u32>)> {
+        let habit = self.habit.lock().map(|h| h.clone()).unwrap_or_default();
+        if !habit.is_empty() && !history.ends_with(&self.fence) {
+            let mut draft = habit;
+            draft.truncate(max);
+            return Some((OPENING_TOKENS, draft));
+        }
+        let node = self.trie.walk(&self.fence).filter(|_| !self.fence.is_empty())?;
+        let mut draft =
+            if history.ends_with(&self.fence) { Vec::new() } else { self.fence.clone() };
+        if draft.len() < max {
+            draft.extend(self.trie.continuation(node, max - draft.len(), focus));
+        }
+        draft.truncate(max);
+        (!draft.is_empty()).then_some((self.fence.len(), draft))
     }
 }
 

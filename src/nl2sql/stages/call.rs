@@ -2,7 +2,7 @@
 //! after the question, decode an answer, judge a statement, execute one.
 
 use crate::nl2sql::candidates::TokenScore;
-use crate::nl2sql::decode::{DecodeLimits, Decoded, SpecStats, StopReason};
+use crate::nl2sql::decode::{DecodeLimits, Decoded, SpecStats, Start, StopReason};
 use crate::nl2sql::draft::Drafter;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::forward::Forward;
@@ -43,8 +43,9 @@ pub struct CallState<'a, 'h> {
     pub drafter: Option<(&'a Drafter, &'a [u32])>,
     /// Active vocabulary and constrainer of the next decode.
     pub shaping: Shaping,
-    /// Logits of the last prompt position, for the next decode.
-    pub logits: Vec<f32>,
+    /// Where the next decode starts: the logits of the last prompt position, or the prompt's
+    /// last tokens, pending (fed by the decode's first pass with its first draft).
+    pub next: Start,
     /// The question's last logits, kept when sampled candidates are wanted (empty otherwise).
     pub question_logits: Vec<f32>,
     /// The caller's validator, executor and progress report.
@@ -60,7 +61,9 @@ pub struct CallState<'a, 'h> {
 impl CallState<'_, '_> {
     /// Starts a turn after the question with the tokens `ids` (a repair turn, a branch's
     /// leading tokens): the rows of its leading tokens the cache still holds are kept
-    /// (`held.rs`), the rest is prefilled; its last logits wait for the next decode.
+    /// (`held.rs`), the rest is prefilled but, when drafts are verified, its last chunk, which
+    /// waits for the next decode's first draft (prefilled all the same when sampled candidates
+    /// need the turn's logits).
     pub fn prefill_turn(&mut self, ids: &[u32]) -> Result<(), Nl2SqlError> {
         let (kept, rest) = self.held.resume(ids);
         self.kv.truncate(kept);
@@ -68,8 +71,10 @@ impl CallState<'_, '_> {
         let t = Instant::now();
         self.context.truncate(self.question_end);
         self.context.extend_from_slice(ids);
-        self.logits = self.forward.prefill(self.kv, rest, self.hooks.progress)?;
-        self.held.fed(rest, self.kv.len());
+        let pending = self.drafter.is_some() && self.opts.samples == 0;
+        self.next = self.forward.prefill_start(self.kv, rest, pending, self.hooks.progress)?;
+        let fed = rest.len() - self.next.pending_len();
+        self.held.fed(&rest[..fed], self.kv.len());
         self.tokens.prefill += rest.len();
         self.timings.prefill_ms += ms_since(t);
         Ok(())
@@ -88,9 +93,16 @@ impl CallState<'_, '_> {
         // A constrained decode backs out of the dead ends its constraint can reach.
         let backtrack = if self.shaping.constrainer.is_some() { MAX_BACKTRACKS } else { 0 };
         let limits = DecodeLimits { max_new, stop_at_statement: true, seed, backtrack };
+        let start = std::mem::replace(&mut self.next, Start::Logits(Vec::new()));
+        // The pending tokens of a turn are fed after the question (`held` records them); the
+        // question's own end before it (the cache then stops short of `question_end`).
+        let turn_tail = match &start {
+            Start::Pending(t) if self.kv.len() >= self.question_end => t.clone(),
+            _ => Vec::new(),
+        };
         let d = self.forward.decode(
             self.kv,
-            std::mem::take(&mut self.logits),
+            start,
             &self.context,
             self.drafter,
             limits,
@@ -98,8 +110,15 @@ impl CallState<'_, '_> {
             scores,
             self.hooks.progress,
         )?;
+        if seed.is_empty() {
+            if let Some((drafter, _)) = self.drafter {
+                drafter.remember_opening(&d.ids);
+            }
+        }
         // The decode fed every token it kept but its last (`speculate::decode`).
-        self.held.fed(&d.ids[..d.ids.len().saturating_sub(1)], self.kv.len());
+        let mut fed = turn_tail;
+        fed.extend_from_slice(&d.ids[..d.ids.len().saturating_sub(1)]);
+        self.held.fed(&fed, self.kv.len());
         self.tokens.generated += d.ids.len();
         self.spec.add(d.stats);
         self.timings.decode_ms += ms_since(t);

@@ -6,7 +6,13 @@
 //! not refused the assistant's opening is prefilled: the same cache rows and the same logits as
 //! one prefill of the question part (batch = sequential), so an answered question's answer is
 //! bitwise what it is without the check.
+//!
+//! The question's last tokens (the assistant's opening after the check; the last prefill chunk
+//! without it) are left pending when `pending` is asked: the first decode pass feeds them with
+//! its first draft (`speculate::Start::Pending`), so the answer's first token often costs no
+//! pass of its own. Same tokens, same logits.
 
+use crate::nl2sql::decode::Start;
 use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::forward::Forward;
 use crate::nl2sql::outcome::PhaseTimings;
@@ -30,9 +36,10 @@ pub struct Check<'a> {
 }
 
 /// The question's tokens after what `kv` holds (`question_ids`: user turn then the assistant's
-/// opening), checked first when `check` is given and there is room: the logits of the last
-/// prompt position (empty when refused), the verdict, and the prompt tokens run through the
-/// model. Times go to `timings` (prefill, and the check's share in `refusal_ms`).
+/// opening), checked first when `check` is given and there is room: where the decode starts
+/// (the logits of the last prompt position, empty when refused, or with `pending` the last
+/// tokens still to feed), the verdict, and the prompt tokens run through the model (pending
+/// ones included). Times go to `timings` (prefill, and the check's share in `refusal_ms`).
 ///
 /// `plain`: the question part without the approved examples, when `question_ids` has some
 /// (`Plan::plain_question_ids`). The check then runs on the plain question, as it was calibrated
@@ -45,9 +52,10 @@ pub fn prefill(
     question_ids: &[u32],
     plain: Option<&[u32]>,
     check: Option<Check<'_>>,
+    pending: bool,
     timings: &mut PhaseTimings,
     progress: &mut dyn FnMut(Progress) -> bool,
-) -> Result<(Vec<f32>, Option<Verdict>, usize), Nl2SqlError> {
+) -> Result<(Start, Option<Verdict>, usize), Nl2SqlError> {
     let t = Instant::now();
     let checked = plain.unwrap_or(question_ids);
     let split = refusal::assistant_start(forward.tok, checked);
@@ -56,9 +64,9 @@ pub fn prefill(
         // The check turn must fit next to the question (a nearly full context skips it).
         (Some(c), Some(i)) if kv.len() + i + turn.len() < kv.capacity() => (c, i),
         _ => {
-            let logits = forward.prefill(kv, question_ids, progress)?;
+            let start = forward.prefill_start(kv, question_ids, pending, progress)?;
             timings.prefill_ms += ms_since(t);
-            return Ok((logits, None, question_ids.len()));
+            return Ok((start, None, question_ids.len()));
         }
     };
     let answers = AnswerTokens::new(forward.tok)?;
@@ -76,15 +84,15 @@ pub fn prefill(
     kv.truncate(if plain.is_some() { start } else { user_end });
     timings.refusal_ms += ms_since(t);
     let mut prefilled = ids.len();
-    let logits = if verdict.refused() {
-        Vec::new()
+    let start = if verdict.refused() {
+        Start::Logits(Vec::new())
     } else {
         let rest = if plain.is_some() { question_ids } else { &question_ids[split..] };
         prefilled += rest.len();
-        forward.prefill(kv, rest, progress)?
+        forward.prefill_start(kv, rest, pending, progress)?
     };
     timings.prefill_ms += ms_since(t);
-    Ok((logits, Some(verdict), prefilled))
+    Ok((start, Some(verdict), prefilled))
 }
 
 /// The tables of `shown` as the prompt renders them.
