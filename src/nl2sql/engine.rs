@@ -234,14 +234,13 @@ impl Engine {
 
     /// The memory a call under `opts` needs beyond the mapped model, with `threads` workers:
     /// the KV cache for [`Engine::context_capacity`] positions and the largest forward pass (a
-    /// prefill chunk of [`PREFILL_CHUNK`] tokens, or a verified draft with every row's logits).
+    /// prompt's last chunk of [`PREFILL_CHUNK`] tokens with the first draft, every draft row
+    /// with its logits).
     pub fn memory_plan(&self, opts: &Options, threads: usize) -> MemoryPlan {
         let positions = self.context_capacity(opts);
         let m = &self.model;
         let verify = crate::nl2sql::draft::MAX_DRAFT + 1;
-        let scratch = m
-            .scratch_bytes(PREFILL_CHUNK, 1, positions, threads)
-            .max(m.scratch_bytes(verify, verify, positions, threads));
+        let scratch = m.scratch_bytes(PREFILL_CHUNK + verify - 1, verify, positions, threads);
         // Each sampled candidate holds its own cache (`stages/samples.rs`), at most as long.
         let caches = 1 + opts.samples;
         MemoryPlan {
