@@ -24,6 +24,7 @@ mod nl2sql;
 mod nodes;
 mod panic;
 mod prepare;
+mod prepare_locks;
 mod progress;
 mod readonly;
 mod result_check;

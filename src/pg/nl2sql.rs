@@ -437,7 +437,7 @@ fn turboinfer_info() -> Jsonb {
                     "cache_files": cache_files_json(),
                     "slots": slots::info(),
                     "batch_worker": worker::info(),
-                    "background_prepare": super::prepare::info(),
+                    "background_prepare": super::prepare_locks::info(),
                 })
             }
             Err(e) => json!({
@@ -455,7 +455,7 @@ fn turboinfer_info() -> Jsonb {
                 "cache_files": cache_files_json(),
                 "slots": slots::info(),
                 "batch_worker": worker::info(),
-                "background_prepare": super::prepare::info(),
+                "background_prepare": super::prepare_locks::info(),
             }),
         }
     });

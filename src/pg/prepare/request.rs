@@ -10,7 +10,7 @@
 //! caller's `search_path`, which is what that pattern guards against. An event trigger's function
 //! is called without an EXECUTE check, so EXECUTE is revoked from PUBLIC on both functions.
 
-use super::{tag, REQUESTS, WAITING};
+use crate::pg::prepare_locks::{tag, REQUESTS, WAITING};
 use crate::pg::{gucs, locks, subxact};
 use pgrx::bgworkers::BackgroundWorkerBuilder;
 use pgrx::pg_sys;

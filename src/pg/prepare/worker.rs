@@ -1,11 +1,11 @@
 //! The worker "turboinfer prepare": started by a request (`request`), connected to the requesting
 //! database as the role that logged in there, it
 //!
-//! 1. holds [`WAITING`] (or exits at once when another worker of the database holds it: that one
+//! 1. holds `WAITING` (or exits at once when another worker of the database holds it: that one
 //!    will see this request's transaction);
 //! 2. waits until, for `turboinfer.prepare_delay`, no requesting transaction was open when it
-//!    looked (every [`TICK_MS`]); lets [`WAITING`] go and checks once more;
-//! 3. waits for [`PREPARING`] (a worker of the database still preparing);
+//!    looked (every [`TICK_MS`]); lets `WAITING` go and checks once more;
+//! 3. waits for `PREPARING` (a worker of the database still preparing);
 //! 4. in one transaction, as the role that made the change with its `search_path`, does what
 //!    `turboinfer_prewarm()` does (`linking::prewarm`: the same code), and writes one LOG line of
 //!    what it did (or why it did nothing);
@@ -17,7 +17,7 @@
 //! cancels the preparation. It is never restarted.
 
 use super::request::{message, Request};
-use super::{tag, PREPARING, REQUESTS, WAITING};
+use crate::pg::prepare_locks::{tag, PREPARING, REQUESTS, WAITING};
 use crate::pg::{gucs, latch, linking, locks};
 use pgrx::pg_sys;
 use pgrx::PgTryBuilder;
