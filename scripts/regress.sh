@@ -47,6 +47,12 @@ LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 pm_before=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
 log_from=$(($(stat -c %s "$LOG" 2>/dev/null || echo 0) + 1))
 
+# The background preparation (turboinfer.background_prepare) would start a worker after every
+# suite's CREATE EXTENSION and DDL, loading the server's default model and computing prefixes
+# beside the suites (their timings and their cache files): off in every session, turned on by
+# the suite that tests it (nl2sql_prepare).
+export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c turboinfer.background_prepare=off"
+
 rc=0
 "$PG_REGRESS" --host="$RUN" --port="$PORT" --user=postgres --bindir="$PGBIN" \
     --inputdir="$WORK/in" --outputdir="$WORK/out" --dbname=turboinfer_regress "$@" \

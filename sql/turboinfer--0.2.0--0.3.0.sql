@@ -6,7 +6,8 @@
 
 -- Approved examples (src/pg/examples.rs): the store, its privileges, nl2sql_learn and
 -- nl2sql_forget; turboinfer_embed; nl2sql_tables; turboinfer_prewarm; the schema cache's COMMENT
--- event trigger; two columns of turboinfer_stat (the batch worker). 0.3.0 drops nothing else of
+-- event trigger; two columns of turboinfer_stat (the batch worker); the background preparation's
+-- event trigger and request function. 0.3.0 drops nothing else of
 -- 0.2.0 and changes nothing else.
 
 CREATE  FUNCTION "nl2sql_example_relations"(
@@ -165,3 +166,31 @@ FROM turboinfer_stat() s
 LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid;
 GRANT SELECT ON turboinfer_stat TO PUBLIC;
+
+-- The background preparation (src/pg/prepare/).
+CREATE  FUNCTION "turboinfer_prepare_request"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'turboinfer_prepare_request_wrapper';
+
+-- Background preparation (src/pg/prepare/): after DDL that changes what nl2sql() shows, a
+-- background worker prepares the schema prefix of the role that made the change, with its
+-- search_path (turboinfer.background_prepare). The function is C: it reads the caller's role
+-- and search_path and resolves no name; an event trigger's function needs no EXECUTE privilege,
+-- so nobody may call it directly.
+CREATE FUNCTION turboinfer_schema_changed() RETURNS event_trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'turboinfer_schema_changed';
+CREATE EVENT TRIGGER turboinfer_schema_changed ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'DROP TABLE', 'CREATE TABLE AS', 'SELECT INTO',
+        'CREATE VIEW', 'ALTER VIEW', 'DROP VIEW',
+        'CREATE MATERIALIZED VIEW', 'ALTER MATERIALIZED VIEW', 'DROP MATERIALIZED VIEW',
+        'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE', 'DROP FOREIGN TABLE', 'IMPORT FOREIGN SCHEMA',
+        'CREATE SCHEMA', 'ALTER SCHEMA', 'DROP SCHEMA', 'COMMENT', 'GRANT', 'REVOKE',
+        'ALTER TYPE', 'DROP TYPE', 'ALTER DOMAIN', 'DROP DOMAIN', 'DROP OWNED',
+        'CREATE EXTENSION', 'ALTER EXTENSION', 'DROP EXTENSION')
+    EXECUTE FUNCTION turboinfer_schema_changed();
+REVOKE EXECUTE ON FUNCTION turboinfer_schema_changed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION turboinfer_prepare_request() FROM PUBLIC;
+
+-- Last: the updated extension's first preparation (src/pg/prepare/).
+SELECT @extschema@.turboinfer_prepare_request();

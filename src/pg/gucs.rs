@@ -89,6 +89,8 @@ variables! {
     SPECULATION: Bool,
     CACHE_DIR: Text,
     CACHE_MAX_MB: Int,
+    BACKGROUND_PREPARE: Bool,
+    PREPARE_DELAY: Int,
     WEIGHT_BUDGET_MB: Int,
     SPARSITY: Real,
     SPARSE_SELECTOR: Enum(SparseSelector::Predictor),

@@ -38,7 +38,7 @@ fn nl2sql_tables(
     ),
 > {
     let Some(Text(question)) = question else { return TableIterator::new(Vec::new()) };
-    let (schema, _) = read_schema(schemas);
+    let (schema, _) = read_schema(schemas.map(|s| s.0));
     let plan = with_engine(|engine, _, rt, opts, link, progress| {
         engine.plan_linked(rt, &schema, &question, opts, link, progress)
     });
@@ -65,12 +65,19 @@ fn nl2sql_tables(
 /// role that sees what the users see. Returns what it did.
 #[pg_extern(volatile, parallel_unsafe, security_invoker)]
 fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
+    Jsonb(prewarm(schemas.map(|s| s.0)))
+}
+
+/// What `turboinfer_prewarm(schemas)` does and returns, as the current role with the current
+/// search path; also the background preparation's work (`prepare::worker`). An error is raised
+/// as nl2sql's.
+pub(super) fn prewarm(schemas: Option<Vec<String>>) -> serde_json::Value {
     let (schema, _) = read_schema(schemas);
     let p = with_engine(|engine, cache, rt, opts, link, progress| {
         engine.prewarm(rt, cache, &schema, opts, link, progress)
     });
     let encoder = if p.fits { None } else { gucs::schema_encoder() };
-    Jsonb(serde_json::json!({
+    serde_json::json!({
         "tables": p.tables,
         "fits": p.fits,
         "prefix": p.prefix.map(|s| s.name()),
@@ -79,15 +86,15 @@ fn turboinfer_prewarm(schemas: default!(Option<TextArray>, "NULL")) -> Jsonb {
         "encoder": encoder,
         "tables_embedded": p.embedded,
         "ms": (p.ms * 10.0).round() / 10.0,
-    }))
+    })
 }
 
 /// The schema `schemas` (or the search path) names, as `catalog::read_schema_cached`, read while
 /// a model to (re)load loads beside (`backend::load_beside`).
 fn read_schema(
-    schemas: Option<TextArray>,
+    schemas: Option<Vec<String>>,
 ) -> (std::rc::Rc<crate::nl2sql::SchemaInfo>, super::catalog_cache::Use) {
-    let read = || catalog::read_schema_cached(schemas.map(|s| s.0));
+    let read = || catalog::read_schema_cached(schemas);
     backend::load_beside(read).map(|(_, r)| r).unwrap_or_else(|e| report(e))
 }
 

@@ -437,6 +437,7 @@ fn turboinfer_info() -> Jsonb {
                     "cache_files": cache_files_json(),
                     "slots": slots::info(),
                     "batch_worker": worker::info(),
+                    "background_prepare": super::prepare_locks::info(),
                 })
             }
             Err(e) => json!({
@@ -454,6 +455,7 @@ fn turboinfer_info() -> Jsonb {
                 "cache_files": cache_files_json(),
                 "slots": slots::info(),
                 "batch_worker": worker::info(),
+                "background_prepare": super::prepare_locks::info(),
             }),
         }
     });

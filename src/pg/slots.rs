@@ -27,17 +27,10 @@ const QUEUE: u32 = 0;
 /// How often the head of the queue tries the slots again.
 const POLL_MS: i64 = 10;
 
-/// The lock tag of `key2` (SET_LOCKTAG_ADVISORY(tag, InvalidOid, KEY1, key2, 2) in lock.h: the
-/// two-int4-key form, shown in pg_locks as classid = KEY1, objid = key2, objsubid = 2).
+/// The lock tag of `key2`: cluster-wide (`locks::advisory` with InvalidOid), shown in pg_locks
+/// as classid = KEY1, objid = key2, objsubid = 2.
 fn tag(key2: u32) -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        locktag_field1: 0, // InvalidOid: spans every database of the cluster
-        locktag_field2: KEY1,
-        locktag_field3: key2,
-        locktag_field4: 2,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    }
+    super::locks::advisory(pg_sys::InvalidOid, KEY1, key2)
 }
 
 const MODE: pg_sys::LOCKMODE = pg_sys::ExclusiveLock as pg_sys::LOCKMODE;
@@ -73,10 +66,7 @@ pub fn acquire() -> Slot {
     unsafe { pg_sys::LockAcquire(&queue, MODE, false, false) };
     loop {
         for k in 1..=n {
-            let t = tag(k);
-            // SAFETY: as above, without waiting.
-            let r = unsafe { pg_sys::LockAcquire(&t, MODE, false, true) };
-            if r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
+            if super::locks::try_acquire(&tag(k), MODE, false) {
                 // SAFETY: releases the queue lock acquired above.
                 unsafe { pg_sys::LockRelease(&queue, MODE, false) };
                 return Slot { key2: Some(k) };

@@ -473,6 +473,38 @@ pub const CACHE_MAX_MB: Setting = Setting {
     doc: "size limit of the cache files, least recently used evicted; 0 = no cache files",
 };
 
+/// Superuser only (or `ALTER DATABASE`/`ALTER ROLE ... SET`): a preparation is model work of
+/// the server's (a whole prefill on `turboinfer.threads` cores), started by any role's DDL, so
+/// whether it happens is the administrator's choice, not the DDL session's. Not `PGC_SIGHUP`:
+/// then it could not be turned off for one database.
+pub const BACKGROUND_PREPARE: Setting = Setting {
+    name: c"turboinfer.background_prepare",
+    kind: Kind::Bool { default: true },
+    context: Context::Suset,
+    unit: None,
+    ceiling: None,
+    short: c"After DDL that changes what nl2sql() shows (and CREATE EXTENSION), a background worker prepares the schema prefix and writes its cache file.",
+    long: c"Superuser only. The worker (backend_type turboinfer prepare) waits turboinfer.prepare_delay without schema changes, then does what turboinfer_prewarm() does as the role that made the change, with its search_path.",
+    default_note: None,
+    doc: "after DDL that changes what nl2sql() shows (CREATE/ALTER/DROP TABLE, VIEW, SCHEMA, COMMENT, GRANT, ...) and after `CREATE EXTENSION`, one background worker per database (`pg_stat_activity.backend_type` `turboinfer prepare`) waits `turboinfer.prepare_delay` without changes, then does what `turboinfer_prewarm()` does as the role that made the change, with its `search_path`, writes the cache file and exits ([kv-cache.md](kv-cache.md#background-preparation)); read by the DDL session and by the worker",
+};
+
+/// Why 5 s: a migration tool's statements follow each other within milliseconds and a person's
+/// DDL within seconds, so 5 idle seconds usually mean the change is complete (one preparation,
+/// not one per statement), while the prefix is still ready long before a typical first question
+/// after a deploy. 0 prepares as soon as the changing transactions ended.
+pub const PREPARE_DELAY: Setting = Setting {
+    name: c"turboinfer.prepare_delay",
+    kind: Kind::Int { default: 5_000, min: 0, max: 3_600_000 },
+    context: Context::Suset,
+    unit: Some(Unit::Ms),
+    ceiling: None,
+    short: c"How long the background preparation waits without schema changes before it reads the catalog.",
+    long: c"Superuser only. Each change seen (a DDL transaction still open, or a new one) restarts the wait.",
+    default_note: Some("= 5 s"),
+    doc: "how long the background preparation (`turboinfer.background_prepare`) waits without schema changes before it reads the catalog; a DDL transaction still open, or a new one, restarts the wait",
+};
+
 /// Superuser only: streaming makes every forward pass of the backend read the model from disk
 /// again, a load on the server's storage that only an administrator should choose.
 pub const WEIGHT_BUDGET_MB: Setting = Setting {
@@ -579,6 +611,8 @@ pub const SETTINGS: &[&Setting] = &[
     &SPECULATION,
     &CACHE_DIR,
     &CACHE_MAX_MB,
+    &BACKGROUND_PREPARE,
+    &PREPARE_DELAY,
     &WEIGHT_BUDGET_MB,
     &SPARSITY,
     &SPARSE_SELECTOR,
