@@ -10,6 +10,10 @@
 # start and stop are idempotent; start waits until the server accepts connections.
 # TURBOINFER_PG_ULIMIT_V (optional, KiB, as `ulimit -v`): start the server with that address-space
 # limit (RLIMIT_AS, inherited by every backend); scripts/test-memory-limit.sh uses it.
+# TURBOINFER_BACKGROUND_PREPARE (default off): turboinfer.background_prepare for this cluster. Off
+# here because the tests and benches create the extension and tables in many databases, and each
+# change would start a background worker prefilling with the default model beside what they
+# measure; the nl2sql_prepare suite turns it on for its database. A DBA's server has it on.
 set -euo pipefail
 
 PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
@@ -19,6 +23,7 @@ RUN=${TURBOINFER_PGRUN:-$BASE/run}
 LOG=${TURBOINFER_PGLOG:-$BASE/log/postgresql.log}
 PORT=${TURBOINFER_PGPORT:-54329}
 ULIMIT_V=${TURBOINFER_PG_ULIMIT_V:-}
+PREPARE=${TURBOINFER_BACKGROUND_PREPARE:-off}
 me="cluster.sh"
 
 die() { echo "$me: error: $*" >&2; exit 1; }
@@ -90,7 +95,7 @@ start() {
     local limit=()
     [[ -n $ULIMIT_V ]] && limit=(bash -c 'ulimit -v "$0" && exec "$@"' "$ULIMIT_V")
     if ! as_pg "${limit[@]}" "$PGBIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $PORT -k $RUN" >/dev/null; then
+        -o "-c listen_addresses=127.0.0.1 -p $PORT -k $RUN -c turboinfer.background_prepare=$PREPARE" >/dev/null; then
         tail -n 5 "$LOG" >&2 || true
         die "PostgreSQL failed to start; see $LOG"
     fi

@@ -49,9 +49,9 @@ log_from=$(($(stat -c %s "$LOG" 2>/dev/null || echo 0) + 1))
 
 # The background preparation (turboinfer.background_prepare) would start a worker after every
 # suite's CREATE EXTENSION and DDL, loading the server's default model and computing prefixes
-# beside the suites (their timings and their cache files): off in every session, turned on by
-# the suite that tests it (nl2sql_prepare).
-export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c turboinfer.background_prepare=off"
+# beside the suites (their timings and their cache files): scripts/cluster.sh starts the server
+# with it off, and the suite that tests it (nl2sql_prepare) turns it on for its database. (Not
+# through PGOPTIONS: a superuser-only setting there warns in every non-superuser session.)
 
 rc=0
 "$PG_REGRESS" --host="$RUN" --port="$PORT" --user=postgres --bindir="$PGBIN" \

@@ -2,7 +2,7 @@
 //! schema's templates and prompt lookup, [`Drafter`], at the adaptive SQL draft length
 //! [`Window`]) and the end of the first SQL statement as the answer's end.
 
-use super::draft::{Drafter, Window};
+use super::draft::{Drafter, Window, OPENING_TOKENS};
 use super::error::Nl2SqlError;
 use super::progress::Progress;
 use super::sqltext::answer_complete;
@@ -36,8 +36,12 @@ struct SqlDrafting<'a> {
 
 impl Drafting for SqlDrafting<'_> {
     /// The window's length after `text`, at most `max`.
+    /// An answer's opening (nothing generated, no seed) is drafted whole
+    /// ([`OPENING_TOKENS`]: the fence and the statement's first keyword, the model's habit), so
+    /// that the prompt's last pass, which carries it, also yields the statement's first word.
     fn propose(&mut self, history: &[u32], generated: usize, text: &str, max: usize) -> Vec<u32> {
-        let k = self.window.len(text).min(max);
+        let opening = if generated == 0 && text.is_empty() { OPENING_TOKENS } else { 0 };
+        let k = self.window.len(text).max(opening).min(max);
         if k == 0 {
             Vec::new()
         } else {

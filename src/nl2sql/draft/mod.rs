@@ -58,9 +58,9 @@ pub struct Drafter {
     habit: Arc<Mutex<Vec<u32>>>,
 }
 
-/// Tokens of an answer's opening remembered as the model's habit: the fence (3 tokens) and the
-/// statement's first keyword.
-const OPENING_TOKENS: usize = 4;
+/// Tokens of an answer's opening remembered as the model's habit (and drafted at an answer's
+/// start): the fence (3 tokens) and the statement's first keyword.
+pub const OPENING_TOKENS: usize = 4;
 
 /// A template text's tokens and where its clauses start (`clause_starts`).
 #[derive(Debug, Clone)]

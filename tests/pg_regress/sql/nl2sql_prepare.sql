@@ -2,13 +2,14 @@
 -- the schema prefix of the role that made the change, with its search_path, and writes the cache
 -- file, so that a new session's first question loads the file instead of computing the prefix.
 -- The worker reads its settings in its own session: the database's (the small model, a short
--- delay). scripts/regress.sh turns the preparation off for every session (PGOPTIONS): this suite
--- turns it on where it tests it.
+-- delay). The project's cluster starts with the preparation off (scripts/cluster.sh): this
+-- suite turns it on for its database (the worker's session) and in the sessions where it tests it.
 CREATE EXTENSION turboinfer;
 SELECT turboinfer_cache_clear() >= 0 AS cleared;
 DO $$ BEGIN
     EXECUTE format('ALTER DATABASE %I SET turboinfer.model = %L', current_database(), 'smollm2-135m');
     EXECUTE format('ALTER DATABASE %I SET turboinfer.prepare_delay = %L', current_database(), '500ms');
+    EXECUTE format('ALTER DATABASE %I SET turboinfer.background_prepare = on', current_database());
 END $$;
 SELECT evtname, evtevent, evtenabled, 'CREATE TABLE' = ANY (evttags) AS create_table,
        'COMMENT' = ANY (evttags) AS comment, 'GRANT' = ANY (evttags) AS grant_
@@ -104,6 +105,7 @@ DROP ROLE prep_user;
 DO $$ BEGIN
     EXECUTE format('ALTER DATABASE %I RESET turboinfer.model', current_database());
     EXECUTE format('ALTER DATABASE %I RESET turboinfer.prepare_delay', current_database());
+    EXECUTE format('ALTER DATABASE %I RESET turboinfer.background_prepare', current_database());
 END $$;
 SELECT turboinfer_cache_clear() >= 2 AS cleared;
 DROP EXTENSION turboinfer;
