@@ -46,6 +46,7 @@ pub struct Check<'a> {
 /// (after earlier exchanges the model judges differently: every development question was
 /// refused), its rows are cut off again, and the question part with its examples is prefilled
 /// whole: a few dozen prompt tokens more.
+#[allow(clippy::too_many_arguments)]
 pub fn prefill(
     forward: &Forward<'_>,
     kv: &mut Seq,
