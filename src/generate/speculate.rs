@@ -154,8 +154,8 @@ pub type ChooseFn<'a> = dyn FnMut(&str, &[f32], &[u32]) -> Choice + 'a;
 pub type CompleteFn<'a> = dyn Fn(&str) -> bool + 'a;
 
 /// Decodes from `start` with the KV cache `kv` holding the prompt `context` (but the pending
-/// tokens of a [`Start::Pending`], which `context` ends with). `forward` is the one forward entry point (returns `[n_out,
-/// width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
+/// tokens of a [`Start::Pending`], which `context` ends with). `forward` is the one forward
+/// entry point (returns `[n_out, width]`), `choose` the one token chooser (text so far, logits row, token ids not to pick
 /// there), `complete` the check that ends the answer (`None`: only end-of-generation, budget and
 /// a full context stop), `on_step` runs before every forward pass with the number of tokens
 /// generated so far (returning `false` cancels with [`GenerateError::Cancelled`]). With
@@ -189,7 +189,7 @@ pub fn decode<E: From<GenerateError>, C: Positions + ?Sized>(
     let mut text = limits.seed.to_string();
     let mut stats = SpecStats::default();
     let mut r = 0usize; // row of `rows` the next token is chosen from
-                        // draft: tokens fed after the last chosen one (or after the pending prompt tokens);
+                        // draft: the tokens fed after the last chosen one (or after the pending prompt tokens);
                         // rows[j + 1] follows draft[j]. rows: [draft.len() + 1, width] logits of the last pass.
                         // base: the cache length at the prompt's end (the first generated token goes there).
     let (mut rows, mut draft, base) = match start {
