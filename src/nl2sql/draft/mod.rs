@@ -269,15 +269,16 @@ impl Drafter {
     /// replayed) still wins. The default model fences every answer (so do llama-server's
     /// greedy answers to the same prompts).
     fn opening(&self, history: &[u32], max: usize, focus: &[u32]) -> Option<(usize, Vec<u32>)> {
+        // A repair turn's prompt ends with the fence (its seed): the statement follows.
+        let seeded = !self.fence.is_empty() && history.ends_with(&self.fence);
         let habit = self.habit.lock().map(|h| h.clone()).unwrap_or_default();
-        if !habit.is_empty() && !history.ends_with(&self.fence) {
+        if !habit.is_empty() && !seeded {
             let mut draft = habit;
             draft.truncate(max);
             return Some((OPENING_TOKENS, draft));
         }
         let node = self.trie.walk(&self.fence).filter(|_| !self.fence.is_empty())?;
-        let mut draft =
-            if history.ends_with(&self.fence) { Vec::new() } else { self.fence.clone() };
+        let mut draft = if seeded { Vec::new() } else { self.fence.clone() };
         if draft.len() < max {
             draft.extend(self.trie.continuation(node, max - draft.len(), focus));
         }
