@@ -38,3 +38,62 @@ pub fn my_proc_number() -> i32 {
         pg_sys::MyProcNumber
     }
 }
+
+/// Makes every `prefix.*` setting name that is not defined an error from now on, and reports
+/// and removes the placeholders already set under it (from postgresql.conf, ALTER SYSTEM, ...).
+///
+/// PostgreSQL 15 added `MarkGUCPrefixReserved` ("Make unknown GUC names under a reserved prefix
+/// an error"). PostgreSQL 14 has only `EmitWarningsOnPlaceholders`: it warns about (and keeps)
+/// the placeholders set so far, and a mistyped name set later is accepted as a placeholder.
+pub fn reserve_setting_prefix(prefix: &std::ffi::CStr) {
+    // SAFETY: a NUL-terminated string; called from _PG_init, after the definitions.
+    #[cfg(feature = "pg14")]
+    unsafe {
+        pg_sys::EmitWarningsOnPlaceholders(prefix.as_ptr())
+    }
+    #[cfg(not(feature = "pg14"))]
+    unsafe {
+        pg_sys::MarkGUCPrefixReserved(prefix.as_ptr())
+    }
+}
+
+/// Parse analysis of one raw statement without parameters, against the live catalog.
+///
+/// PostgreSQL 15 renamed `parse_analyze` to `parse_analyze_fixedparams` ("Rename
+/// parse_analyze() to parse_analyze_fixedparams()", beside the new `parse_analyze_withcb`); the
+/// arguments are the same.
+///
+/// # Safety
+/// `raw` comes from `raw_parser` on `sql` in the current memory context; an ERROR raised here
+/// unwinds through the caller, which must be guarded.
+pub unsafe fn parse_analyze(
+    raw: *mut pg_sys::RawStmt,
+    sql: *const std::ffi::c_char,
+) -> *mut pg_sys::Query {
+    #[cfg(feature = "pg14")]
+    let analyse = pg_sys::parse_analyze;
+    #[cfg(not(feature = "pg14"))]
+    let analyse = pg_sys::parse_analyze_fixedparams;
+    analyse(raw, sql, std::ptr::null_mut(), 0, std::ptr::null_mut())
+}
+
+/// A `Var`'s range-table index, as the `int` it is since PostgreSQL 15 ("Change Var.varno to
+/// int", for the negative `INDEX_VAR`-style values); `Index` (unsigned) before.
+///
+/// # Safety
+/// `var` points to a live `Var` node.
+pub unsafe fn var_number(var: *const pg_sys::Var) -> i32 {
+    #[cfg(feature = "pg14")]
+    return (*var).varno as i32;
+    #[cfg(not(feature = "pg14"))]
+    return (*var).varno;
+}
+
+/// The node tag of a `MERGE` statement: PostgreSQL 15 added `MERGE`; before, no statement has it.
+pub const MERGE_STMT: Option<pg_sys::NodeTag> = {
+    #[cfg(feature = "pg14")]
+    let tag = None;
+    #[cfg(not(feature = "pg14"))]
+    let tag = Some(pg_sys::NodeTag::T_MergeStmt);
+    tag
+};
