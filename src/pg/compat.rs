@@ -42,9 +42,9 @@ pub fn my_proc_number() -> i32 {
 /// Makes every `prefix.*` setting name that is not defined an error from now on, and reports
 /// and removes the placeholders already set under it (from postgresql.conf, ALTER SYSTEM, ...).
 ///
-/// PostgreSQL 15 added `MarkGUCPrefixReserved` ("Make unknown GUC names under a reserved prefix
-/// an error"). PostgreSQL 14 has only `EmitWarningsOnPlaceholders`: it warns about (and keeps)
-/// the placeholders set so far, and a mistyped name set later is accepted as a placeholder.
+/// PostgreSQL 15 added `MarkGUCPrefixReserved`, which replaced `EmitWarningsOnPlaceholders`.
+/// PostgreSQL 14 has only the latter: it warns about (and keeps) the placeholders set so far,
+/// and a mistyped name set later is accepted as a placeholder, not refused.
 pub fn reserve_setting_prefix(prefix: &std::ffi::CStr) {
     // SAFETY: a NUL-terminated string; called from _PG_init, after the definitions.
     #[cfg(feature = "pg14")]
@@ -77,8 +77,8 @@ pub unsafe fn parse_analyze(
     analyse(raw, sql, std::ptr::null_mut(), 0, std::ptr::null_mut())
 }
 
-/// A `Var`'s range-table index, as the `int` it is since PostgreSQL 15 ("Change Var.varno to
-/// int", for the negative `INDEX_VAR`-style values); `Index` (unsigned) before.
+/// A `Var`'s range-table index, as the `int` it is since PostgreSQL 15 (where `Var.varno`
+/// became `int`); an `Index` (unsigned) before.
 ///
 /// # Safety
 /// `var` points to a live `Var` node.
@@ -97,3 +97,45 @@ pub const MERGE_STMT: Option<pg_sys::NodeTag> = {
     let tag = Some(pg_sys::NodeTag::T_MergeStmt);
     tag
 };
+
+/// Installs `handler` for signal `signo` in this backend or background worker.
+///
+/// PostgreSQL 18 gave the backend its own `pqsignal_be`; in backend code `pqsignal` is a macro
+/// for it (port.h), which the bindings do not see.
+///
+/// # Safety
+/// `handler` is async-signal-safe, as every PostgreSQL signal handler.
+pub unsafe fn set_signal_handler(
+    signo: i32,
+    handler: unsafe extern "C-unwind" fn(std::ffi::c_int),
+) {
+    #[cfg(feature = "pg18")]
+    pg_sys::pqsignal_be(signo, Some(handler));
+    #[cfg(not(feature = "pg18"))]
+    pg_sys::pqsignal(signo, Some(handler));
+}
+
+/// The attributes (columns) of a tuple descriptor, in order.
+///
+/// PostgreSQL 18 put a `CompactAttribute` array first in `TupleDescData` ("Introduce
+/// CompactAttribute array in TupleDesc"); the full `FormData_pg_attribute` array follows it and
+/// is reached through `TupleDescAttr`, no longer as the `attrs` member.
+///
+/// # Safety
+/// `desc` is a live tuple descriptor that outlives the returned slice, which no one else
+/// accesses meanwhile. Only fields outside the compact attributes (such as the name) may be
+/// changed through it: the compact copy of the others is not refreshed.
+pub unsafe fn tuple_desc_attributes<'a>(
+    desc: pg_sys::TupleDesc,
+) -> &'a mut [pg_sys::FormData_pg_attribute] {
+    let natts = usize::try_from((*desc).natts).unwrap_or(0);
+    #[cfg(feature = "pg18")]
+    let attrs = if natts == 0 {
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        pg_sys::TupleDescAttr(desc, 0)
+    };
+    #[cfg(not(feature = "pg18"))]
+    let attrs = (*desc).attrs.as_mut_ptr();
+    std::slice::from_raw_parts_mut(attrs, natts)
+}
