@@ -1,5 +1,7 @@
 # Shared by the script tests (sourced, after setting `me` to the script's name): counters and
 # the messages every test prints. `ok`/`bad` count checks; the script ends with its own summary.
+# The PostgreSQL major under test (TURBOINFER_PG_MAJOR): PG_MAJOR, PGBIN, pg_cluster, pg_port.
+. "$(dirname "${BASH_SOURCE[0]}")/pgmajor.sh"
 pass=0
 fail=0
 
