@@ -7,7 +7,7 @@
 #   3. a fresh cluster of that installation (its own initdb and postgres, port
 #      $TURBOINFER_INSTALLTEST_PORT (default 54342), socket only, temporary directory): CREATE
 #      EXTENSION loads the library from there, and a question is answered with nothing set;
-#   4. the upgrade from each released version (0.1.0, 0.2.0: tests/upgrade/turboinfer--<v>.sql):
+#   4. the upgrade from each released version (0.1.0, 0.2.0, 0.3.0: tests/upgrade/turboinfer--<v>.sql):
 #      ALTER EXTENSION UPDATE gives the same objects as a fresh CREATE EXTENSION, and answers.
 # The other installation is a private copy, in a temporary directory, of Debian's PostgreSQL 15
 # (/usr/lib/postgresql/15 and /usr/share/postgresql/15: PostgreSQL finds its directories relative
@@ -182,7 +182,9 @@ wait "$hold_pid" 2>/dev/null || true
 # parallel safety, cost, C symbol), each table's columns, row-level security and policies,
 # comments, privileges and the tables pg_dump dumps (extconfig).
 version=$(awk -F'"' '/^\[/ { sect = $0 } sect == "[package]" && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
-releases=(0.1.0 0.2.0)
+# Every released version: those whose install script is frozen in tests/upgrade/.
+mapfile -t releases < <(ls "$root"/tests/upgrade/turboinfer--*.sql | sed 's|.*/turboinfer--||; s|\.sql$||' | sort -V)
+[[ ${#releases[@]} -gt 0 ]] || die "no frozen install script in tests/upgrade/"
 for r in "${releases[@]}"; do install -m 644 "$root/tests/upgrade/turboinfer--$r.sql" "$extdir/"; done
 objects="SELECT pg_describe_object(d.classid, d.objid, d.objsubid) || E'\n' || coalesce(
     CASE d.classid
