@@ -68,7 +68,7 @@ init_cluster() {
     # A data directory of another major (TURBOINFER_PGDATA pointing at the wrong one) would fail
     # in pg_ctl with a less direct message.
     local v
-    v=$(as_pg cat "$DATA/PG_VERSION" 2>/dev/null || true)
+    v=$(cat "$DATA/PG_VERSION" 2>/dev/null || true)
     [[ -z $v || $v == "$PG_MAJOR" ]] || die "$DATA holds a PostgreSQL $v cluster, not $PG_MAJOR (TURBOINFER_PG_MAJOR); set TURBOINFER_PGDATA"
     install -d -m 700 -o postgres -g postgres "$DATA"
     if [[ ! -f $DATA/PG_VERSION ]]; then
