@@ -10,6 +10,7 @@ mod calibrate;
 mod candidates;
 mod catalog;
 mod catalog_cache;
+mod compat;
 mod embed;
 mod encoding;
 mod errors;

@@ -6,7 +6,7 @@
 //! 2. **Meaning**, with PostgreSQL's parse analysis (`parse_analyze_fixedparams`) against the
 //!    live catalog, with the caller's privileges and search_path: every name resolves, types,
 //!    operators and functions match, grouping is right; the caller may SELECT every table and
-//!    column it reads (`ExecCheckRTPerms`); and no function it calls has side effects (volatile
+//!    column it reads (`compat::check_range_table_privileges`); and no function it calls has side effects (volatile
 //!    functions, except a few harmless ones; advisory locks, large objects, sequences, NOTIFY,
 //!    dblink and set_config whatever their volatility). Analysis runs inside an internal
 //!    subtransaction that is always rolled back, so the locks it takes are released and nothing
@@ -187,7 +187,7 @@ unsafe fn analyze_in_subtransaction(
     let mut w = QueryWalk { functions: Vec::new(), relations: Vec::new() };
     // The top query's privileges here, the rest through PostgreSQL's walker (which calls the
     // guarded callback, so an ERROR inside it comes back through this FFI call, to the catch).
-    pg_sys::ExecCheckRTPerms((*query).rtable, true);
+    super::compat::check_range_table_privileges(query);
     w.relations.extend(relations_of((*query).rtable));
     pg_sys::query_tree_walker(query, Some(query_walk), &mut w as *mut QueryWalk as *mut c_void, 0);
     for oid in w.functions {
@@ -248,7 +248,7 @@ unsafe extern "C-unwind" fn query_walk(node: *mut pg_sys::Node, ctx: *mut c_void
     }
     if (*node).type_ == pg_sys::NodeTag::T_Query {
         let q = node as *mut pg_sys::Query;
-        pg_sys::ExecCheckRTPerms((*q).rtable, true);
+        super::compat::check_range_table_privileges(q);
         let w = &mut *(ctx as *mut QueryWalk);
         w.relations.extend(relations_of((*q).rtable));
         return pg_sys::query_tree_walker(q, Some(query_walk), ctx, 0);

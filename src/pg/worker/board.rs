@@ -170,7 +170,7 @@ pub fn wake(procno: i32) {
         return;
     }
     // SAFETY: ProcGlobal->allProcs has MaxBackends + auxiliary entries, set up before any
-    // backend runs; procno came from a live process's MyProc->pgprocno; SetLatch on another
+    // backend runs; procno came from a live process's my_procno(); SetLatch on another
     // process's latch is what latches are for.
     unsafe {
         let procs = (*pg_sys::ProcGlobal).allProcs;
@@ -180,8 +180,7 @@ pub fn wake(procno: i32) {
 
 /// This process's PGPROC number.
 pub fn my_procno() -> i32 {
-    // SAFETY: MyProc is set for every backend and background worker with shared memory access.
-    unsafe { (*pg_sys::MyProc).pgprocno }
+    crate::pg::compat::my_proc_number()
 }
 
 /// A 64-bit FNV-1a hash (the model identity in the board: equal strings, equal keys).
