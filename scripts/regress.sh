@@ -59,8 +59,10 @@ rc=0
     --inputdir="$WORK/in" --outputdir="$WORK/out" --dbname=turboinfer_regress "$@" \
     2>&1 | tee "$WORK/out/pg_regress.log" || rc=$?
 
-passed=$(grep -Ec '\.\.\. +ok' "$WORK/out/pg_regress.log" || true)
-failed=$(grep -Ec '\.\.\. +FAILED' "$WORK/out/pg_regress.log" || true)
+# pg_regress up to 15 prints "test NAME ... ok"/"... FAILED", from 16 on TAP lines ("ok 3 - NAME",
+# "not ok 3 - NAME").
+passed=$(grep -Ec '\.\.\. +ok|^ok +[0-9]+ ' "$WORK/out/pg_regress.log" || true)
+failed=$(grep -Ec '\.\.\. +FAILED|^not ok +[0-9]+ ' "$WORK/out/pg_regress.log" || true)
 if [[ $rc -ne 0 || $failed -ne 0 ]]; then
     if [[ -s $WORK/out/regression.diffs ]]; then
         echo "---------------- regression.diffs ($WORK/out/regression.diffs) ----------------"
