@@ -25,6 +25,7 @@ pc_init() {
     mkdir -p "$pc_run" "$pc_dir/log"
     chown postgres:postgres "$pc_run" "$pc_dir/log"
     install -d -m 700 -o postgres -g postgres "$pc_data"
+    say "private cluster: $("$pc_bin/postgres" --version) ($pc_bin), port $pc_port, in $pc_dir"
     as_pg "$pc_bin/initdb" -D "$pc_data" -U postgres --auth=trust --encoding=UTF8 --locale=C \
         >"$pc_dir/initdb.log" 2>&1 || { cat "$pc_dir/initdb.log" >&2; die "initdb with $pc_bin failed"; }
 }
