@@ -47,9 +47,28 @@ incdir=/usr/include/postgresql/$major
 pgc=$prefix/bin/pg_config
 pkg=turboinfer-postgresql-$major
 
+# register_with_pgrx: `cargo pgrx init` with every major installed here, so that
+# `cargo build --features pgNN` (clippy, the tests) finds its pg_config; init rewrites pgrx's
+# config.toml with exactly the majors it is given. Nothing is downloaded or initdb'd.
+register_with_pgrx() {
+    local args=() m c
+    for m in 14 15 16 17 18; do
+        c=/usr/lib/postgresql/$m/bin/pg_config
+        [[ -x $c ]] && args+=(--pg$m "$c")
+    done
+    export PATH="$HOME/.cargo/bin:$PATH"
+    if ! command -v cargo-pgrx >/dev/null 2>&1; then
+        say "cargo-pgrx is not installed yet: run 'make setup', then this again to register PostgreSQL $major with pgrx"
+        return 0
+    fi
+    cargo pgrx init "${args[@]}" >"$CACHE/pgrx-init.log" 2>&1 || die "cargo pgrx init ${args[*]} failed (see $CACHE/pgrx-init.log)"
+    say "registered with pgrx: $(grep -o '^pg[0-9]*' "${PGRX_HOME:-$HOME/.pgrx}/config.toml" | tr '\n' ' ')"
+}
+
 if [[ -x $pgc ]] && [[ $("$pgc" --version 2>/dev/null) == "PostgreSQL $major."* ]] &&
     [[ -f $("$pgc" --includedir-server)/postgres.h ]]; then
     say "PostgreSQL $major is installed ($("$pgc" --version), $pgc)"
+    grep -qs "^pg$major *=" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" || register_with_pgrx
     exit 0
 fi
 if [[ $major == 15 ]]; then
@@ -114,16 +133,20 @@ from_debian_source() {
     dir=$work/src/tree
     say "configure, make, make install of the server and contrib (log $work/build.log)"
     # Debian's paths (see the top); rpath to $prefix/lib, so that these binaries use this
-    # version's libpq and not the system's libpq5 of 15.
+    # version's libpq and not the system's libpq5 of 15. Debian's patch 50-per-version-dirs puts
+    # the server headers in <includedir>/<major>/server, for its --includedir=/usr/include/postgresql;
+    # the client headers would then overwrite libpq-dev's of 15 there, so --includedir is this
+    # major's own directory and includedir_server is given to make (pg_config reports it).
+    local paths=(includedir_server="$incdir/server")
     (
         cd "$dir" &&
             ./configure --prefix="$prefix" --datadir="$sharedir" --includedir="$incdir" \
                 --with-icu --with-openssl --with-lz4 --with-zstd --with-uuid=e2fs --with-readline \
                 --with-system-tzdata=/usr/share/zoneinfo CFLAGS="-O2 -g" &&
-            make -j"$(nproc)" -s &&
-            make -j"$(nproc)" -s -C contrib &&
-            make -s install DESTDIR="$stage" &&
-            make -s -C contrib install DESTDIR="$stage"
+            make -j"$(nproc)" -s "${paths[@]}" &&
+            make -j"$(nproc)" -s -C contrib "${paths[@]}" &&
+            make -s install DESTDIR="$stage" "${paths[@]}" &&
+            make -s -C contrib install DESTDIR="$stage" "${paths[@]}"
     ) >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log" >&2; die "build of $src failed (see $work/build.log)"; }
     version=$(sed -n 's/^Version: //p' "$work/src/$dsc" | head -n 1)
 }
@@ -187,3 +210,4 @@ dpkg -i "$deb" >"$work/dpkg.log" 2>&1 || die "dpkg -i $deb failed (see $work/dpk
 rm -rf "$stage"
 [[ $("$pgc" --version) == "PostgreSQL $major."* ]] || die "$pgc does not report PostgreSQL $major after the install"
 say "installed $("$pgc" --version) as $pkg $version ($(elapsed "$t0") s)"
+register_with_pgrx

@@ -38,3 +38,104 @@ pub fn my_proc_number() -> i32 {
         pg_sys::MyProcNumber
     }
 }
+
+/// Makes every `prefix.*` setting name that is not defined an error from now on, and reports
+/// and removes the placeholders already set under it (from postgresql.conf, ALTER SYSTEM, ...).
+///
+/// PostgreSQL 15 added `MarkGUCPrefixReserved`, which replaced `EmitWarningsOnPlaceholders`.
+/// PostgreSQL 14 has only the latter: it warns about (and keeps) the placeholders set so far,
+/// and a mistyped name set later is accepted as a placeholder, not refused.
+pub fn reserve_setting_prefix(prefix: &std::ffi::CStr) {
+    // SAFETY: a NUL-terminated string; called from _PG_init, after the definitions.
+    #[cfg(feature = "pg14")]
+    unsafe {
+        pg_sys::EmitWarningsOnPlaceholders(prefix.as_ptr())
+    }
+    #[cfg(not(feature = "pg14"))]
+    unsafe {
+        pg_sys::MarkGUCPrefixReserved(prefix.as_ptr())
+    }
+}
+
+/// Parse analysis of one raw statement without parameters, against the live catalog.
+///
+/// PostgreSQL 15 renamed `parse_analyze` to `parse_analyze_fixedparams` ("Rename
+/// parse_analyze() to parse_analyze_fixedparams()", beside the new `parse_analyze_withcb`); the
+/// arguments are the same.
+///
+/// # Safety
+/// `raw` comes from `raw_parser` on `sql` in the current memory context; an ERROR raised here
+/// unwinds through the caller, which must be guarded.
+pub unsafe fn parse_analyze(
+    raw: *mut pg_sys::RawStmt,
+    sql: *const std::ffi::c_char,
+) -> *mut pg_sys::Query {
+    #[cfg(feature = "pg14")]
+    let analyse = pg_sys::parse_analyze;
+    #[cfg(not(feature = "pg14"))]
+    let analyse = pg_sys::parse_analyze_fixedparams;
+    analyse(raw, sql, std::ptr::null_mut(), 0, std::ptr::null_mut())
+}
+
+/// A `Var`'s range-table index, as the `int` it is since PostgreSQL 15 (where `Var.varno`
+/// became `int`); an `Index` (unsigned) before.
+///
+/// # Safety
+/// `var` points to a live `Var` node.
+pub unsafe fn var_number(var: *const pg_sys::Var) -> i32 {
+    #[cfg(feature = "pg14")]
+    return (*var).varno as i32;
+    #[cfg(not(feature = "pg14"))]
+    return (*var).varno;
+}
+
+/// The node tag of a `MERGE` statement: PostgreSQL 15 added `MERGE`; before, no statement has it.
+pub const MERGE_STMT: Option<pg_sys::NodeTag> = {
+    #[cfg(feature = "pg14")]
+    let tag = None;
+    #[cfg(not(feature = "pg14"))]
+    let tag = Some(pg_sys::NodeTag::T_MergeStmt);
+    tag
+};
+
+/// Installs `handler` for signal `signo` in this backend or background worker.
+///
+/// PostgreSQL 18 gave the backend its own `pqsignal_be`; in backend code `pqsignal` is a macro
+/// for it (port.h), which the bindings do not see.
+///
+/// # Safety
+/// `handler` is async-signal-safe, as every PostgreSQL signal handler.
+pub unsafe fn set_signal_handler(
+    signo: i32,
+    handler: unsafe extern "C-unwind" fn(std::ffi::c_int),
+) {
+    #[cfg(feature = "pg18")]
+    pg_sys::pqsignal_be(signo, Some(handler));
+    #[cfg(not(feature = "pg18"))]
+    pg_sys::pqsignal(signo, Some(handler));
+}
+
+/// The attributes (columns) of a tuple descriptor, in order.
+///
+/// PostgreSQL 18 put a `CompactAttribute` array first in `TupleDescData` ("Introduce
+/// CompactAttribute array in TupleDesc"); the full `FormData_pg_attribute` array follows it and
+/// is reached through `TupleDescAttr`, no longer as the `attrs` member.
+///
+/// # Safety
+/// `desc` is a live tuple descriptor that outlives the returned slice, which no one else
+/// accesses meanwhile. Only fields outside the compact attributes (such as the name) may be
+/// changed through it: the compact copy of the others is not refreshed.
+pub unsafe fn tuple_desc_attributes<'a>(
+    desc: pg_sys::TupleDesc,
+) -> &'a mut [pg_sys::FormData_pg_attribute] {
+    let natts = usize::try_from((*desc).natts).unwrap_or(0);
+    #[cfg(feature = "pg18")]
+    let attrs = if natts == 0 {
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        pg_sys::TupleDescAttr(desc, 0)
+    };
+    #[cfg(not(feature = "pg18"))]
+    let attrs = (*desc).attrs.as_mut_ptr();
+    std::slice::from_raw_parts_mut(attrs, natts)
+}

@@ -198,7 +198,9 @@ unsafe extern "C-unwind" fn outside_aggregates(node: *mut pg_sys::Node, ctx: *mu
         pg_sys::NodeTag::T_Var => {
             let v = node as *mut pg_sys::Var;
             if (*v).varlevelsup == 0 {
-                (*(ctx as *mut OutsideAggregates)).vars.push(((*v).varno, (*v).varattno));
+                (*(ctx as *mut OutsideAggregates))
+                    .vars
+                    .push((super::compat::var_number(v), (*v).varattno));
             }
             false
         }

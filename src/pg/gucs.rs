@@ -166,8 +166,8 @@ pub fn register() {
     // Every turboinfer.* name not defined above is now an error (a mistyped SET, ALTER SYSTEM,
     // ALTER DATABASE/ROLE ... SET), and placeholders already set under the prefix (e.g. from
     // postgresql.conf) are reported with a WARNING and removed.
-    // SAFETY: a NUL-terminated static string; called from _PG_init, after the definitions.
-    unsafe { pg_sys::MarkGUCPrefixReserved(c"turboinfer".as_ptr()) };
+    // (On PostgreSQL 14, placeholders are only reported: see compat::reserve_setting_prefix.)
+    super::compat::reserve_setting_prefix(c"turboinfer");
 }
 
 // The compile-time checks that tie the variables to the table: same rows in the same order (so

@@ -156,8 +156,8 @@ unsafe fn row_json(tuple: pg_sys::HeapTuple, desc: pg_sys::TupleDesc) -> String 
 /// distinct: a repeated name gets `_2`, `_3`, ... (the first suffix no column has).
 unsafe fn distinct_names(desc: pg_sys::TupleDesc) -> pg_sys::TupleDesc {
     let copy = pg_sys::CreateTupleDescCopy(desc);
-    let natts = usize::try_from((*copy).natts).unwrap_or(0);
-    let attrs = (*copy).attrs.as_mut_slice(natts);
+    // Only names are changed: see compat::tuple_desc_attributes.
+    let attrs = super::compat::tuple_desc_attributes(copy);
     let name = |a: &pg_sys::FormData_pg_attribute| {
         CStr::from_ptr(a.attname.data.as_ptr()).to_bytes().to_vec()
     };

@@ -177,13 +177,7 @@ unsafe fn analyze_in_subtransaction(
     let [raw] = stmts.as_slice() else {
         return Err("expected exactly one statement".into());
     };
-    let query = pg_sys::parse_analyze_fixedparams(
-        *raw as *mut pg_sys::RawStmt,
-        sql.as_ptr(),
-        std::ptr::null(),
-        0,
-        std::ptr::null_mut(),
-    );
+    let query = super::compat::parse_analyze(*raw as *mut pg_sys::RawStmt, sql.as_ptr());
     let mut w = QueryWalk { functions: Vec::new(), relations: Vec::new() };
     // The top query's privileges here, the rest through PostgreSQL's walker (which calls the
     // guarded callback, so an ERROR inside it comes back through this FFI call, to the catch).
@@ -330,7 +324,7 @@ unsafe fn statement_kind(node: *mut pg_sys::Node) -> &'static str {
         pg_sys::NodeTag::T_InsertStmt => "INSERT",
         pg_sys::NodeTag::T_UpdateStmt => "UPDATE",
         pg_sys::NodeTag::T_DeleteStmt => "DELETE",
-        pg_sys::NodeTag::T_MergeStmt => "MERGE",
+        t if Some(t) == super::compat::MERGE_STMT => "MERGE",
         pg_sys::NodeTag::T_ExplainStmt => "EXPLAIN",
         pg_sys::NodeTag::T_TransactionStmt => "a transaction command",
         pg_sys::NodeTag::T_VariableSetStmt => "SET",
@@ -373,13 +367,18 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
                 None
             }
         }
-        pg_sys::NodeTag::T_InsertStmt
-        | pg_sys::NodeTag::T_UpdateStmt
-        | pg_sys::NodeTag::T_DeleteStmt
-        | pg_sys::NodeTag::T_MergeStmt => Some(format!(
-            "the query contains {}; only read-only queries are allowed",
-            statement_kind(node)
-        )),
+        t if matches!(
+            t,
+            pg_sys::NodeTag::T_InsertStmt
+                | pg_sys::NodeTag::T_UpdateStmt
+                | pg_sys::NodeTag::T_DeleteStmt
+        ) || Some(t) == super::compat::MERGE_STMT =>
+        {
+            Some(format!(
+                "the query contains {}; only read-only queries are allowed",
+                statement_kind(node)
+            ))
+        }
         _ => None,
     };
     if let Some(p) = problem {

@@ -45,7 +45,7 @@ pub extern "C-unwind" fn turboinfer_prepare_main(_arg: pg_sys::Datum) {
     // interrupt check ends the process with FATAL), instead of bgworker_die, which would raise
     // FATAL inside the signal handler, across Rust frames. Then signals are let in.
     unsafe {
-        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
+        crate::pg::compat::set_signal_handler(pg_sys::SIGTERM as i32, die);
         pg_sys::BackgroundWorkerUnblockSignals();
     }
     // SAFETY: MyBgworkerEntry is this worker's registration.
