@@ -11,10 +11,11 @@
 #                    major (target/debian/*.deb)
 #   make setup-pg PG_MAJOR=17   PostgreSQL 17 (14 to 18) in Debian's layout (scripts/setup-pg.sh)
 #   make test-pg PG_MAJOR=17    on that major: set-up, install, its cluster, pg_regress, install
-#                    elsewhere, package, standby, model swap, memory limit, batch worker
+#                    elsewhere, package, standby, model swap, memory limit, batch worker, the same
+#                    answers as 15
+#   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
 # PG_MAJOR (default 15) selects the PostgreSQL major of every target: its binaries in
 # /usr/lib/postgresql/PG_MAJOR/bin and the project's cluster of that major (scripts/cluster.sh).
-#   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
@@ -66,7 +67,7 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help lint setup setup-pg test-pg fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help lint setup setup-pg test-pg test-same-answers fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
         demo test test-full test-matrix test-engine-remote test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
@@ -77,7 +78,8 @@ help:
 	@echo "               test-aarch64 test-matrix test-engine-remote"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared test-batch-worker psql"
-	@echo "               test-package test-install package test-pg lint scorecard sqleval test-scorecard"
+	@echo "               test-package test-install package test-pg test-same-answers lint scorecard sqleval"
+	@echo "               test-scorecard"
 	@echo "every target takes PG_MAJOR=14..18 (default 15): that PostgreSQL, its cluster"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
@@ -219,7 +221,9 @@ test-full:
 ## extension built for it and installed (no model fetch: `make test` fetched them), its cluster
 ## (port 54300 + major), every pg_regress suite, install into a copy of it (with the upgrade from
 ## every release), its package, a hot standby, a model file rewritten mid-call, the memory limit
-## and the batch worker. The engine does not depend on the major: its tests run once, in `test`.
+## and the batch worker; then (another major than 15) the same SQL as 15's cluster for the demo
+## questions (test-same-answers: 15's cluster must be running with the extension, as after
+## `make test`). The engine does not depend on the major: its tests run once, in `test`.
 test-pg:
 	@$(MAKE) --no-print-directory setup-pg
 	@$(MAKE) --no-print-directory install INSTALL_FETCH=no
@@ -231,6 +235,7 @@ test-pg:
 	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-memory-limit
 	@$(MAKE) --no-print-directory test-batch-worker
+	@if [[ "$(PG_MAJOR)" != 15 ]]; then $(MAKE) --no-print-directory test-same-answers; fi
 
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
 ## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
@@ -252,6 +257,11 @@ test-matrix:
 ## an answer, the upgrade from every release (tests/upgrade/).
 test-install:
 	@$(TIMED) "install into another PostgreSQL (PG_CONFIG)" scripts/test-install.sh
+
+## The demo questions on the cluster of 15 and on that of PG_MAJOR (another major, both running
+## with the extension installed): the same generated SQL, byte for byte (scripts/test-same-answers.sh).
+test-same-answers:
+	@$(TIMED) "same answers on PostgreSQL 15 and $(PG_MAJOR)" scripts/test-same-answers.sh
 
 ## The package of PG_MAJOR: build-package.sh, dpkg -i, a fresh cluster (port 54341, 54541 for 17): CREATE EXTENSION, an answer
 ## with nothing set, ALTER SYSTEM/ROLE/DATABASE, typo, shared_preload_libraries; dpkg -r. Files
