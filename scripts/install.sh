@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Installs the extension into the PostgreSQL 15 that pg_config names (`make install`).
+# Installs the extension into the PostgreSQL (14 to 18) that pg_config names (`make install`).
 #
 #   scripts/install.sh [--no-build] [--dry-run]
 #
 # Which PostgreSQL: $PG_CONFIG if set (a path, or a command on PATH); else the first `pg_config`
-# on PATH that reports PostgreSQL 15; else Debian's /usr/lib/postgresql/15/bin/pg_config. The
-# library is built once against the server headers of $TURBOINFER_BUILD_PG_CONFIG (default:
-# Debian's PostgreSQL 15 when installed, the one `cargo pgrx init` registered; else $PG_CONFIG),
-# with `cargo pgrx package`, which stages the files under target/release/turboinfer-pg15/; they are
-# then copied into the target's `pg_config --pkglibdir` and `--sharedir`/extension. Any PostgreSQL
-# 15 built with the usual options loads it (the magic block refuses a mismatch with a clear
-# error). Each file is copied under a temporary name in its destination directory, then renamed
+# on PATH that reports the major of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh); else
+# Debian's /usr/lib/postgresql/MAJOR/bin/pg_config. The major built for is the target's (any of
+# 14 to 18). The library is built once against the server headers of $TURBOINFER_BUILD_PG_CONFIG
+# (default: Debian's /usr/lib/postgresql/MAJOR/bin/pg_config when installed, the one `cargo pgrx
+# init` registered; else the target's), with `cargo pgrx package --features pgMAJOR`, which stages
+# the files under target/release/turboinfer-pgMAJOR/; they are then copied into the target's
+# `pg_config --pkglibdir` and `--sharedir`/extension. Any PostgreSQL of that major built with the
+# usual options loads it (the magic block refuses a mismatch with a clear error). Each file is copied under a temporary name in its destination directory, then renamed
 # over the old one: a backend that has the old library mapped keeps it (a copy in place could
 # crash it), new backends load the new one.
 #   --no-build  use the staged files of the last build (fails if there are none)
@@ -21,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 me="install.sh"
-DEBIAN_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+. "$here/pgmajor.sh" # PG_MAJOR: TURBOINFER_PG_MAJOR, the default target's major
 export PATH="$HOME/.cargo/bin:$PATH"
 
 die() { echo "$me: error: $*" >&2; exit 1; }
@@ -37,6 +38,8 @@ for a in "$@"; do
     esac
 done
 
+# debian_pgc MAJOR: Debian's (and scripts/setup-pg.sh's) pg_config of that major.
+debian_pgc() { echo "/usr/lib/postgresql/$1/bin/pg_config"; }
 # major PG_CONFIG: the major version it reports ("15"), or "" if it cannot run.
 major() {
     local v
@@ -57,19 +60,21 @@ if [[ -n $pgc ]]; then
     from="PG_CONFIG"
 else
     p=$(command -v pg_config || true)
-    if [[ -n $p && $(major "$p") == 15 ]]; then
+    dpgc=$(debian_pgc "$PG_MAJOR")
+    if [[ -n $p && $(major "$p") == "$PG_MAJOR" ]]; then
         pgc=$p
         from="pg_config on PATH"
-    elif [[ -x $DEBIAN_PG_CONFIG ]]; then
-        [[ -z $p ]] || say "the pg_config on PATH ($p) is not PostgreSQL 15: using $DEBIAN_PG_CONFIG"
-        pgc=$DEBIAN_PG_CONFIG
-        from="Debian's PostgreSQL 15"
+    elif [[ -x $dpgc ]]; then
+        [[ -z $p ]] || say "the pg_config on PATH ($p) is not PostgreSQL $PG_MAJOR: using $dpgc"
+        pgc=$dpgc
+        from="Debian's PostgreSQL $PG_MAJOR"
     else
-        die "no PostgreSQL 15 found: no pg_config on PATH reports 15 and $DEBIAN_PG_CONFIG is missing; set PG_CONFIG=/path/to/pg_config (or run 'make setup' for Debian's)"
+        die "no PostgreSQL $PG_MAJOR found: no pg_config on PATH reports $PG_MAJOR and $dpgc is missing; set PG_CONFIG=/path/to/pg_config (or run 'make setup-pg PG_MAJOR=$PG_MAJOR' for Debian's layout)"
     fi
 fi
 v=$("$pgc" --version 2>&1) || die "$pgc --version failed: $v"
-[[ $(major "$pgc") == 15 ]] || die "$pgc is $v; this build of TurboInfer supports PostgreSQL 15 only"
+tmajor=$(major "$pgc")
+pg_major_valid "$tmajor" || die "$pgc is $v; TurboInfer supports PostgreSQL ${PG_MAJORS_SUPPORTED// /, }"
 libdir=$("$pgc" --pkglibdir) || die "$pgc --pkglibdir failed"
 extdir=$("$pgc" --sharedir)/extension || die "$pgc --sharedir failed"
 say "target: $v ($from: $pgc)"
@@ -77,19 +82,20 @@ say "target: $v ($from: $pgc)"
 # The build's pg_config (server headers) and where `cargo pgrx package` stages its files.
 bpgc=${TURBOINFER_BUILD_PG_CONFIG:-}
 if [[ -z $bpgc ]]; then
-    if [[ -x $DEBIAN_PG_CONFIG ]]; then bpgc=$DEBIAN_PG_CONFIG; else bpgc=$pgc; fi
+    bpgc=$(debian_pgc "$tmajor")
+    [[ -x $bpgc ]] || bpgc=$pgc
 fi
-[[ $(major "$bpgc") == 15 ]] || die "TURBOINFER_BUILD_PG_CONFIG=$bpgc is not PostgreSQL 15"
-stage="$root/target/release/turboinfer-pg15"
+[[ $(major "$bpgc") == "$tmajor" ]] || die "TURBOINFER_BUILD_PG_CONFIG=$bpgc is not PostgreSQL $tmajor (the target's major)"
+stage="$root/target/release/turboinfer-pg$tmajor"
 slib="$stage$("$bpgc" --pkglibdir)"
 sext="$stage$("$bpgc" --sharedir)/extension"
 
 if [[ $build -eq 1 && $dry -eq 0 ]]; then
     [[ -f $("$bpgc" --includedir-server)/postgres.h ]] ||
-        die "no PostgreSQL 15 server headers for $bpgc (Debian: apt-get install postgresql-server-dev-15, or 'make setup')"
-    say "building with cargo pgrx package (headers of $bpgc)"
+        die "no PostgreSQL $tmajor server headers for $bpgc (Debian: apt-get install postgresql-server-dev-$tmajor, or 'make setup-pg PG_MAJOR=$tmajor')"
+    say "building with cargo pgrx package --features pg$tmajor (headers of $bpgc)"
     log=$(mktemp)
-    if ! (cd "$root" && cargo pgrx package --pg-config "$bpgc" --features pg15) >"$log" 2>&1; then
+    if ! (cd "$root" && cargo pgrx package --pg-config "$bpgc" --features "pg$tmajor") >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         rm -f "$log"
         die "cargo pgrx package failed (output above)"

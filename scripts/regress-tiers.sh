@@ -9,11 +9,13 @@
 # The Makefile passes REGRESS_TIERS: the suites that can catch what tests/tiers.rs (every tier's
 # logits bitwise the scalar tier's) cannot; every tier, the scalar one included, runs all of them.
 # Needs: the extension installed, the cluster running, the CLI built (for `turboinfer tiers`).
+# The cluster is that of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
 me="regress-tiers.sh"
+. "$here/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
 [[ $# -gt 0 ]] || { echo "usage: $0 TEST..." >&2; exit 2; }
 
 # Not `scalar-portable`: it differs from this CPU's scalar table only in the 32-element formats'

@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Runs the SQL regression tests with PostgreSQL's own pg_regress against TurboInfer's cluster.
+# Runs the SQL regression tests with PostgreSQL's own pg_regress against TurboInfer's cluster of
+# TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh).
 #
 #   scripts/regress.sh TEST...      (tests are tests/pg_regress/sql/TEST.sql + expected/TEST.out)
 #
 # Needs: the extension installed (make install) and the cluster running (scripts/cluster.sh start).
 # pg_regress creates the database turboinfer_regress afresh. The inputs are copied to a directory
 # the postgres OS user can read (the clone may live under /root) and the results go to
-# /var/lib/turboinfer/regress/out. Prints the diffs on failure and ends with "N passed, N failed".
+# /var/lib/turboinfer/regress/out (regress-NN/out for another major NN). Where a major prints
+# differently, expected/TEST_1.out is its alternative (pg_regress takes whichever matches).
+# Prints the diffs on failure and ends with "N passed, N failed".
 set -euo pipefail
 
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_REGRESS=${PG_REGRESS:-/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress}
-PORT=${TURBOINFER_PGPORT:-54329}
-RUN=${TURBOINFER_PGRUN:-/var/lib/turboinfer/run}
-WORK=${TURBOINFER_REGRESS_DIR:-/var/lib/turboinfer/regress}
 me="regress.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
+# pg_regress of the same major (PGXS's copy, under pkglibdir: Debian's postgresql-server-dev-NN).
+PG_REGRESS=${PG_REGRESS:-$PGBIN/../lib/pgxs/src/test/regress/pg_regress}
+WORK=${TURBOINFER_REGRESS_DIR:-/var/lib/turboinfer/regress$PG_SUFFIX}
 
 die() { echo "$me: error: $*" >&2; exit 1; }
 
 [[ $# -gt 0 ]] || die "usage: $0 TEST..."
-[[ -x $PG_REGRESS ]] || die "pg_regress not found at $PG_REGRESS (package postgresql-server-dev-15); run 'make setup'"
-"$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start'"
+[[ -x $PG_REGRESS ]] || die "pg_regress of PostgreSQL $PG_MAJOR not found at $PG_REGRESS (Debian: postgresql-server-dev-$PG_MAJOR); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
+"$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start PG_MAJOR=$PG_MAJOR'"
 
 src=$(cd "$(dirname "$0")/../tests/pg_regress" && pwd)
 for t in "$@"; do
@@ -42,8 +45,6 @@ install -d -m 755 -o postgres -g postgres "$WORK/out" 2>/dev/null || install -d 
 # A backend that crashes makes the postmaster restart every session (and pg_regress may still
 # pass the suites that ran before): the run fails if the postmaster's pid changed or its log
 # reports a process terminated by a signal.
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 pm_before=$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null || true)
 log_from=$(($(stat -c %s "$LOG" 2>/dev/null || echo 0) + 1))
 
@@ -58,8 +59,10 @@ rc=0
     --inputdir="$WORK/in" --outputdir="$WORK/out" --dbname=turboinfer_regress "$@" \
     2>&1 | tee "$WORK/out/pg_regress.log" || rc=$?
 
-passed=$(grep -Ec '\.\.\. +ok' "$WORK/out/pg_regress.log" || true)
-failed=$(grep -Ec '\.\.\. +FAILED' "$WORK/out/pg_regress.log" || true)
+# pg_regress up to 15 prints "test NAME ... ok"/"... FAILED", from 16 on TAP lines ("ok 3 - NAME",
+# "not ok 3 - NAME").
+passed=$(grep -Ec '\.\.\. +ok|^ok +[0-9]+ ' "$WORK/out/pg_regress.log" || true)
+failed=$(grep -Ec '\.\.\. +FAILED|^not ok +[0-9]+ ' "$WORK/out/pg_regress.log" || true)
 if [[ $rc -ne 0 || $failed -ne 0 ]]; then
     if [[ -s $WORK/out/regression.diffs ]]; then
         echo "---------------- regression.diffs ($WORK/out/regression.diffs) ----------------"

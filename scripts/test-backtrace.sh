@@ -7,14 +7,15 @@
 #   2. a PostgreSQL error re-raised through Rust: statement_timeout during a long nl2sql() call.
 # The server log, by contrast, must keep the panic and its backtrace. Afterwards the cluster is
 # restarted with the RUST_BACKTRACE it had before (unset if it had none).
-# Needs: extension installed, cluster running, model smollm2-135m. Honors the TURBOINFER_PG* vars.
+# Needs: extension installed, cluster running, model smollm2-135m. Honors the TURBOINFER_PG*
+# vars (the project's cluster of TURBOINFER_PG_MAJOR, default 15: scripts/pgmajor.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 DB=turboinfer_backtrace
 me="test-backtrace.sh"
+. "$here/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
 pass=0
 fail=0
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The batch worker (issue #30): a private cluster (port TURBOINFER_BATCHTEST_PORT, default 54345)
+# The batch worker (issue #30): a private cluster (port TURBOINFER_BATCHTEST_PORT, default 54345;
+# 54545 for 17)
 # with shared_preload_libraries = 'turboinfer', model qwen2.5-coder-0.5b, then
 #   1. the reference: every question answered with turboinfer.batch_worker = off (each backend
 #      computes by itself);
@@ -16,13 +17,13 @@
 #   6. the worker terminated mid-call: the caller gets an ERROR, the postmaster (same pid) starts
 #      a new worker, the next call answers as the reference;
 #   7. no backend crashed.
-# Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's),
+# Needs: the extension installed into the PostgreSQL of TURBOINFER_PG_MAJOR (default 15; its
+# binaries in /usr/lib/postgresql/MAJOR/bin or TURBOINFER_PGBIN),
 # model qwen2.5-coder-0.5b. The cluster lives in a temporary directory, removed afterwards.
 set -euo pipefail
 me="test-batch-worker.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
-PORT=${TURBOINFER_BATCHTEST_PORT:-54345}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh" # and pgmajor.sh: PGBIN of TURBOINFER_PG_MAJOR
+PORT=${TURBOINFER_BATCHTEST_PORT:-$(pg_port 54345)}
 MODEL=qwen2.5-coder-0.5b
 # A 0.5B sequence of 2048 positions takes 48 MB of f32 keys and values: 150 MB holds three, fewer
 # than four callers' sequences, so the worker must evict and recompute.

@@ -38,6 +38,14 @@ busy=$(cat "$port_file")
 expect "busy port" 1 "^cluster.sh: error: port $busy on 127.0.0.1 is busy" -- \
     env TURBOINFER_PGPORT="$busy" TURBOINFER_PGDATA=/nonexistent/turboinfer-test "$cluster" start
 [[ ! -e /nonexistent/turboinfer-test ]] || { echo "FAIL busy port: created a data dir"; fail=$((fail + 1)); }
+# A data dir of another major (PG_VERSION says so): refused before any initdb or pg_ctl.
+other=$(mktemp -d)
+echo 99 >"$other/PG_VERSION"
+free=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+expect "data dir of another major" 1 "holds a PostgreSQL 99 cluster, not [0-9]+" -- \
+    env TURBOINFER_PGPORT="$free" TURBOINFER_PGDATA="$other" "$cluster" start
+[[ $(ls -A "$other") == PG_VERSION ]] || { echo "FAIL data dir of another major: wrote into it"; fail=$((fail + 1)); }
+rm -rf "$other"
 expect "bad port" 1 "TURBOINFER_PGPORT must be a number" -- env TURBOINFER_PGPORT=54x "$cluster" status
 expect "start when running" 0 "already running" -- "$cluster" start
 expect "start again" 0 "already running" -- "$cluster" start

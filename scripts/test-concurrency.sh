@@ -14,12 +14,11 @@
 # README). With CONC_MAX=0 (no limit) the slot and cancel checks are skipped.
 # Afterwards (also on failure) turboinfer.max_concurrent is reset (ALTER SYSTEM RESET) and the
 # test database dropped.
-# Needs: extension installed, cluster running, the model. Honors the TURBOINFER_PG* vars.
+# Needs: extension installed, cluster running, the model. Honors the TURBOINFER_PG*
+# vars (the project's cluster of TURBOINFER_PG_MAJOR, default 15: scripts/pgmajor.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 MODEL=${CONC_MODEL:-smollm2-135m}
 N=${CONC_MAX:-2}
 CLIENTS=${CONC_CLIENTS:-8}
@@ -27,6 +26,8 @@ NQ=${CONC_QUESTIONS:-2}
 QUESTIONS=('how many users are there?' 'list the names of the users in Paris' 'how many orders did each user place?')
 DB=turboinfer_concurrency
 me="test-concurrency.sh"
+. "$here/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
 pass=0
 fail=0
 ok() { echo "ok   $*"; pass=$((pass + 1)); }

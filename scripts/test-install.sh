@@ -1,48 +1,52 @@
 #!/usr/bin/env bash
-# `make install` into a PostgreSQL 15 that is not Debian's (issue 15, "Install anywhere"), as root:
+# `make install` into a PostgreSQL that is not Debian's (issue 15, "Install anywhere"), as root, for
+# the major of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh):
 #   1. which pg_config scripts/install.sh picks (--dry-run): PG_CONFIG given, the first pg_config
 #      on PATH, Debian's by default; a missing one or another major version is a clear error;
 #   2. `make install PG_CONFIG=<copy>/pg_config` copies the built files into that installation's
 #      pkglibdir and sharedir/extension (byte for byte the staged build) and prints the psql lines;
 #   3. a fresh cluster of that installation (its own initdb and postgres, port
-#      $TURBOINFER_INSTALLTEST_PORT (default 54342), socket only, temporary directory): CREATE
+#      $TURBOINFER_INSTALLTEST_PORT (default 54342, 54542 for 17), socket only, temporary directory): CREATE
 #      EXTENSION loads the library from there, and a question is answered with nothing set;
-#   4. the upgrade from each released version (0.1.0, 0.2.0, 0.3.0: tests/upgrade/turboinfer--<v>.sql):
+#   4. the upgrade from each released version (every tests/upgrade/turboinfer--<v>.sql):
 #      ALTER EXTENSION UPDATE gives the same objects as a fresh CREATE EXTENSION, and answers.
-# The other installation is a private copy, in a temporary directory, of Debian's PostgreSQL 15
-# (/usr/lib/postgresql/15 and /usr/share/postgresql/15: PostgreSQL finds its directories relative
-# to its binaries, so the copy is a PostgreSQL of its own), or of the `usr` tree of a relocated
-# PostgreSQL 15 at $TURBOINFER_OTHER_PG; the source is only read, and the copy holds no
+# The other installation is a private copy, in a temporary directory, of Debian's layout of that
+# major (/usr/lib/postgresql/MAJOR and /usr/share/postgresql/MAJOR: PostgreSQL finds its
+# directories relative to its binaries, so the copy is a PostgreSQL of its own), or of the `usr`
+# tree of a relocated PostgreSQL of that major at $TURBOINFER_OTHER_PG; the source is only read, and the copy holds no
 # turboinfer file. Everything is removed afterwards, also on failure.
-# Needs: a build staged by `make install` or `cargo pgrx package` (no build here: --no-build), the
+# Needs: a build for that major staged by `make install` or `cargo pgrx package` (no build here:
+# --no-build), the
 # default model qwen2.5-coder-1.5b (make install fetches it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 SRC=${TURBOINFER_OTHER_PG:-}
-PORT=${TURBOINFER_INSTALLTEST_PORT:-54342}
 DEFAULT_MODEL=qwen2.5-coder-1.5b
 me="test-install.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh" # and pgmajor.sh: PG_MAJOR
+PORT=${TURBOINFER_INSTALLTEST_PORT:-$(pg_port 54342)}
+M=$PG_MAJOR
+stage=$root/target/release/turboinfer-pg$M
 
 [[ $(id -u) -eq 0 ]] || die "run as root (initdb runs as postgres)"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_INSTALLTEST_PORT must be a number, not '$PORT'"
 if [[ -n $SRC ]]; then
-    [[ -x $SRC/lib/postgresql/15/bin/pg_config ]] ||
-        die "no relocated PostgreSQL 15 at $SRC ($SRC/lib/postgresql/15/bin/pg_config missing); check TURBOINFER_OTHER_PG"
+    [[ -x $SRC/lib/postgresql/$M/bin/pg_config ]] ||
+        die "no relocated PostgreSQL $M at $SRC ($SRC/lib/postgresql/$M/bin/pg_config missing); check TURBOINFER_OTHER_PG"
 else
-    [[ -x /usr/lib/postgresql/15/bin/pg_config && -d /usr/share/postgresql/15 ]] ||
-        die "Debian's PostgreSQL 15 is missing (/usr/lib/postgresql/15/bin/pg_config); run make setup"
+    [[ -x /usr/lib/postgresql/$M/bin/pg_config && -d /usr/share/postgresql/$M ]] ||
+        die "PostgreSQL $M is missing (/usr/lib/postgresql/$M/bin/pg_config); run make setup-pg PG_MAJOR=$M"
 fi
 [[ -f /var/lib/turboinfer/models/$DEFAULT_MODEL.gguf ]] ||
     die "the default model $DEFAULT_MODEL is not installed; run: make fetch-model"
-[[ -f $root/target/release/turboinfer-pg15/usr/lib/postgresql/15/lib/turboinfer.so ]] ||
-    die "no staged build in target/release/turboinfer-pg15; run make install (or cargo pgrx package) first"
+[[ -f $stage/usr/lib/postgresql/$M/lib/turboinfer.so ]] ||
+    die "no staged build in target/release/turboinfer-pg$M; run make install PG_MAJOR=$M (or cargo pgrx package) first"
 
 work=$(mktemp -d /tmp/turboinfer-installtest.XXXXXX)
 chmod 755 "$work"
 other=$work/pg/usr
-bin=$other/lib/postgresql/15/bin
+bin=$other/lib/postgresql/$M/bin
 data=$work/data
 run=$work/run
 log=$work/log/postgresql.log
@@ -60,15 +64,23 @@ mkdir -p "$work/pg"
 if [[ -n $SRC ]]; then
     cp -a "$SRC" "$work/pg/"
 else
-    SRC="Debian's PostgreSQL 15"
+    SRC="PostgreSQL $M in Debian's layout"
     mkdir -p "$work/pg/usr/lib/postgresql" "$work/pg/usr/share/postgresql"
-    cp -a /usr/lib/postgresql/15 "$work/pg/usr/lib/postgresql/"
-    cp -a /usr/share/postgresql/15 "$work/pg/usr/share/postgresql/"
+    cp -a "/usr/lib/postgresql/$M" "$work/pg/usr/lib/postgresql/"
+    cp -a "/usr/share/postgresql/$M" "$work/pg/usr/share/postgresql/"
 fi
-rm -f "$other/lib/postgresql/15/lib/turboinfer.so" "$other/share/postgresql/15/extension/turboinfer"*
+# scripts/setup-pg.sh's layout of a relocatable build (14, 16) links $prefix/share and
+# $prefix/include to /usr/share/... and /usr/include/...: pointed into the copy, or the copy would
+# install into the source's share directory.
+for l in "$other/lib/postgresql/$M"/*; do
+    [[ -L $l && $(readlink "$l") == /usr/* ]] || continue
+    mkdir -p "$work/pg$(readlink "$l")"
+    ln -sfn "$work/pg$(readlink "$l")" "$l"
+done
+rm -f "$other/lib/postgresql/$M/lib/turboinfer.so" "$other/share/postgresql/$M/extension/turboinfer"*
 libdir=$("$bin/pg_config" --pkglibdir)
 extdir=$("$bin/pg_config" --sharedir)/extension
-if [[ $libdir == "$other/lib/postgresql/15/lib" && $extdir == "$other/share/postgresql/15/extension" ]]; then
+if [[ $(realpath "$libdir") == "$other/lib/postgresql/$M/lib" && $(realpath -m "$extdir") == "$other/share/postgresql/$M/extension" ]]; then
     ok "private copy of $SRC: its pg_config reports $libdir"
 else
     bad "the copy's pg_config reports $libdir and $extdir (not relocated)"
@@ -88,11 +100,23 @@ else
     bad "pg_config on PATH" "$out"
 fi
 out=$(env -u PG_CONFIG "$here/install.sh" --dry-run 2>&1) || true
-if [[ $out == *"  /usr/lib/postgresql/15/lib/turboinfer.so"* ]]; then
-    ok "no PG_CONFIG, usual PATH: Debian's PostgreSQL 15 ($(sed -n 's/^install.sh: target: //p' <<<"$out"))"
+if [[ $out == *"  /usr/lib/postgresql/$M/lib/turboinfer.so"* ]]; then
+    ok "no PG_CONFIG, usual PATH: Debian's PostgreSQL $M ($(sed -n 's/^install.sh: target: //p' <<<"$out"))"
 else
     bad "default pg_config" "$out"
 fi
+# PG_CONFIG of another installed major wins over TURBOINFER_PG_MAJOR: the major built for is the
+# target's (its staged build, its pkglibdir).
+for o in $PG_MAJORS_SUPPORTED; do
+    [[ $o != "$M" && -x /usr/lib/postgresql/$o/bin/pg_config ]] || continue
+    out=$(PG_CONFIG=/usr/lib/postgresql/$o/bin/pg_config "$here/install.sh" --dry-run 2>&1) || true
+    if [[ $out == *"target: PostgreSQL $o."* && $out == *"  /usr/lib/postgresql/$o/lib/turboinfer.so"* ]]; then
+        ok "PG_CONFIG of PostgreSQL $o with TURBOINFER_PG_MAJOR=$M: installs for $o"
+    else
+        bad "PG_CONFIG of PostgreSQL $o" "$out"
+    fi
+    break
+done
 rc=0
 out=$(PG_CONFIG=/nonexistent/pg_config "$here/install.sh" --dry-run 2>&1) || rc=$?
 if [[ $rc -ne 0 && $out == *"PG_CONFIG=/nonexistent/pg_config is not an executable file"* ]]; then
@@ -100,21 +124,20 @@ if [[ $rc -ne 0 && $out == *"PG_CONFIG=/nonexistent/pg_config is not an executab
 else
     bad "PG_CONFIG=/nonexistent (rc $rc)" "$out"
 fi
-printf '#!/bin/sh\necho "PostgreSQL 16.4"\n' >"$work/pg_config16"
-chmod 755 "$work/pg_config16"
+printf '#!/bin/sh\necho "PostgreSQL 13.16"\n' >"$work/pg_config13"
+chmod 755 "$work/pg_config13"
 rc=0
-out=$(PG_CONFIG="$work/pg_config16" "$here/install.sh" --dry-run 2>&1) || rc=$?
-if [[ $rc -ne 0 && $out == *"supports PostgreSQL 15 only"* ]]; then
-    ok "a PostgreSQL 16 pg_config: clear error"
+out=$(PG_CONFIG="$work/pg_config13" "$here/install.sh" --dry-run 2>&1) || rc=$?
+if [[ $rc -ne 0 && $out == *"supports PostgreSQL 14, 15, 16, 17, 18"* ]]; then
+    ok "a PostgreSQL 13 pg_config: clear error"
 else
-    bad "PG_CONFIG of PostgreSQL 16 (rc $rc)" "$out"
+    bad "PG_CONFIG of PostgreSQL 13 (rc $rc)" "$out"
 fi
 
 # make install PG_CONFIG=<copy>: the staged files, copied into the copy.
 out=$(cd "$root" && make --no-print-directory install PG_CONFIG="$bin/pg_config" INSTALL_ARGS=--no-build INSTALL_FETCH=no 2>&1) || true
-stage=$root/target/release/turboinfer-pg15
 same=1
-for f in lib/postgresql/15/lib/turboinfer.so share/postgresql/15/extension/turboinfer.control; do
+for f in lib/postgresql/$M/lib/turboinfer.so share/postgresql/$M/extension/turboinfer.control; do
     cmp -s "$stage/usr/$f" "$other/$f" || same=0
 done
 shopt -s nullglob

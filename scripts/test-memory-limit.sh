@@ -13,22 +13,22 @@
 # model is qwen2.5-coder-0.5b: 24 KiB of f32 KV per position, so its 32768 positions need 672 MiB
 # more than the default 4096 (96 MiB): well beyond the margin, while small allocations stay within.
 # Afterwards (also on failure) the cluster is restarted without the limit.
-# Needs: extension installed, cluster running, model qwen2.5-coder-0.5b. Honors the TURBOINFER_PG* vars.
+# Needs: extension installed, cluster running, model qwen2.5-coder-0.5b. Honors the TURBOINFER_PG*
+# vars (the project's cluster of TURBOINFER_PG_MAJOR, default 15: scripts/pgmajor.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 MODEL=qwen2.5-coder-0.5b
 MARGIN_MIB=${LIMIT_MARGIN_MIB:-384}
 DB=turboinfer_memlimit
 me="test-memory-limit.sh"
+. "$here/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
 pass=0
 fail=0
 
 head -n 1 "$DATA/postmaster.pid" >/dev/null 2>&1 || { echo "$me: error: cluster not running ($DATA)" >&2; exit 1; }
 
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
 restart() { # restart [KIB]: the cluster with an address-space limit of KIB (none when absent)
     # A postmaster asked to stop during its crash recovery (after a backend aborted) may never
     # finish a fast shutdown: then an immediate one.

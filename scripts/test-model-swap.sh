@@ -9,17 +9,18 @@
 # postmaster keeps its pid and the log has no "terminated by signal". After each, the file is
 # put back by rename (the documented way) and a new call with it answers.
 # Needs: extension installed, cluster running, models qwen2.5-coder-0.5b and smollm2-135m.
-# Honors the TURBOINFER_PG* vars; TURBOINFER_MODELS_DIR as turboinfer-fetch-model does.
+# Honors the TURBOINFER_PG* vars (the project's cluster of TURBOINFER_PG_MAJOR, default 15:
+# scripts/pgmajor.sh); TURBOINFER_MODELS_DIR as turboinfer-fetch-model does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
 MODELS=${TURBOINFER_MODELS_DIR:-/var/lib/turboinfer/models}
 NAME=turboinfer-swap-test
 SWAP="$MODELS/$NAME.gguf"
 DB=turboinfer_swap
 me="test-model-swap.sh"
+. "$here/pgmajor.sh"
+pg_cluster # DATA RUN LOG PORT: the project's cluster of TURBOINFER_PG_MAJOR
 pass=0
 fail=0
 work=$(mktemp -d)

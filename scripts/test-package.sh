@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The Debian package end to end (issue 15, "A package" and "Install anywhere"), as root:
-#   1. `make package` (scripts/build-package.sh): contents, Depends, no model, no maintainer script;
-#   2. `dpkg -i` on this machine: the files land in Debian's PostgreSQL 15, the fetcher runs;
+# The Debian package end to end (issue 15, "A package" and "Install anywhere"), as root, for the
+# major of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh): postgresql-MAJOR-turboinfer.
+#   1. `make package` (scripts/build-package.sh MAJOR): contents, Depends, no model, no maintainer
+#      script;
+#   2. `dpkg -i` on this machine: the files land in Debian's layout of PostgreSQL MAJOR, the
+#      fetcher runs;
 #   3. a fresh cluster that is not the project's (initdb as postgres into a temporary directory,
-#      port $TURBOINFER_PKGTEST_PORT (default 54341), socket only, in its own directory):
+#      port $TURBOINFER_PKGTEST_PORT (default 54341, 54541 for 17), socket only, in its own directory):
 #      CREATE EXTENSION, then a question answered without setting anything else (the default
 #      model, turboinfer.model's default), which nl2sql_explain() and turboinfer_info() report;
 #   4. the documented ways to set things cluster-wide (docs/install.md): ALTER SYSTEM fails before
@@ -23,14 +26,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
-PORT=${TURBOINFER_PKGTEST_PORT:-54341}
-PKG=postgresql-15-turboinfer
 MODELS=/var/lib/turboinfer/models
 DEFAULT_MODEL=qwen2.5-coder-1.5b
 SMALL=smollm2-135m
 me="test-package.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh" # and pgmajor.sh: PG_MAJOR, PGBIN
+PORT=${TURBOINFER_PKGTEST_PORT:-$(pg_port 54341)}
+PKG=postgresql-$PG_MAJOR-turboinfer
 # elapsed T0: seconds since T0 (date +%s.%N), one decimal.
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -42,7 +44,7 @@ case "${1:-}" in
 esac
 [[ $(id -u) -eq 0 ]] || die "run as root (dpkg -i, initdb as postgres)"
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_PKGTEST_PORT must be a number, not '$PORT'"
-[[ -x $PGBIN/initdb ]] || die "PostgreSQL 15 is not installed ($PGBIN/initdb missing); run 'make setup'"
+[[ -x $PGBIN/initdb ]] || die "PostgreSQL $PG_MAJOR is not installed ($PGBIN/initdb missing); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
 [[ -f $MODELS/$SMALL.gguf ]] || die "model $SMALL is not installed; run: scripts/turboinfer-fetch-model $SMALL"
 status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG" 2>/dev/null || true)
 [[ $status != ii* && $status != i* ]] ||
@@ -88,23 +90,23 @@ trap cleanup EXIT
 
 # -----------------------------------------------------------------------------------------------
 t=$(date +%s.%N)
-deb=$("$here/build-package.sh" "${build_arg[@]}") || die "make package failed"
+deb=$("$here/build-package.sh" "${build_arg[@]}" "$PG_MAJOR") || die "make package failed"
 [[ -f $deb ]] || die "build-package.sh printed '$deb', which is not a file"
 ok "make package: $(basename "$deb") ($(du -h "$deb" | cut -f1), $(elapsed "$t")s)"
 
 contents=$(dpkg-deb -c "$deb")
 files=$(awk '$1 ~ /^-/ { sub(/^\./, "", $6); print $6 }' <<<"$contents")
-want=(/usr/lib/postgresql/15/lib/turboinfer.so /usr/share/postgresql/15/extension/turboinfer.control
+want=("/usr/lib/postgresql/$PG_MAJOR/lib/turboinfer.so" "/usr/share/postgresql/$PG_MAJOR/extension/turboinfer.control"
     /usr/bin/turboinfer /usr/bin/turboinfer-fetch-model)
 version=$(awk -F'"' '/^\[/ { s = $0 } s == "[package]" && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
-want+=("/usr/share/postgresql/15/extension/turboinfer--$version.sql")
+want+=("/usr/share/postgresql/$PG_MAJOR/extension/turboinfer--$version.sql")
 missing=()
 for f in "${want[@]}"; do grep -qxF "$f" <<<"$files" || missing+=("$f"); done
 if [[ ${#missing[@]} -eq 0 ]]; then ok "package holds the .so, control, SQL, CLI and fetcher"; else bad "package lacks ${missing[*]}" "$files"; fi
 if grep -Eq '\.(gguf|kx16|sparse)$' <<<"$files"; then bad "package holds a model file" "$files"; else ok "package holds no model"; fi
 ctl=$(dpkg-deb -f "$deb" Package Version Depends)
 if grep -qx "Package: $PKG" <<<"$ctl" && grep -qx "Version: $version-1" <<<"$ctl" &&
-    grep -q 'postgresql-15' <<<"$ctl" && grep -q 'python3-pip' <<<"$ctl"; then
+    grep -q "^Depends: postgresql-$PG_MAJOR," <<<"$ctl" && grep -q 'python3-pip' <<<"$ctl"; then
     ok "control: $(tr '\n' ';' <<<"$ctl")"
 else
     bad "control fields" "$ctl"
@@ -171,13 +173,22 @@ if [[ $expect_model == "$DEFAULT_MODEL" ]]; then
     if [[ $out == "$DEFAULT_MODEL|default" ]]; then ok "pg_settings: turboinfer.model defaults to $DEFAULT_MODEL"; else bad "pg_settings turboinfer.model" "$out"; fi
 fi
 
-# ALTER SYSTEM: refused while the session has not loaded the library (PostgreSQL 15), accepted
-# after LOAD 'turboinfer' (the documented step), in force after pg_reload_conf().
+# ALTER SYSTEM before the session has loaded the library: refused up to PostgreSQL 16 (42704, the
+# documented pitfall), accepted from 17 (which writes unrecognized custom settings into
+# postgresql.auto.conf); after LOAD 'turboinfer' (the documented step) accepted on every major, in
+# force after pg_reload_conf().
 out=$(qv -d shop -c "ALTER SYSTEM SET turboinfer.model = '$SMALL'")
-if [[ $out == *'42704'*'unrecognized configuration parameter "turboinfer.model"'* ]]; then
-    ok "ALTER SYSTEM before LOAD: 42704 unrecognized (the documented pitfall)"
+if [[ $PG_MAJOR -le 16 ]]; then
+    if [[ $out == *'42704'*'unrecognized configuration parameter "turboinfer.model"'* ]]; then
+        ok "ALTER SYSTEM before LOAD: 42704 unrecognized (the documented pitfall of PostgreSQL $PG_MAJOR)"
+    else
+        bad "ALTER SYSTEM before LOAD was expected to fail with 42704 on PostgreSQL $PG_MAJOR" "$out"
+    fi
+elif [[ -z $out ]]; then
+    ok "ALTER SYSTEM before LOAD: accepted (PostgreSQL $PG_MAJOR takes unrecognized custom settings)"
+    q -d shop -c "ALTER SYSTEM RESET turboinfer.model"
 else
-    bad "ALTER SYSTEM before LOAD was expected to fail with 42704" "$out"
+    bad "ALTER SYSTEM before LOAD was expected to succeed on PostgreSQL $PG_MAJOR" "$out"
 fi
 out=$(q -d shop -c "LOAD 'turboinfer'" -c "ALTER SYSTEM SET turboinfer.model = '$SMALL'" -c "SELECT pg_reload_conf()" 2>&1) || true
 out2=$(q -d shop -c "SELECT i->>'model_setting', i->>'model_default', i->>'model_path' FROM turboinfer_info() i" 2>&1) || true
@@ -188,17 +199,21 @@ else
 fi
 q -d shop -c "LOAD 'turboinfer'" -c "ALTER SYSTEM RESET turboinfer.model" -c "SELECT pg_reload_conf()" >/dev/null
 
-# A mistyped name under the reserved prefix is an ERROR once the library is loaded: SET and
-# ALTER DATABASE ... SET say 42602 (reserved prefix); ALTER SYSTEM says 42704 (unrecognized).
+# A mistyped name under the reserved prefix (PostgreSQL 15 and later) is an ERROR once the library
+# is loaded: SET and ALTER DATABASE ... SET say 42602 (reserved prefix); ALTER SYSTEM says 42704
+# (unrecognized) up to 16, 42602 from 17 (it checks custom names as SET does).
+invalid='invalid configuration parameter name "turboinfer.modle"'
+unrecognized='unrecognized configuration parameter "turboinfer.modle"'
+if [[ $PG_MAJOR -ge 17 ]]; then sys_state=42602 sys_msg=$invalid; else sys_state=42704 sys_msg=$unrecognized; fi
 out=$(qv -d shop -c "LOAD 'turboinfer'" -c "SET turboinfer.modle = 'x'")
 out2=$(qv -d shop -c "LOAD 'turboinfer'" -c "ALTER DATABASE shop SET turboinfer.modle = 'x'")
 out3=$(qv -d shop -c "LOAD 'turboinfer'" -c "ALTER SYSTEM SET turboinfer.modle = 'x'")
-if [[ $out == *'42602'*'invalid configuration parameter name "turboinfer.modle"'* &&
-    $out2 == *'42602'*'invalid configuration parameter name "turboinfer.modle"'* &&
-    $out3 == *'42704'*'unrecognized configuration parameter "turboinfer.modle"'* ]]; then
-    ok "turboinfer.modle: SET and ALTER DATABASE SET fail with 42602 (reserved prefix), ALTER SYSTEM SET with 42704"
+if [[ $PG_MAJOR -eq 14 ]]; then
+    say "PostgreSQL 14 has no reserved prefixes (MarkGUCPrefixReserved is 15's): a mistyped turboinfer.* name is a placeholder there, not checked"
+elif [[ $out == *42602*"$invalid"* && $out2 == *42602*"$invalid"* && $out3 == *"$sys_state"*"$sys_msg"* ]]; then
+    ok "turboinfer.modle: SET and ALTER DATABASE SET fail with 42602 (reserved prefix), ALTER SYSTEM SET with $sys_state"
 else
-    bad "mistyped turboinfer.modle was expected to fail (42602, 42602, 42704)" "$out"$'\n'"$out2"$'\n'"$out3"
+    bad "mistyped turboinfer.modle was expected to fail (42602, 42602, $sys_state)" "$out"$'\n'"$out2"$'\n'"$out3"
 fi
 
 # ALTER ROLE / ALTER DATABASE ... SET reach a non-superuser's session (no LOAD needed).
@@ -223,7 +238,8 @@ pm=$(as_pg head -n 1 "$data/postmaster.pid")
 threads=$(awk '/^Threads:/ { print $2 }' "/proc/$pm/status")
 out=$(q -d shop -c "SHOW shared_preload_libraries" -c "ALTER SYSTEM SET turboinfer.threads = 1" -c "SELECT pg_reload_conf()" 2>&1) || true
 out2=$(qv -d shop -c "SET turboinfer.modle = 'x'")
-if [[ $threads == 1 && $out == turboinfer$'\n't && $out2 == *42602* ]]; then
+# (PostgreSQL 14: no reserved prefix, so no typo error; see above.)
+if [[ $threads == 1 && $out == turboinfer$'\n't && ($out2 == *42602* || $PG_MAJOR -eq 14) ]]; then
     ok "shared_preload_libraries = 'turboinfer': restart ok, postmaster has 1 thread, ALTER SYSTEM without LOAD, typo is 42602 ($(elapsed "$t")s)"
 else
     bad "shared_preload_libraries (postmaster threads: $threads)" "$out"$'\n'"$out2"

@@ -20,7 +20,7 @@ me="test-same-answers.sh"
 DB=turboinfer_same
 MODEL=qwen2.5-coder-1.5b
 REFERENCE=15
-other=${TURBOINFER_PG_MAJOR:-15}
+other=$PG_MAJOR # TURBOINFER_PG_MAJOR, through testlib.sh (scripts/pgmajor.sh)
 [[ $other != "$REFERENCE" ]] || die "TURBOINFER_PG_MAJOR (PG_MAJOR) names the major to compare with $REFERENCE: set it to another one"
 [[ -f /var/lib/turboinfer/models/$MODEL.gguf ]] || die "model $MODEL is not installed (make fetch-model)"
 work=$(mktemp -d /tmp/turboinfer-same.XXXXXX)

@@ -14,26 +14,24 @@
 #     kept its pid and its log has no "terminated by signal".
 # The primary's cache files copied by the backup are removed, so the first call is a cache miss.
 # The standby, its data directory and the test database are removed afterwards, also on failure.
-# Needs: extension installed, cluster running, model smollm2-135m. Honors the TURBOINFER_PG* vars;
-# TURBOINFER_STANDBY_PORT (default 54339), TURBOINFER_STANDBY_PGDATA, TURBOINFER_STANDBY_PGRUN and
-# TURBOINFER_STANDBY_PGLOG place the standby.
+# Needs: extension installed, cluster running, model smollm2-135m. Honors the TURBOINFER_PG* vars
+# (the primary is the project's cluster of TURBOINFER_PG_MAJOR, scripts/pgmajor.sh);
+# TURBOINFER_STANDBY_PORT (default 54339 for 15, 54539 for 17), TURBOINFER_STANDBY_PGDATA,
+# TURBOINFER_STANDBY_PGRUN and TURBOINFER_STANDBY_PGLOG place the standby (default
+# /var/lib/turboinfer/standby, run-standby, log/standby.log; with -NN for another major NN).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/cluster.sh"
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
-DATA=${TURBOINFER_PGDATA:-/var/lib/turboinfer/cluster}
-RUN=${TURBOINFER_PGRUN:-/var/lib/turboinfer/run}
-LOG=${TURBOINFER_PGLOG:-/var/lib/turboinfer/log/postgresql.log}
-PORT=${TURBOINFER_PGPORT:-54329}
-SPORT=${TURBOINFER_STANDBY_PORT:-54339}
-SDATA=${TURBOINFER_STANDBY_PGDATA:-/var/lib/turboinfer/standby}
-SRUN=${TURBOINFER_STANDBY_PGRUN:-/var/lib/turboinfer/run-standby}
-SLOG=${TURBOINFER_STANDBY_PGLOG:-$(dirname "$LOG")/standby.log}
+me="test-standby.sh"
+. "$here/testlib.sh" # and pgmajor.sh
+pg_cluster # DATA RUN LOG PORT: the primary, the project's cluster of TURBOINFER_PG_MAJOR
+SPORT=${TURBOINFER_STANDBY_PORT:-$(pg_port 54339)}
+SDATA=${TURBOINFER_STANDBY_PGDATA:-/var/lib/turboinfer/standby$PG_SUFFIX}
+SRUN=${TURBOINFER_STANDBY_PGRUN:-/var/lib/turboinfer/run-standby$PG_SUFFIX}
+SLOG=${TURBOINFER_STANDBY_PGLOG:-$(dirname "$LOG")/standby$PG_SUFFIX.log}
 DB=turboinfer_standby
 MODEL=smollm2-135m
 Q='how many rows are in the table?'
-me="test-standby.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 as_pg() { # as cluster.sh: PostgreSQL refuses to run as root
     if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"
     elif [[ $(id -un) == postgres ]]; then "$@"
@@ -55,7 +53,7 @@ wait_for() {
 [[ $SPORT =~ ^[0-9]+$ ]] || die "TURBOINFER_STANDBY_PORT must be a number, not '$SPORT'"
 [[ $SPORT != "$PORT" ]] || die "TURBOINFER_STANDBY_PORT ($SPORT) is the primary's port"
 [[ $(realpath -m "$SDATA") != "$(realpath -m "$DATA")" ]] || die "the standby data dir is the primary's ($DATA)"
-"$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start'"
+"$PGBIN/pg_isready" -q -h "$RUN" -p "$PORT" || die "cluster not ready on $RUN port $PORT; run 'make cluster-start PG_MAJOR=$PG_MAJOR'"
 
 # A leftover standby (or base backup) of an interrupted run is stopped and removed; a directory
 # holding anything else is refused, never deleted.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # turboinfer_stat in shared scope (issue 15): a private cluster (port TURBOINFER_STATTEST_PORT,
-# default 54343) with shared_preload_libraries = 'turboinfer', then
+# default 54343; 54543 for 17) with shared_preload_libraries = 'turboinfer', then
 #   1. two sessions at once (SmolLM2, one-token answers): their calls are summed in one row of
 #      scope 'shared' (the first computes the schema prefix and writes its cache file, the second,
 #      waiting for the inference slot, loads it), seen from a third session;
@@ -9,13 +9,13 @@
 #   3. turboinfer_stat_reset() is refused to a role without EXECUTE (42501) and, called by a
 #      superuser, clears every backend's counters;
 #   4. no backend crashed (same postmaster, no "terminated by signal" in the log).
-# Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's),
+# Needs: the extension installed into the PostgreSQL of TURBOINFER_PG_MAJOR (default 15; its
+# binaries in /usr/lib/postgresql/MAJOR/bin or TURBOINFER_PGBIN),
 # model smollm2-135m. The cluster lives in a temporary directory, removed afterwards.
 set -euo pipefail
 me="test-stat-shared.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
-PGBIN=${TURBOINFER_PGBIN:-/usr/lib/postgresql/15/bin}
-PORT=${TURBOINFER_STATTEST_PORT:-54343}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh" # and pgmajor.sh: PGBIN of TURBOINFER_PG_MAJOR
+PORT=${TURBOINFER_STATTEST_PORT:-$(pg_port 54343)}
 MODEL=smollm2-135m
 # Rows of the shared table (MAX_ENTRIES in src/pg/stat.rs): one more role than that overflows.
 MAX_ENTRIES=256

@@ -1,5 +1,7 @@
 # Shared by the script tests (sourced, after setting `me` to the script's name): counters and
 # the messages every test prints. `ok`/`bad` count checks; the script ends with its own summary.
+# The PostgreSQL major under test (TURBOINFER_PG_MAJOR): PG_MAJOR, PGBIN, pg_cluster, pg_port.
+. "$(dirname "${BASH_SOURCE[0]}")/pgmajor.sh"
 pass=0
 fail=0
 
@@ -23,6 +25,7 @@ pc_init() {
     mkdir -p "$pc_run" "$pc_dir/log"
     chown postgres:postgres "$pc_run" "$pc_dir/log"
     install -d -m 700 -o postgres -g postgres "$pc_data"
+    say "private cluster: $("$pc_bin/postgres" --version) ($pc_bin), port $pc_port, in $pc_dir"
     as_pg "$pc_bin/initdb" -D "$pc_data" -U postgres --auth=trust --encoding=UTF8 --locale=C \
         >"$pc_dir/initdb.log" 2>&1 || { cat "$pc_dir/initdb.log" >&2; die "initdb with $pc_bin failed"; }
 }
