@@ -139,3 +139,42 @@ pub unsafe fn tuple_desc_attributes<'a>(
     let attrs = (*desc).attrs.as_mut_ptr();
     std::slice::from_raw_parts_mut(attrs, natts)
 }
+
+/// The grouping expression a top-level `Var` of the grouping step stands for; any other node as
+/// it is.
+///
+/// PostgreSQL 18 added a range-table entry for the grouping step (`RTE_GROUP`, "Introduce an
+/// RTE for the grouping step"): after parse analysis, a grouping expression in the target list
+/// or HAVING is a `Var` of that entry, whose `groupexprs` holds the expressions themselves (a
+/// grouped column is then no longer a `Var` of its table). Before 18 the expressions are there
+/// as written.
+///
+/// # Safety
+/// `rtable` is the range table of the query level `node` belongs to; both are live.
+pub unsafe fn grouped_expression(
+    rtable: *mut pg_sys::List,
+    node: *mut pg_sys::Node,
+) -> *mut pg_sys::Node {
+    #[cfg(feature = "pg18")]
+    if !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_Var {
+        let v = node as *mut pg_sys::Var;
+        let entries = super::nodes::list_ptrs(rtable);
+        let rte = usize::try_from((*v).varno)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| entries.get(i))
+            .map(|&p| p as *mut pg_sys::RangeTblEntry);
+        if let Some(rte) =
+            rte.filter(|&r| (*v).varlevelsup == 0 && (*r).rtekind == pg_sys::RTEKind::RTE_GROUP)
+        {
+            let exprs = super::nodes::list_ptrs((*rte).groupexprs);
+            let at = usize::try_from((*v).varattno).ok().and_then(|n| n.checked_sub(1));
+            if let Some(&e) = at.and_then(|i| exprs.get(i)) {
+                return e as *mut pg_sys::Node;
+            }
+        }
+    }
+    #[cfg(not(feature = "pg18"))]
+    let _ = rtable;
+    node
+}

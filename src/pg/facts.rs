@@ -73,6 +73,12 @@ impl FactsWalk {
 
 /// The base-table column of `v` in range table `rtable`.
 unsafe fn column_of(rtable: *mut pg_sys::List, v: *mut pg_sys::Var) -> Option<ColumnRef> {
+    // A grouped column is a Var of the grouping step from PostgreSQL 18 on: its table's Var then.
+    let e = strip(super::compat::grouped_expression(rtable, v as *mut pg_sys::Node));
+    if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_Var {
+        return None;
+    }
+    let v = e as *mut pg_sys::Var;
     if (*v).varattno <= 0 {
         return None;
     }
@@ -141,7 +147,7 @@ unsafe fn hidden_groups(q: *mut pg_sys::Query) -> Option<HiddenGroups> {
         if vars.vars.iter().any(|v| shown.contains(v)) {
             return None; // the result shows it through an expression (a formatted date, ...)
         }
-        let e = (*t).expr as *mut pg_sys::Node;
+        let e = super::compat::grouped_expression((*q).rtable, (*t).expr as *mut pg_sys::Node);
         first_at = first_at.or_else(|| location(pg_sys::exprLocation(e)));
         let e = strip(e);
         let col = if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_Var {
@@ -169,7 +175,10 @@ unsafe fn repeated_outputs(q: *mut pg_sys::Query) -> Vec<(String, Option<(String
             .any(|&e| pg_sys::equal((*e).expr as *const c_void, (*t).expr as *const c_void));
         if again {
             let label = text((*t).resname).unwrap_or_else(|| "?column?".to_string());
-            let e = strip((*t).expr as *mut pg_sys::Node);
+            let e = strip(super::compat::grouped_expression(
+                (*q).rtable,
+                (*t).expr as *mut pg_sys::Node,
+            ));
             let written = if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_Var {
                 let v = e as *mut pg_sys::Var;
                 column_of((*q).rtable, v).zip(location((*v).location)).map(|(c, at)| (c.column, at))
