@@ -123,8 +123,10 @@ install:
 	@echo "      SELECT nl2sql('how many users are there?');          -- the SQL, with model $(DEFAULT_MODEL)"
 	@echo "      SELECT nl2sql('how many users are there?') \gexec   -- psql runs it"
 
-## The Debian packages postgresql-NN-turboinfer (extension, CLI, model fetcher; no model), one for
-## each major of PG_MAJORS (default: every one installed), built with dpkg-deb into target/debian/.
+## The Debian packages postgresql-NN-turboinfer (the extension; no model), one for each major of
+## PG_MAJORS (default: every one installed), and turboinfer (CLI, model fetcher; one for every
+## major, so that two majors' packages install side by side), built with dpkg-deb into
+## target/debian/.
 package:
 	@[[ -n "$(strip $(PG_MAJORS))" ]] || { echo "package: no PostgreSQL 14-18 in /usr/lib/postgresql/NN (make setup, make setup-pg PG_MAJOR=NN)" >&2; exit 1; }
 	@for m in $(PG_MAJORS); do $(TIMED) "package for PostgreSQL $$m" scripts/build-package.sh $$m; done

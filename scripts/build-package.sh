@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Builds the Debian package postgresql-MAJOR-turboinfer (PGDG naming) for one PostgreSQL major with
-# dpkg-deb (`make package` runs it for every installed major).
+# Builds the Debian packages of TurboInfer for one PostgreSQL major (PGDG naming) with dpkg-deb
+# (`make package` runs it for every installed major).
 #
-#   scripts/build-package.sh [--no-build] [MAJOR]      prints the .deb's path on stdout
+#   scripts/build-package.sh [--no-build] [MAJOR]      prints the two .deb paths on stdout
 #
-# MAJOR: 14 to 18, default TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh). The package is
-# built against, and installs into, Debian's layout of that major (/usr/lib/postgresql/MAJOR,
-# /usr/share/postgresql/MAJOR), as Debian, apt.postgresql.org and scripts/setup-pg.sh lay it out.
-#
-# Contents: the extension (turboinfer.so, turboinfer.control, turboinfer--VERSION.sql and the upgrade
-# scripts turboinfer--OLD--VERSION.sql) staged by
-# `cargo pgrx package --features pgMAJOR` for that PostgreSQL, the CLI (/usr/bin/turboinfer: inspect, pack,
-# run models) and the model fetcher (/usr/bin/turboinfer-fetch-model, python3 + pip at run time).
+# MAJOR: 14 to 18, default TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh). Two packages:
+#   postgresql-MAJOR-turboinfer   the extension (turboinfer.so, turboinfer.control,
+#                                 turboinfer--VERSION.sql and the upgrade scripts
+#                                 turboinfer--OLD--VERSION.sql, the same for every major) staged by
+#                                 `cargo pgrx package --features pgMAJOR`, in Debian's layout of that
+#                                 major (/usr/lib/postgresql/MAJOR, /usr/share/postgresql/MAJOR: as
+#                                 Debian, apt.postgresql.org and scripts/setup-pg.sh lay it out);
+#                                 Depends: postgresql-MAJOR (Debian's server package, or what
+#                                 Provides it) and turboinfer of the same version;
+#   turboinfer                    the CLI (/usr/bin/turboinfer: inspect, pack, run models) and the
+#                                 model fetcher (/usr/bin/turboinfer-fetch-model, python3 + pip at
+#                                 run time), whatever the major: the packages of two majors (a
+#                                 server upgraded with pg_upgrade) then install side by side.
 # No model (fetched separately: turboinfer-fetch-model) and no maintainer scripts: installing the
-# package downloads nothing and starts nothing. Version: Cargo.toml's, Debian revision 1.
-# Depends: postgresql-MAJOR (Debian's server package, or what Provides it). Every major's package
-# holds the same SQL scripts (install and upgrades, from sql/).
-# Output: target/debian/postgresql-MAJOR-turboinfer_VERSION-1_ARCH.deb.
+# packages downloads nothing and starts nothing. Version: Cargo.toml's, Debian revision 1.
+# Output: target/debian/turboinfer_VERSION-1_ARCH.deb and
+# target/debian/postgresql-MAJOR-turboinfer_VERSION-1_ARCH.deb, printed in that order.
 #   --no-build  package the files of the last build (fails if there are none)
 set -euo pipefail
 
@@ -42,6 +46,8 @@ done
 . "$here/pgmajor.sh" # PG_MAJOR (validated)
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PKG=postgresql-$PG_MAJOR-turboinfer
+# The tools' package, shared by every major's (see below).
+TOOLS=turboinfer
 [[ -x $PG_CONFIG ]] || die "$PG_CONFIG is missing (the package is for Debian's layout of PostgreSQL $PG_MAJOR); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
 [[ $("$PG_CONFIG" --version) == "PostgreSQL $PG_MAJOR."* ]] || die "$PG_CONFIG reports $("$PG_CONFIG" --version), not PostgreSQL $PG_MAJOR"
 [[ $COMPRESS =~ ^(gzip|xz|zstd|none)$ ]] || die "TURBOINFER_DEB_COMPRESS must be gzip, xz, zstd or none, not '$COMPRESS'"
@@ -78,22 +84,14 @@ done
 grep -q "^default_version = '$version'" "$control" || die "$control does not say default_version = '$version'"
 
 out="$root/target/debian"
-tree="$out/${PKG}_${debver}_$arch"
-deb="$tree.deb"
-rm -rf "$tree"
-install -d -m 755 "$tree/DEBIAN" "$tree$libdir" "$tree$extdir" "$tree/usr/bin" "$tree/usr/share/doc/$PKG"
-install -m 755 "$so" "$tree$libdir/turboinfer.so"
-install -m 644 "$control" "$sql" "$tree$extdir/"
-# The upgrade scripts (sql/turboinfer--A--B.sql, staged by cargo pgrx package): ALTER EXTENSION
-# turboinfer UPDATE after installing a newer package.
-shopt -s nullglob
-upgrades=("$stage$extdir"/turboinfer--*--*.sql)
-shopt -u nullglob
-[[ ${#upgrades[@]} -eq 0 ]] || install -m 644 "${upgrades[@]}" "$tree$extdir/"
-install -m 755 "$cli" "$tree/usr/bin/turboinfer"
-install -m 755 "$fetch" "$tree/usr/bin/turboinfer-fetch-model"
-[[ ! -f $root/docs/install.md ]] || install -m 644 "$root/docs/install.md" "$tree/usr/share/doc/$PKG/install.md"
-cat >"$tree/usr/share/doc/$PKG/copyright" <<EOF
+install -d -m 755 "$out"
+
+# new_tree NAME: an empty package tree for NAME (its doc directory with the copyright file).
+new_tree() {
+    local tree="$out/${1}_${debver}_$arch"
+    rm -rf "$tree"
+    install -d -m 755 "$tree/DEBIAN" "$tree/usr/share/doc/$1"
+    cat >"$tree/usr/share/doc/$1/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: turboinfer
 Files: *
@@ -102,42 +100,73 @@ License: PostgreSQL
  purpose, without fee, and without a written agreement is hereby granted, provided that the above
  copyright notice and this paragraph and the following two paragraphs appear in all copies.
 EOF
-chmod 644 "$tree/usr/share/doc/$PKG/copyright"
+    chmod 644 "$tree/usr/share/doc/$1/copyright"
+    echo "$tree"
+}
+# glibc_of FILE...: the newest GLIBC symbol version the binaries use (for libc6 (>= it)).
+glibc_of() {
+    local v
+    v=$(objdump -T "$@" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1 || true)
+    [[ -n $v ]] || die "cannot read the GLIBC versions $* need (objdump -T, package binutils)"
+    echo "$v"
+}
+# build_deb TREE NAME DEPENDS DESCRIPTION...: control file (DESCRIPTION: the summary line, then
+# the long description's lines), md5sums, dpkg-deb; prints the .deb's path.
+build_deb() {
+    local tree=$1 name=$2 depends=$3 summary=$4 size log line
+    shift 4
+    size=$(du -sk --exclude=DEBIAN "$tree" | cut -f1)
+    {
+        printf '%s\n' "Package: $name" "Version: $debver" "Architecture: $arch" \
+            "Maintainer: TurboInfer developers <turboinfer@localhost>" "Installed-Size: $size" \
+            "Depends: $depends" "Section: database" "Priority: optional" "Description: $summary"
+        for line in "$@"; do echo " $line"; done
+    } >"$tree/DEBIAN/control"
+    (cd "$tree" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
+    chmod 644 "$tree/DEBIAN/control" "$tree/DEBIAN/md5sums"
+    log=$(mktemp)
+    if ! dpkg-deb --root-owner-group -Z"$COMPRESS" --build "$tree" "$tree.deb" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        die "dpkg-deb --build $tree failed"
+    fi
+    rm -f "$log" && rm -rf "$tree"
+    say "built $tree.deb ($(du -h "$tree.deb" | cut -f1))"
+    echo "$tree.deb"
+}
 
-# libc6 (>= the newest GLIBC symbol version the binaries use); libgcc-s1 for Rust's unwinding.
-glibc=$(objdump -T "$tree$libdir/turboinfer.so" "$tree/usr/bin/turboinfer" 2>/dev/null |
-    grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1 || true)
-[[ -n $glibc ]] || die "cannot read the GLIBC versions the binaries need (objdump -T, package binutils)"
-size=$(du -sk --exclude=DEBIAN "$tree" | cut -f1)
-cat >"$tree/DEBIAN/control" <<EOF
-Package: $PKG
-Version: $debver
-Architecture: $arch
-Maintainer: TurboInfer developers <turboinfer@localhost>
-Installed-Size: $size
-Depends: postgresql-$PG_MAJOR, libc6 (>= $glibc), libgcc-s1, python3 (>= 3.9), python3-pip
-Section: database
-Priority: optional
-Description: CPU language model inside PostgreSQL $PG_MAJOR: nl2sql() and friends
- TurboInfer runs a small LLM on the server's CPU, inside the backend:
- SELECT nl2sql('how many users?') returns a SQL query over the tables the
- caller may read. No external server, no GPU.
- .
- This package holds the extension (CREATE EXTENSION turboinfer), the
- turboinfer command-line tool and turboinfer-fetch-model, which installs
- models into /var/lib/turboinfer/models (run it once, as root; models are
- not part of the package).
-EOF
-(cd "$tree" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
-chmod 644 "$tree/DEBIAN/control" "$tree/DEBIAN/md5sums"
+about=("TurboInfer runs a small LLM on the server's CPU, inside the backend:"
+    "SELECT nl2sql('how many users?') returns a SQL query over the tables the"
+    "caller may read. No external server, no GPU." ".")
 
-log=$(mktemp)
-if ! dpkg-deb --root-owner-group -Z"$COMPRESS" --build "$tree" "$deb" >"$log" 2>&1; then
-    cat "$log" >&2
-    rm -f "$log"
-    die "dpkg-deb --build failed"
-fi
-rm -f "$log"
-rm -rf "$tree"
-say "built $deb ($(du -h "$deb" | cut -f1))"
-echo "$deb"
+# The tools: one package whatever the major, so that the packages of two majors (a server being
+# upgraded with pg_upgrade) install side by side; each of them depends on it.
+tree=$(new_tree "$TOOLS")
+install -d -m 755 "$tree/usr/bin"
+install -m 755 "$cli" "$tree/usr/bin/turboinfer"
+install -m 755 "$fetch" "$tree/usr/bin/turboinfer-fetch-model"
+[[ ! -f $root/docs/install.md ]] || install -m 644 "$root/docs/install.md" "$tree/usr/share/doc/$TOOLS/install.md"
+build_deb "$tree" "$TOOLS" "libc6 (>= $(glibc_of "$cli")), libgcc-s1, python3 (>= 3.9), python3-pip" \
+    "TurboInfer's command-line tool and model fetcher" "${about[@]}" \
+    "This package holds the turboinfer command-line tool (inspect, pack and" \
+    "run models) and turboinfer-fetch-model, which installs models into" \
+    "/var/lib/turboinfer/models (run it once, as root; models are not part of" \
+    "the package). The extension is in postgresql-NN-turboinfer, one per" \
+    "PostgreSQL major."
+
+# The extension for this major: files under its directories only.
+tree=$(new_tree "$PKG")
+install -d -m 755 "$tree$libdir" "$tree$extdir"
+install -m 755 "$so" "$tree$libdir/turboinfer.so"
+install -m 644 "$control" "$sql" "$tree$extdir/"
+# The upgrade scripts (sql/turboinfer--A--B.sql, staged by cargo pgrx package): ALTER EXTENSION
+# turboinfer UPDATE after installing a newer package.
+shopt -s nullglob
+upgrades=("$stage$extdir"/turboinfer--*--*.sql)
+shopt -u nullglob
+[[ ${#upgrades[@]} -eq 0 ]] || install -m 644 "${upgrades[@]}" "$tree$extdir/"
+# libgcc-s1 for Rust's unwinding.
+build_deb "$tree" "$PKG" "postgresql-$PG_MAJOR, $TOOLS (= $debver), libc6 (>= $(glibc_of "$so")), libgcc-s1" \
+    "CPU language model inside PostgreSQL $PG_MAJOR: nl2sql() and friends" "${about[@]}" \
+    "This package holds the extension for PostgreSQL $PG_MAJOR (CREATE EXTENSION" \
+    "turboinfer); the command-line tool and the model fetcher are in $TOOLS."

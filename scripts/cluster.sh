@@ -139,7 +139,7 @@ case "${1:-}" in
     status) status ;;
     psql)
         shift
-        running || die "cluster is not running; run 'scripts/cluster.sh start'"
+        running || die "the cluster of PostgreSQL $PG_MAJOR is not running; run 'make cluster-start PG_MAJOR=$PG_MAJOR'"
         exec "$PGBIN/psql" -h "$RUN" -p "$PORT" -U postgres "$@"
         ;;
     *) echo "usage: $0 start|stop|status|psql [psql args...]" >&2; exit 2 ;;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The Debian package end to end (issue 15, "A package" and "Install anywhere"), as root, for the
-# major of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh): postgresql-MAJOR-turboinfer.
-#   1. `make package` (scripts/build-package.sh MAJOR): contents, Depends, no model, no maintainer
-#      script;
-#   2. `dpkg -i` on this machine: the files land in Debian's layout of PostgreSQL MAJOR, the
-#      fetcher runs;
+# major of TURBOINFER_PG_MAJOR (default 15; scripts/pgmajor.sh): postgresql-MAJOR-turboinfer and
+# the tools' package turboinfer it depends on.
+#   1. `make package` (scripts/build-package.sh MAJOR): contents (the extension's package holds
+#      files of that major only, so that two majors' install side by side), Depends, no model, no
+#      maintainer script;
+#   2. `dpkg -i` of both on this machine: the files land in Debian's layout of PostgreSQL MAJOR
+#      and /usr/bin, the fetcher runs;
 #   3. a fresh cluster that is not the project's (initdb as postgres into a temporary directory,
 #      port $TURBOINFER_PKGTEST_PORT (default 54341, 54541 for 17), socket only, in its own directory):
 #      CREATE EXTENSION, then a question answered without setting anything else (the default
@@ -14,11 +16,11 @@
 #      turboinfer.modle is an ERROR (42602); ALTER ROLE / ALTER DATABASE ... SET reach a
 #      non-superuser's session; with shared_preload_libraries = 'turboinfer' (restart) ALTER SYSTEM
 #      works without LOAD, the postmaster has started no thread, and answers still come;
-#   5. the cluster is stopped and removed, `dpkg -r` removes every file of the package.
+#   5. the cluster is stopped and removed, `dpkg -r` removes every file of both packages.
 # Files of the package that existed before (e.g. from `make install`) are backed up first and put
 # back at the end, also on failure, each by copy to a temporary name in its directory then rename
-# (a backend that has turboinfer.so mapped keeps its old copy). Refuses to run if the package is
-# already installed (it would remove someone's installation).
+# (a backend that has turboinfer.so mapped keeps its old copy). Refuses to run if either package
+# is already installed (it would remove someone's installation).
 # Needs: models qwen2.5-coder-1.5b (the default; make install fetches it) and smollm2-135m.
 # With no default model the step "answer without settings" uses smollm2-135m via ALTER SYSTEM,
 # said in the output.
@@ -33,6 +35,7 @@ me="test-package.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/testlib.sh" # and pgmajor.sh: PG_MAJOR, PGBIN
 PORT=${TURBOINFER_PKGTEST_PORT:-$(pg_port 54341)}
 PKG=postgresql-$PG_MAJOR-turboinfer
+TOOLS=turboinfer # the CLI and fetcher, shared by every major's package (build-package.sh)
 # elapsed T0: seconds since T0 (date +%s.%N), one decimal.
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -46,9 +49,11 @@ esac
 [[ $PORT =~ ^[0-9]+$ ]] || die "TURBOINFER_PKGTEST_PORT must be a number, not '$PORT'"
 [[ -x $PGBIN/initdb ]] || die "PostgreSQL $PG_MAJOR is not installed ($PGBIN/initdb missing); run 'make setup-pg PG_MAJOR=$PG_MAJOR'"
 [[ -f $MODELS/$SMALL.gguf ]] || die "model $SMALL is not installed; run: scripts/turboinfer-fetch-model $SMALL"
-status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG" 2>/dev/null || true)
-[[ $status != ii* && $status != i* ]] ||
-    die "$PKG is already installed (status '$status'): this test installs and removes it; dpkg -r $PKG first"
+for p in "$PKG" "$TOOLS"; do
+    status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+    [[ $status != i* ]] ||
+        die "$p is already installed (status '$status'): this test installs and removes it; dpkg -r $p first"
+done
 
 work=$(mktemp -d /tmp/turboinfer-pkgtest.XXXXXX)
 chmod 755 "$work"
@@ -77,7 +82,7 @@ cleanup() {
     local rc=$?
     pc_stop
     if [[ $installed -eq 1 ]]; then
-        dpkg -r "$PKG" >"$work/dpkg-r.log" 2>&1 || { say "cleanup: dpkg -r $PKG failed:"; cat "$work/dpkg-r.log" >&2; }
+        dpkg -r "$PKG" "$TOOLS" >"$work/dpkg-r.log" 2>&1 || { say "cleanup: dpkg -r $PKG $TOOLS failed:"; cat "$work/dpkg-r.log" >&2; }
     fi
     local f
     for f in "${backed[@]}"; do
@@ -90,12 +95,16 @@ trap cleanup EXIT
 
 # -----------------------------------------------------------------------------------------------
 t=$(date +%s.%N)
-deb=$("$here/build-package.sh" "${build_arg[@]}" "$PG_MAJOR") || die "make package failed"
-[[ -f $deb ]] || die "build-package.sh printed '$deb', which is not a file"
-ok "make package: $(basename "$deb") ($(du -h "$deb" | cut -f1), $(elapsed "$t")s)"
+debs=$("$here/build-package.sh" "${build_arg[@]}" "$PG_MAJOR") || die "make package failed"
+mapfile -t debs <<<"$debs"
+tdeb=${debs[0]:-} deb=${debs[1]:-}
+[[ ${#debs[@]} -eq 2 && -f $tdeb && -f $deb ]] || die "build-package.sh printed '${debs[*]}', not the paths of two .deb files"
+ok "make package: $(basename "$tdeb") ($(du -h "$tdeb" | cut -f1)), $(basename "$deb") ($(du -h "$deb" | cut -f1)) ($(elapsed "$t")s)"
 
-contents=$(dpkg-deb -c "$deb")
-files=$(awk '$1 ~ /^-/ { sub(/^\./, "", $6); print $6 }' <<<"$contents")
+# files_of DEB: the regular files the package installs, one absolute path a line.
+files_of() { dpkg-deb -c "$1" | awk '$1 ~ /^-/ { sub(/^\./, "", $6); print $6 }'; }
+pfiles=$(files_of "$deb")
+files=$(printf '%s\n' "$pfiles" "$(files_of "$tdeb")")
 want=("/usr/lib/postgresql/$PG_MAJOR/lib/turboinfer.so" "/usr/share/postgresql/$PG_MAJOR/extension/turboinfer.control"
     /usr/bin/turboinfer /usr/bin/turboinfer-fetch-model)
 version=$(awk -F'"' '/^\[/ { s = $0 } s == "[package]" && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
@@ -104,14 +113,23 @@ missing=()
 for f in "${want[@]}"; do grep -qxF "$f" <<<"$files" || missing+=("$f"); done
 if [[ ${#missing[@]} -eq 0 ]]; then ok "package holds the .so, control, SQL, CLI and fetcher"; else bad "package lacks ${missing[*]}" "$files"; fi
 if grep -Eq '\.(gguf|kx16|sparse)$' <<<"$files"; then bad "package holds a model file" "$files"; else ok "package holds no model"; fi
-ctl=$(dpkg-deb -f "$deb" Package Version Depends)
-if grep -qx "Package: $PKG" <<<"$ctl" && grep -qx "Version: $version-1" <<<"$ctl" &&
-    grep -q "^Depends: postgresql-$PG_MAJOR," <<<"$ctl" && grep -q 'python3-pip' <<<"$ctl"; then
-    ok "control: $(tr '\n' ';' <<<"$ctl")"
+# Another major's package installs beside this one only if no path is in both.
+others=$(grep -Ev "^/usr/(lib/postgresql/$PG_MAJOR|share/postgresql/$PG_MAJOR|share/doc/$PKG)/" <<<"$pfiles" || true)
+if [[ -z $others ]]; then
+    ok "$PKG holds files of PostgreSQL $PG_MAJOR only (beside another major's package)"
 else
-    bad "control fields" "$ctl"
+    bad "$PKG holds files outside PostgreSQL $PG_MAJOR's directories (another major's package would conflict)" "$others"
 fi
-info=$(dpkg-deb -I "$deb")
+ctl=$(dpkg-deb -f "$deb" Package Version Depends)
+tctl=$(dpkg-deb -f "$tdeb" Package Version Depends)
+if grep -qx "Package: $PKG" <<<"$ctl" && grep -qx "Version: $version-1" <<<"$ctl" &&
+    grep -q "^Depends: postgresql-$PG_MAJOR, $TOOLS (= $version-1)," <<<"$ctl" &&
+    grep -qx "Package: $TOOLS" <<<"$tctl" && grep -qx "Version: $version-1" <<<"$tctl" && grep -q 'python3-pip' <<<"$tctl"; then
+    ok "control: $(tr '\n' ';' <<<"$ctl") / $(tr '\n' ';' <<<"$tctl")"
+else
+    bad "control fields" "$ctl"$'\n'"$tctl"
+fi
+info=$(dpkg-deb -I "$deb"; dpkg-deb -I "$tdeb")
 if grep -Eq '(preinst|postinst|prerm|postrm)' <<<"$info"; then bad "package has maintainer scripts" "$info"; else ok "no maintainer scripts (installing downloads nothing)"; fi
 
 # -----------------------------------------------------------------------------------------------
@@ -125,9 +143,9 @@ done
 say "backed up ${#backed[@]} existing file(s): ${backed[*]:-none}"
 t=$(date +%s.%N)
 installed=1
-out=$(dpkg -i "$deb" 2>&1) || { bad "dpkg -i" "$out"; exit 1; }
-status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG" 2>/dev/null || true)
-if [[ $status == ii* ]]; then ok "dpkg -i: status '$status' ($(elapsed "$t")s)"; else bad "dpkg -i: status '$status'" "$out"; fi
+out=$(dpkg -i "$tdeb" "$deb" 2>&1) || { bad "dpkg -i" "$out"; exit 1; }
+status=$(dpkg-query -W -f='${db:Status-Abbrev} ' "$PKG" "$TOOLS" 2>/dev/null || true)
+if [[ $status == "ii  ii  " ]]; then ok "dpkg -i $TOOLS $PKG: status '$status' ($(elapsed "$t")s)"; else bad "dpkg -i: status '$status'" "$out"; fi
 miss=()
 for f in $files; do [[ -f $f ]] || miss+=("$f"); done
 if [[ ${#miss[@]} -eq 0 ]]; then ok "every file of the package is installed"; else bad "not installed: ${miss[*]}"; fi
@@ -262,13 +280,13 @@ pc_stop
 rm -rf "$data"
 [[ ! -e $data ]] && ok "test cluster stopped and removed" || bad "test cluster data directory left behind"
 t=$(date +%s.%N)
-out=$(dpkg -r "$PKG" 2>&1) || bad "dpkg -r" "$out"
+out=$(dpkg -r "$PKG" "$TOOLS" 2>&1) || bad "dpkg -r" "$out"
 installed=0
-status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG" 2>/dev/null || true)
+status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG" "$TOOLS" 2>/dev/null || true)
 left=()
 for f in $files; do [[ ! -e $f ]] || left+=("$f"); done
-if [[ $status != ii* && ${#left[@]} -eq 0 ]]; then
-    ok "dpkg -r: every file of the package is gone (status '${status:-none}', $(elapsed "$t")s)"
+if [[ $status != *ii* && ${#left[@]} -eq 0 ]]; then
+    ok "dpkg -r $PKG $TOOLS: every file of the packages is gone (status '${status:-none}', $(elapsed "$t")s)"
 else
     bad "dpkg -r left ${left[*]:-nothing} (status '$status')"
 fi
