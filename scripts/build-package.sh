@@ -70,12 +70,17 @@ if [[ $build -eq 1 ]]; then
     rm -f "$log"
 fi
 
+# Staged by cargo pgrx package under the build's pg_config paths; packaged under Debian's (and
+# apt.postgresql.org's) for this major, which a PyPI build of 14 or 16 reports otherwise
+# (/usr/lib/postgresql/NN/share, through a link: scripts/setup-pg.sh).
 stage="$root/target/release/turboinfer-pg$PG_MAJOR"
-libdir=$("$PG_CONFIG" --pkglibdir)
-extdir=$("$PG_CONFIG" --sharedir)/extension
-so="$stage$libdir/turboinfer.so"
-control="$stage$extdir/turboinfer.control"
-sql="$stage$extdir/turboinfer--$version.sql"
+slibdir=$stage$("$PG_CONFIG" --pkglibdir)
+sextdir=$stage$("$PG_CONFIG" --sharedir)/extension
+libdir=/usr/lib/postgresql/$PG_MAJOR/lib
+extdir=/usr/share/postgresql/$PG_MAJOR/extension
+so="$slibdir/turboinfer.so"
+control="$sextdir/turboinfer.control"
+sql="$sextdir/turboinfer--$version.sql"
 cli="$root/target/release/turboinfer"
 fetch="$here/turboinfer-fetch-model"
 for f in "$so" "$control" "$sql" "$cli" "$fetch"; do
@@ -162,7 +167,7 @@ install -m 644 "$control" "$sql" "$tree$extdir/"
 # The upgrade scripts (sql/turboinfer--A--B.sql, staged by cargo pgrx package): ALTER EXTENSION
 # turboinfer UPDATE after installing a newer package.
 shopt -s nullglob
-upgrades=("$stage$extdir"/turboinfer--*--*.sql)
+upgrades=("$sextdir"/turboinfer--*--*.sql)
 shopt -u nullglob
 [[ ${#upgrades[@]} -eq 0 ]] || install -m 644 "${upgrades[@]}" "$tree$extdir/"
 # libgcc-s1 for Rust's unwinding.
