@@ -41,7 +41,9 @@ cargo clippy --quiet --no-default-features --all-targets -- -D warnings
 # The extension on every major registered with pgrx here (15 by `make setup`, others by
 # `make setup-pg PG_MAJOR=NN`; CI registers 14 to 17): each major compiles other code in
 # src/pg/compat.rs.
-majors=$(sed -n 's/^pg\(1[0-9]\) *=.*/\1/p' "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null | sort -n | tr '\n' ' ')
+# (A registered major whose pg_config is gone, e.g. its server removed, is skipped.)
+majors=$(sed -n 's/^pg\(1[0-9]\) *= *"\(.*\)"$/\1 \2/p' "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null |
+  while read -r m c; do if [[ -x $c ]]; then echo "$m"; fi; done | sort -n | tr '\n' ' ')
 [[ $majors == *15* ]] || { echo "lint: PostgreSQL 15 is not registered with pgrx: run make setup" >&2; exit 1; }
 for m in $majors; do
   echo "lint: cargo clippy (extension, pg$m)"

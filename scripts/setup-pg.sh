@@ -139,6 +139,10 @@ from_debian_source() {
     # major's own directory and includedir_server is given to make (pg_config reports it).
     local paths=(includedir_server="$incdir/server")
     (
+        # Run from `make setup-pg`, the outer make's MAKELEVEL would make PostgreSQL's top-level
+        # make skip its generated headers (it builds them only at level 0): a parallel build then
+        # fails on utils/errcodes.h. This build is a make of its own.
+        unset MAKELEVEL MAKEFLAGS MFLAGS
         cd "$dir" &&
             ./configure --prefix="$prefix" --datadir="$sharedir" --includedir="$incdir" \
                 --with-icu --with-openssl --with-lz4 --with-zstd --with-uuid=e2fs --with-readline \
