@@ -124,7 +124,7 @@ build_deb() {
     {
         printf '%s\n' "Package: $name" "Version: $debver" "Architecture: $arch" \
             "Maintainer: TurboInfer developers <turboinfer@localhost>" "Installed-Size: $size" \
-            "Depends: $depends" "Section: database" "Priority: optional" "Description: $summary"
+            "Depends: $depends" "${fields[@]}" "Section: database" "Priority: optional" "Description: $summary"
         for line in "$@"; do echo " $line"; done
     } >"$tree/DEBIAN/control"
     (cd "$tree" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
@@ -146,6 +146,10 @@ about=("TurboInfer runs a small LLM on the server's CPU, inside the backend:"
 
 # The tools: one package whatever the major, so that the packages of two majors (a server being
 # upgraded with pg_upgrade) install side by side; each of them depends on it.
+# Up to 0.3.0 the tools were in postgresql-15-turboinfer (the only package then): Replaces lets
+# dpkg move /usr/bin/turboinfer and the fetcher from an installed 0.3.0 to this package when
+# both new packages are installed over it, Breaks makes the old one be upgraded with it.
+fields=("Replaces: postgresql-15-turboinfer (<< 0.4.0)" "Breaks: postgresql-15-turboinfer (<< 0.4.0)")
 tree=$(new_tree "$TOOLS")
 install -d -m 755 "$tree/usr/bin"
 install -m 755 "$cli" "$tree/usr/bin/turboinfer"
@@ -160,6 +164,7 @@ build_deb "$tree" "$TOOLS" "libc6 (>= $(glibc_of "$cli")), libgcc-s1, python3 (>
     "PostgreSQL major."
 
 # The extension for this major: files under its directories only.
+fields=()
 tree=$(new_tree "$PKG")
 install -d -m 755 "$tree$libdir" "$tree$extdir"
 install -m 755 "$so" "$tree$libdir/turboinfer.so"
