@@ -114,6 +114,48 @@ fn same_answers_fewer_passes(name: &str) {
     assert!(fp_spec < fp_plain, "speculation must save forward passes");
 }
 
+/// The session's earlier answers are drafts of the next ones (`draft::recall`): the questions
+/// asked a second time in the same session (the same prefix, its drafter remembering the first
+/// round's answers) give the same tokens as without speculation, in fewer passes than the first
+/// round took.
+#[test]
+fn earlier_answers_draft_the_next_ones() {
+    let name = "qwen2.5-coder-0.5b";
+    let Some(e) = common::engine(name) else { return };
+    let rt = Runtime::new(2).unwrap();
+    let opts = |speculation| Options {
+        speculation,
+        max_new_tokens: 96,
+        context_tokens: 2048,
+        repair_rounds: 0,
+        ..Options::default()
+    };
+    let schema = common::demo_schema();
+    let questions = &QUESTIONS[..6];
+    let ask = |cache: &mut PrefixCache, speculation: bool| -> Vec<Outcome> {
+        questions
+            .iter()
+            .map(|q| {
+                e.run(&rt, cache, &schema, q, &opts(speculation), &mut |_| true, &mut |_| Ok(()))
+                    .expect("nl2sql runs")
+            })
+            .collect()
+    };
+    let plain = ask(&mut PrefixCache::new(), false);
+    let mut cache = PrefixCache::new();
+    let first = ask(&mut cache, true);
+    let second = ask(&mut cache, true);
+    let passes =
+        |o: &[Outcome]| o.iter().map(|o| o.speculation.stats.forward_passes).sum::<usize>();
+    for (((q, p), a), b) in questions.iter().zip(&plain).zip(&first).zip(&second) {
+        assert_eq!(p.attempts[0].ids, a.attempts[0].ids, "{name}: {q}: first round");
+        assert_eq!(p.attempts[0].ids, b.attempts[0].ids, "{name}: {q}: second round");
+    }
+    let (p1, p2) = (passes(&first), passes(&second));
+    println!("{name}: {} questions twice: passes {p1} then {p2}", questions.len());
+    assert!(p2 < p1, "the second round is drafted from the first: {p2} passes against {p1}");
+}
+
 #[test]
 fn smollm2_questions_are_identical_with_speculation() {
     same_answers_fewer_passes("smollm2-135m");

@@ -1,8 +1,10 @@
 //! The drafter of speculative decoding: proposes the next few tokens of a SQL answer without a
 //! draft model, from (a) SQL templates instantiated with the schema's names, pre-tokenized into
-//! a token trie, (b) prompt lookup over the prompt and the answer so far, and (c) an adaptive
-//! draft length. One drafter is built per schema prefix and kept next to its KV state.
+//! a token trie, (b) prompt lookup over the prompt and the answer so far, (c) the backend's
+//! earlier answers ([`recall`]), and (d) an adaptive draft length. One drafter is built per
+//! schema prefix and kept next to its KV state.
 
+pub mod recall;
 pub mod templates;
 pub mod window;
 
@@ -19,6 +21,7 @@ use crate::nl2sql::trim::words;
 use crate::platform::runtime::Runtime;
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use rayon::prelude::*;
+use recall::Recall;
 pub use window::{Window, MAX_DRAFT};
 
 /// Longest answer suffix matched against the trie: a clause opening ("JOIN orders o ON o.") is
@@ -56,6 +59,9 @@ pub struct Drafter {
     /// 1.5B fences every answer, the 0.5B writes the statement bare), and an answer's first
     /// draft rides with the prompt's last pass (`speculate::Start::Pending`).
     habit: Arc<Mutex<Vec<u32>>>,
+    /// The tokens of the backend's earlier answers ([`Recall`]): the same joins, aliases and
+    /// layout recur from one question to the next on a schema.
+    recall: Arc<Mutex<Recall>>,
 }
 
 /// Tokens of an answer's opening remembered as the model's habit (and drafted at an answer's
@@ -74,6 +80,7 @@ struct Encoded {
 pub enum Source {
     Template,
     Lookup,
+    Recall,
 }
 
 impl Drafter {
@@ -86,6 +93,7 @@ impl Drafter {
             encoded: HashMap::new(),
             fence: Vec::new(),
             habit: Arc::default(),
+            recall: Arc::default(),
         }
     }
 
@@ -125,6 +133,8 @@ impl Drafter {
             .collect();
         // The model's habit outlives the prefix: the next drafter shares it.
         let habit = previous.as_ref().map(|d| Arc::clone(&d.habit)).unwrap_or_default();
+        // So do its earlier answers (a big schema shows each question other tables).
+        let recall = previous.as_ref().map(|d| Arc::clone(&d.recall)).unwrap_or_default();
         let mut old = previous.map(|d| d.encoded).unwrap_or_default();
         let mut encoded: HashMap<String, Encoded> = HashMap::new();
         // The texts to tokenize: each once, unless the previous drafter has it.
@@ -170,6 +180,7 @@ impl Drafter {
             encoded,
             fence,
             habit,
+            recall,
         })
     }
 
@@ -179,6 +190,13 @@ impl Drafter {
         if let Ok(mut h) = self.habit.lock() {
             h.clear();
             h.extend(ids.iter().take(OPENING_TOKENS));
+        }
+    }
+
+    /// Remembers the tokens `ids` of a decoded answer: drafts of the answers after it.
+    pub fn remember_answer(&self, ids: &[u32]) {
+        if let Ok(mut r) = self.recall.lock() {
+            r.remember(ids);
         }
     }
 
@@ -199,7 +217,8 @@ impl Drafter {
 
     /// Up to `max` draft tokens following `history` (prompt tokens, then the `generated` answer
     /// tokens at its end). Templates are matched against the answer only, lookup against all of
-    /// `history`; the source with the longer matched context wins (templates on a tie). A draft
+    /// `history`, the backend's earlier answers ([`Recall`]) against the answer's end; the source
+    /// with the longer matched context wins (templates, then lookup, on a tie). A draft
     /// that used its whole allowance is extended from the extended history until `max`; one the
     /// source ended early is not.
     /// At template branch points, tokens of `focus` (sorted) are preferred.
@@ -248,13 +267,24 @@ impl Drafter {
             }
             (n, c)
         });
-        match (t, l) {
+        let best = match (t, l) {
             (Some((ts, tc)), Some((ls, lc))) => {
-                Some(if ls > ts { (Source::Lookup, lc) } else { (Source::Template, tc) })
+                Some(if ls > ts { (ls, Source::Lookup, lc) } else { (ts, Source::Template, tc) })
             }
-            (Some((_, tc)), None) => Some((Source::Template, tc)),
-            (None, Some((_, lc))) => Some((Source::Lookup, lc)),
+            (Some((ts, tc)), None) => Some((ts, Source::Template, tc)),
+            (None, Some((ls, lc))) => Some((ls, Source::Lookup, lc)),
             (None, None) => None,
+        };
+        // An earlier answer, when it matched more of this one's end than either source.
+        let matched = best.as_ref().map_or(0, |b| b.0);
+        let r = if answer.is_empty() {
+            None
+        } else {
+            self.recall.lock().ok().and_then(|r| r.lookup(answer, matched + 1, max))
+        };
+        match r {
+            Some((_, rc)) => Some((Source::Recall, rc)),
+            None => best.map(|(_, s, c)| (s, c)),
         }
     }
 }

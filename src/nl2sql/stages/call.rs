@@ -110,10 +110,11 @@ impl CallState<'_, '_> {
             scores,
             self.hooks.progress,
         )?;
-        if seed.is_empty() {
-            if let Some((drafter, _)) = self.drafter {
+        if let Some((drafter, _)) = self.drafter {
+            if seed.is_empty() {
                 drafter.remember_opening(&d.ids);
             }
+            drafter.remember_answer(&d.ids);
         }
         // The decode fed every token it kept but its last (`speculate::decode`).
         let mut fed = turn_tail;
