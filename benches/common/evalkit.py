@@ -207,8 +207,12 @@ EXCEPTION
   WHEN query_canceled THEN RETURN 'E:57014:statement timeout';
   WHEN others THEN RETURN 'E:' || SQLSTATE || ':' || SQLERRM;
 END $f$;
-CREATE FUNCTION pg_temp.ti_explain(q text) RETURNS text LANGUAGE plpgsql AS $f$
+CREATE FUNCTION pg_temp.ti_explain(q text, follow_up boolean DEFAULT false) RETURNS text LANGUAGE plpgsql AS $f$
 BEGIN
+  -- Without follow_up, the call names no new argument: it works with builds that predate it.
+  IF follow_up THEN
+    RETURN 'R:' || nl2sql_explain(q, follow_up => true)::text;
+  END IF;
   RETURN 'R:' || nl2sql_explain(q)::text;
 EXCEPTION WHEN others THEN RETURN 'E:' || SQLSTATE || ':' || SQLERRM;
 END $f$;
@@ -282,9 +286,11 @@ END $f$;
         r = self.result(sql, timeout)
         return r.rows, r.error, r.ms
 
-    def explain(self, question):
-        """nl2sql_explain(question): (report dict, error (SqlError) or None, wall ms)."""
-        text, ms = self.query(f"SELECT pg_temp.ti_explain({quote(question)})")
+    def explain(self, question, follow_up=False):
+        """nl2sql_explain(question) -- with `follow_up`, nl2sql_explain(question, follow_up => true):
+        answered in the context of this session's earlier answered questions -- as (report dict,
+        error (SqlError) or None, wall ms)."""
+        text, ms = self.query(f"SELECT pg_temp.ti_explain({quote(question)}{', true' if follow_up else ''})")
         if text.startswith("E:"):
             return None, _split_error(text[2:]), ms
         return json.loads(text[2:]), None, ms
