@@ -244,7 +244,7 @@ for i in "${!releases[@]}"; do
     [[ $out == "$from"$'\n'"$version" ]] && ok "CREATE EXTENSION turboinfer VERSION '$from', then ALTER EXTENSION turboinfer UPDATE: $version" ||
         bad "CREATE EXTENSION VERSION '$from' + ALTER EXTENSION UPDATE" "$out"
     upgraded=$(q -d "$db" -c "$objects" 2>&1) || true
-    if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer)"* && $fresh == *"function nl2sql_learn(text,text)"* \
+    if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer,boolean)"* && $fresh == *"function nl2sql_learn(text,text)"* \
           && $fresh == *"nl2sql_examples_access *"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
         ok "updated from $from and freshly created: the same $n functions and other objects, definitions, policies, comments and privileges"
     else

@@ -3,6 +3,7 @@
 //! until the statement ends, validate through the caller's validator, repair with the
 //! validator's message and catalog facts when it fails, weigh candidate branches).
 
+use super::conversation::{Conversation, Dropped, FollowUp, Turn};
 use super::decode::{DecodeLimits, Decoded, SpecStats, Start};
 use super::draft::{focus_tokens, Drafter};
 use super::error::Nl2SqlError;
@@ -15,7 +16,9 @@ use super::link::{self, LinkReport, LinkSlot, Linking};
 use super::memory_plan::MemoryPlan;
 use super::options::Options;
 use super::outcome::{Outcome, PhaseTimings, PromptSummary, Speculation, TokenCounts};
-use super::prefix_cache::{load_prefix_file, store_prefix_file, PrefixCache, PrefixSource};
+use super::prefix_cache::{
+    common_len, load_prefix_file, store_prefix_file, PrefixCache, PrefixSource,
+};
 use super::progress::Progress;
 use super::prompt::{self, Segments};
 use super::refusal;
@@ -59,6 +62,9 @@ pub struct Plan {
     /// The tokens of the question part without examples (`prompt::question`), when it has some:
     /// what the refusal check reads (`stages::question::prefill`).
     pub plain_question_ids: Option<Vec<u32>>,
+    /// How many earlier turns of a conversation (the newest) the question part shows after the
+    /// examples (`conversation.rs`): 0 for a question asked alone.
+    pub earlier: usize,
     /// The examples in the question part (`SchemaInfo::examples`), in prompt order: their ids
     /// and similarity to the question.
     pub examples: Vec<(i64, f64)>,
@@ -250,6 +256,25 @@ impl Engine {
         }
     }
 
+    /// The newest of `turns` whose earlier-turn prompt text ([`prompt::earlier_turn`]) fits in
+    /// `max_tokens`, oldest first.
+    fn turns_within<'t>(
+        &self,
+        turns: &'t [Turn],
+        max_tokens: usize,
+    ) -> Result<&'t [Turn], Nl2SqlError> {
+        let mut total = 0;
+        let mut first = turns.len();
+        for (i, t) in turns.iter().enumerate().rev() {
+            total += prompt::earlier_turn(&t.question, &t.answer).encode(&self.tok)?.len();
+            if total > max_tokens {
+                break;
+            }
+            first = i;
+        }
+        Ok(&turns[first..])
+    }
+
     /// Checks and cleans `question` (one line, not blank, not too long).
     pub fn clean_question(question: &str) -> Result<String, Nl2SqlError> {
         let q = sanitize_question(question);
@@ -272,7 +297,7 @@ impl Engine {
         question: &str,
         opts: &Options,
     ) -> Result<Plan, Nl2SqlError> {
-        self.plan_normalized(&normalized(schema), question, opts, None)
+        self.plan_normalized(&normalized(schema), question, opts, None, None)
     }
 
     /// [`Engine::plan`] with `link` choosing the tables by meaning when they do not all fit
@@ -290,17 +315,20 @@ impl Engine {
         let question = Engine::clean_question(question)?;
         let mut link = link;
         let linking = link.as_mut().map(|slot| Linking { rt, slot, progress });
-        self.plan_normalized(&normalized(schema), &question, opts, linking)
+        self.plan_normalized(&normalized(schema), &question, opts, linking, None)
     }
 
     /// [`Engine::plan`] over a schema already normalized ([`SchemaInfo::normalize`]); with
-    /// `link`, tables that do not all fit are chosen by meaning (`link.rs`).
+    /// `link`, tables that do not all fit are chosen by meaning (`link.rs`); with `conv`, the
+    /// question follows its earlier turns (the newest within `opts.follow_up_tokens`), and the
+    /// examples and tables are chosen by its first question.
     pub(super) fn plan_normalized(
         &self,
         schema: &SchemaInfo,
         question: &str,
         opts: &Options,
         link: Option<Linking<'_, '_>>,
+        conv: Option<Conversation<'_>>,
     ) -> Result<Plan, Nl2SqlError> {
         if schema.tables.is_empty() {
             return Err(Nl2SqlError::NoTables);
@@ -310,7 +338,14 @@ impl Engine {
         let turn = |e: &examples::Example| {
             (sanitize_question(&e.question), examples::statement(&e.sql).to_string())
         };
-        let chosen = examples::choose(question, &schema.examples, opts.examples, |e| {
+        // What the examples and (when not all fit) the tables are chosen by: a conversation's
+        // first question, so that its turns share their prompt's beginning.
+        let chosen_by = conv.map_or(question, |c| c.first_question);
+        let earlier = match conv {
+            Some(c) => self.turns_within(c.turns, opts.follow_up_tokens)?,
+            None => &[],
+        };
+        let chosen = examples::choose(chosen_by, &schema.examples, opts.examples, |e| {
             let (q, sql) = turn(e);
             prompt::example_turn(&q, &sql).encode(&self.tok).map(|ids| ids.len())
         })?;
@@ -318,7 +353,9 @@ impl Engine {
             chosen.iter().map(|&(i, _)| turn(&schema.examples[i])).collect();
         let pairs: Vec<(&str, &str)> =
             owned.iter().map(|(q, s)| (q.as_str(), s.as_str())).collect();
-        let question_part = prompt::question_with_examples(question, &pairs);
+        let turns: Vec<(&str, &str)> =
+            earlier.iter().map(|t| (t.question.as_str(), t.answer.as_str())).collect();
+        let question_part = prompt::question_in_conversation(question, &pairs, &turns);
         let question_ids = question_part.encode(&self.tok)?;
         let plain_question_ids = match pairs.is_empty() {
             true => None,
@@ -368,7 +405,7 @@ impl Engine {
                 if opts.schema_tokens > 0 {
                     budget = budget.min(opts.schema_tokens);
                 }
-                let (order, report) = link::order(schema, question, link)?;
+                let (order, report) = link::order(schema, chosen_by, link)?;
                 linking = Some(report);
                 // Token counts of the tables visited only (tokenizing thousands costs seconds).
                 let n = schema.tables.len();
@@ -427,6 +464,7 @@ impl Engine {
             question: question_part,
             question_ids,
             plain_question_ids,
+            earlier: earlier.len(),
             examples: chosen.iter().map(|&(i, score)| (schema.examples[i].id, score)).collect(),
             shown: shown.iter().map(|&i| schema.tables[i].qualified_name()).collect(),
             dropped,
@@ -460,6 +498,19 @@ impl Engine {
         self.run_with(rt, cache, schema, question, opts, hooks)
     }
 
+    /// [`Engine::run_with`] for a question asked alone.
+    pub fn run_with(
+        &self,
+        rt: &Runtime,
+        cache: &mut PrefixCache,
+        schema: &SchemaInfo,
+        question: &str,
+        opts: &Options,
+        hooks: Hooks<'_>,
+    ) -> Result<Outcome, Nl2SqlError> {
+        self.run_turn(rt, cache, schema, question, None, opts, hooks)
+    }
+
     /// [`Engine::run`] with the caller's hooks in one: the validator, the progress report and,
     /// for candidate answers (`opts.candidates` > 1), an executor: `hooks.execute` runs a
     /// validated statement (read-only, the caller's business) and returns a digest of its rows,
@@ -468,12 +519,21 @@ impl Engine {
     ///
     /// The pipeline: the KV buffers, the prompt's plan, the prefix's KV state, the question's
     /// prefill, then the stages (`stages/`) in order over the call's shared `CallState`.
-    pub fn run_with(
+    ///
+    /// With `conv`, the question is a follow-up of its earlier turns (`conversation.rs`): they
+    /// are in the prompt, the cache rows the previous call left of them are kept, and the
+    /// refusal check does not run (it judges a question alone, and a follow-up such as "by
+    /// region?" is not one; after earlier exchanges its verdicts are not calibrated). When the
+    /// prompt's schema prefix is not the one the turns were asked over, they are dropped and
+    /// the question is asked alone (checked as usual); `Outcome::follow_up` says which.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_turn(
         &self,
         rt: &Runtime,
         cache: &mut PrefixCache,
         schema: &SchemaInfo,
         question: &str,
+        conv: Option<Conversation<'_>>,
         opts: &Options,
         hooks: Hooks<'_>,
     ) -> Result<Outcome, Nl2SqlError> {
@@ -501,21 +561,40 @@ impl Engine {
                 slot,
                 progress: &mut *hooks.progress,
             });
-            let plan = self.plan_normalized(&schema, &question, opts, linking)?;
+            let mut follow_up = FollowUp { asked: conv.is_some(), ..FollowUp::default() };
+            let mut plan = self.plan_normalized(&schema, &question, opts, linking, conv)?;
+            if conv.is_some_and(|c| c.fingerprint != plan.fingerprint) {
+                // Another schema (or model) than the turns were asked over: the question alone.
+                follow_up.dropped = Some(Dropped::SchemaChanged);
+                let linking = hooks.link.as_mut().map(|slot| Linking {
+                    rt,
+                    slot,
+                    progress: &mut *hooks.progress,
+                });
+                plan = self.plan_normalized(&schema, &question, opts, linking, None)?;
+            }
+            follow_up.used = plan.earlier;
             // The tables the prompt shows (repair constraints and facts).
             let shown = shown_tables(&schema, &plan.shown);
             let mut timings = PhaseTimings { prompt_ms: ms_since(t0), ..Default::default() };
             let (n_prefix, n_question) = (plan.prefix_ids.len(), plan.question_ids.len());
             let t1 = Instant::now();
-            let (prefix_source, reused) =
+            let (prefix_source, reused, kept) =
                 self.load_prefix(rt, cache, &plan, &mut timings, hooks.progress)?;
+            follow_up.reused_tokens = kept;
             let computed = n_prefix - reused;
             timings.prefill_ms += ms_since(t1) - timings.cache_file_ms;
             let kv = cache.kv.as_mut().expect("allocated above");
             // Stage 0: the question, checked first when refusals are on (`stages/question.rs`).
-            let check = opts.refusal.threshold(self.refusal_calibration).map(|threshold| {
-                stages::question::Check { threshold, shown: &shown, question: &question }
-            });
+            // A follow-up is not checked (see above).
+            let check =
+                opts.refusal.threshold(self.refusal_calibration).filter(|_| plan.earlier == 0).map(
+                    |threshold| stages::question::Check {
+                        threshold,
+                        shown: &shown,
+                        question: &question,
+                    },
+                );
             let speculate = opts.speculation && self.batch_invariant();
             // The question's last tokens wait for the first draft (speculation on); sampled
             // candidates start from the question's logits: then none is left pending.
@@ -523,7 +602,7 @@ impl Engine {
             let (start, refusal, prefilled) = stages::question::prefill(
                 &self.forward(rt),
                 kv,
-                &plan.question_ids,
+                &plan.question_ids[kept..],
                 plan.plain_question_ids.as_deref(),
                 check,
                 pending,
@@ -531,6 +610,7 @@ impl Engine {
                 hooks.progress,
             )?;
             let question_end = kv.len() + start.pending_len();
+            let keep_rows = opts.keep_rows && self.batch_invariant();
             let focus = match speculate {
                 true => self.ready_drafter(
                     rt,
@@ -550,7 +630,7 @@ impl Engine {
                 kv,
                 question_end,
                 context: plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect(),
-                held: Held::new(question_end, opts.keep_rows && self.batch_invariant()),
+                held: Held::new(question_end, keep_rows),
                 drafter: drafter.map(|d| (d, focus.as_slice())),
                 shaping: Shaping::plain(),
                 question_logits: match (&start, opts.samples > 0) {
@@ -575,7 +655,17 @@ impl Engine {
                 stages::repair_loop::run(&mut call, &mut answer)?;
                 stages::branches::run(&mut call, &mut answer)?;
             }
+            // What the cache holds after the prefix, for the next call's follow-up (rows are
+            // kept only when they are bitwise what a prefill computes).
+            let after_question = call.held.tokens(call.kv.len()).filter(|_| keep_rows);
+            let tail = after_question.map(|t| {
+                let mut tail = plan.question_ids[..question_end - n_prefix].to_vec();
+                tail.extend_from_slice(t);
+                tail
+            });
+            cache.tail = tail.unwrap_or_default();
             Ok(Outcome {
+                follow_up,
                 shaping: call.shaping.summary(),
                 prompt: plan.into_summary(),
                 sql: answer.sql,
@@ -808,7 +898,10 @@ impl Engine {
     /// Makes `cache.kv` (allocated) hold the prefix of `plan`, from the first place that has
     /// it: memory (the previous call's prefix), else a cache file, else computed by a prefill
     /// (then stored to a cache file) after the tokens it shares with the previous call's prefix,
-    /// which are kept. Returns where it came from and how many positions were kept.
+    /// which are kept. Returns where it came from, how many positions of the prefix were kept
+    /// and, for a follow-up (`plan.earlier` > 0) whose prefix is in memory, how many of its
+    /// question part's leading tokens kept the rows the previous call left after the prefix
+    /// (its earlier turns: `PrefixCache::tail`; at most all but the last token).
     /// Cache-file time goes to `timings.cache_file_ms`.
     pub(super) fn load_prefix(
         &self,
@@ -817,14 +910,23 @@ impl Engine {
         plan: &Plan,
         timings: &mut PhaseTimings,
         on_progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<(PrefixSource, usize), Nl2SqlError> {
+    ) -> Result<(PrefixSource, usize, usize), Nl2SqlError> {
         let n_prefix = plan.prefix_ids.len();
+        // What the previous call left after the prefix; valid for this call only (a call that
+        // fails leaves none).
+        let tail = std::mem::take(&mut cache.tail);
         let in_memory = cache.prefix == Some((plan.fingerprint, n_prefix))
             && cache.kv.as_ref().is_some_and(|kv| kv.len() >= n_prefix);
         if in_memory {
             cache.stats.hits += 1;
-            cache.kv.as_mut().expect("allocated by the caller").truncate(n_prefix);
-            return Ok((PrefixSource::Memory, n_prefix));
+            let kv = cache.kv.as_mut().expect("allocated by the caller");
+            let kept = match plan.earlier > 0 && kv.len() == n_prefix + tail.len() {
+                true => common_len(&tail, &plan.question_ids)
+                    .min(plan.question_ids.len().saturating_sub(1)),
+                false => 0,
+            };
+            kv.truncate(n_prefix + kept);
+            return Ok((PrefixSource::Memory, n_prefix, kept));
         }
         let identity = self.prefix_identity();
         // At most all but the last token: a prefix equal to the held one is a memory hit above
@@ -872,7 +974,7 @@ impl Engine {
         };
         cache.prefix = Some((plan.fingerprint, n_prefix));
         cache.held = (plan.prefix_ids.clone(), identity.into_owned());
-        Ok((source, if from_file { n_prefix } else { kept }))
+        Ok((source, if from_file { n_prefix } else { kept }, 0))
     }
 }
 

@@ -36,6 +36,13 @@ impl Held {
         }
     }
 
+    /// The tokens held after the question when the cache's length `cache_len` agrees with the
+    /// record and keeping rows is on (`None` otherwise).
+    pub fn tokens(&self, cache_len: usize) -> Option<&[u32]> {
+        let agrees = self.question_end + self.tokens.len() == cache_len;
+        (self.enabled && agrees).then_some(self.tokens.as_slice())
+    }
+
     /// How many leading tokens of `next` keep their rows: the common prefix with the held
     /// tokens, less one when it covers all of `next` (its last token is run for its logits).
     pub fn keep(&self, next: &[u32]) -> usize {

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod calibration;
 pub mod candidates;
 pub mod constrain;
+mod conversation;
 pub mod decode;
 pub mod doubt;
 pub mod draft;
@@ -42,6 +43,7 @@ mod values;
 mod vocab;
 
 pub use crate::generate::fingerprint::Fingerprint;
+pub use conversation::{Conversation, Dropped, FollowUp, Turn};
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 pub use engine::{Engine, Plan, MAX_QUESTION_CHARS};
 pub use error::Nl2SqlError;
@@ -49,8 +51,9 @@ pub use forward::PREFILL_CHUNK;
 pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
 pub use options::{
-    Options, DEFAULT_CANDIDATES, DEFAULT_CONTEXT_TOKENS, DEFAULT_EXAMPLES, DEFAULT_MAX_NEW_TOKENS,
-    DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES, DEFAULT_SCHEMA_TOKENS,
+    Options, DEFAULT_CANDIDATES, DEFAULT_CONTEXT_TOKENS, DEFAULT_EXAMPLES,
+    DEFAULT_FOLLOW_UP_TOKENS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES,
+    DEFAULT_SCHEMA_TOKENS,
 };
 pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,

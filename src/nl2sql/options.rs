@@ -31,6 +31,12 @@ pub const DEFAULT_EXAMPLES: usize = 3;
 /// prefills at ~70 tokens/s on 2 cores with the 1.5B model: ~50 s without a cached prefix).
 pub const DEFAULT_SCHEMA_TOKENS: usize = 1536;
 
+/// Default most prompt tokens of a follow-up's earlier turns: a turn is its question and its
+/// statement, ~50-250 tokens (sql-eval's answers are 30-200 tokens), so about four turns, and
+/// with the default schema budget (1,536) and answer reserve the prompt still fits the default
+/// context (4,096) with a repair round.
+pub const DEFAULT_FOLLOW_UP_TOKENS: usize = 1024;
+
 /// Settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -65,6 +71,9 @@ pub struct Options {
     /// question is most likely about (`link.rs`, or its words: `trim.rs`) up to this many;
     /// 0 fills the context.
     pub schema_tokens: usize,
+    /// Most prompt tokens of a follow-up's earlier turns (`conversation.rs`): the oldest turns
+    /// beyond it are left out.
+    pub follow_up_tokens: usize,
 }
 
 impl Default for Options {
@@ -83,6 +92,7 @@ impl Default for Options {
             refusal: super::refusal::RefusalMode::Auto,
             examples: DEFAULT_EXAMPLES,
             schema_tokens: DEFAULT_SCHEMA_TOKENS,
+            follow_up_tokens: DEFAULT_FOLLOW_UP_TOKENS,
         }
     }
 }

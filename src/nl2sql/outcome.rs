@@ -12,6 +12,8 @@ use crate::generate::fingerprint::Fingerprint;
 /// The result of a call that ran the model.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// What the call did with the earlier turns of a follow-up (`conversation.rs`).
+    pub follow_up: FollowUp,
     /// The last attempt's statement (no `;`); validated unless `error` is set.
     pub sql: String,
     /// The validator's message when even the repaired statement was rejected.
@@ -165,4 +167,34 @@ pub struct PhaseTimings {
     pub execute_ms: f64,
     /// The refusal check: the prefill of its turn (also counted in `prefill_ms`) and the verdict.
     pub refusal_ms: f64,
+}
+
+/// Why a follow-up's earlier turns were dropped (`conversation.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// The schema prefix differs from the one the turns were asked over.
+    SchemaChanged,
+}
+
+impl Dropped {
+    /// The reason `nl2sql_explain` reports.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Dropped::SchemaChanged => "the schema shown to the model changed",
+        }
+    }
+}
+
+/// What a call did with its earlier turns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FollowUp {
+    /// The call was given earlier turns.
+    pub asked: bool,
+    /// How many of them (the newest) are in the prompt.
+    pub used: usize,
+    /// Why none are, when they were dropped.
+    pub dropped: Option<Dropped>,
+    /// Prompt tokens after the schema prefix whose cache rows were kept from the previous call
+    /// (the earlier turns' question and answer, not prefilled again).
+    pub reused_tokens: usize,
 }

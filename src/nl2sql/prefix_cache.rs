@@ -83,6 +83,11 @@ pub struct PrefixCache {
     pub(super) events: Vec<CacheEvent>,
     /// The speculative drafter of the last schema prefix (built once per fingerprint).
     pub(super) drafter: Option<Drafter>,
+    /// The tokens whose rows `kv` holds after the prefix, as the last call left them (its
+    /// question part, then what it decoded and fed): a follow-up's earlier turns begin with
+    /// them (`conversation.rs`). Valid while `kv` holds exactly the prefix and these; taken by
+    /// every call (`Engine::load_prefix`) and set again only by one that completes.
+    pub(super) tail: Vec<u32>,
 }
 
 impl std::fmt::Debug for PrefixCache {
@@ -152,8 +157,7 @@ impl PrefixCache {
         if self.prefix.is_none() || held_identity != identity {
             return 0;
         }
-        let n = held.iter().zip(ids).take_while(|(a, b)| a == b).count();
-        n.min(self.kv.as_ref().map_or(0, Seq::len))
+        common_len(held, ids).min(self.kv.as_ref().map_or(0, Seq::len))
     }
 
     /// Uses cache files in `files` from the next call on (`None`: memory only).
@@ -236,4 +240,9 @@ pub(super) fn store_prefix_file(
             });
         }
     }
+}
+
+/// The length of the common beginning of `a` and `b`.
+pub(super) fn common_len(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

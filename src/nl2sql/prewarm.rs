@@ -66,7 +66,7 @@ impl Engine {
         let schema = normalized(schema);
         // Whether it fits does not depend on the question beyond its few tokens: a one-character
         // question decides it (a question of hundreds of tokens may still not fit later).
-        let plan = self.plan_normalized(&schema, "?", opts, None)?;
+        let plan = self.plan_normalized(&schema, "?", opts, None, None)?;
         let mut out = Prewarm {
             tables: schema.tables.len(),
             fits: plan.linking.is_none(),
@@ -110,7 +110,7 @@ impl Engine {
         }
         // Still normalized: a subsequence of a sorted, deduplicated list.
         let alone = schema.subset_with_stats(&tables);
-        let plan = match self.plan_normalized(&alone, "?", opts, None) {
+        let plan = match self.plan_normalized(&alone, "?", opts, None, None) {
             // Not even one home table fits: there is nothing to prepare.
             Err(Nl2SqlError::ContextTooSmall { .. }) => return Ok(None),
             r => r?,

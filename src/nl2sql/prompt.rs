@@ -118,10 +118,18 @@ pub fn prefix_with_notes(ddl: &str) -> Segments {
 /// question closing the user turn, the assistant's answer in a SQL fence (as the models write
 /// theirs), and the next user turn opened up to where the next question goes.
 pub fn example_turn(question: &str, sql: &str) -> Segments {
+    earlier_turn(question, &format!("```sql\n{sql}\n```"))
+}
+
+/// An earlier exchange of the conversation (an approved example, or a turn of the session's
+/// conversation that a follow-up is asked after): its question closing the user turn, the
+/// assistant's words `answer` as they were (a SQL fence around the statement), and the next user
+/// turn opened up to where the next question goes.
+pub fn earlier_turn(question: &str, answer: &str) -> Segments {
     Segments(vec![
         Segment::Text(question.to_string()),
         Segment::Template("<|im_end|>\n<|im_start|>assistant\n"),
-        Segment::Text(format!("```sql\n{sql}\n```")),
+        Segment::Text(answer.to_string()),
         Segment::Template("<|im_end|>\n<|im_start|>user\n"),
         Segment::Text("### Question\n".to_string()),
     ])
@@ -131,9 +139,24 @@ pub fn example_turn(question: &str, sql: &str) -> Segments {
 /// exchange ([`example_turn`]); with none it is [`question`] exactly, so a database without
 /// examples gets the prompt it always got. The schema prefix is the same either way.
 pub fn question_with_examples(q: &str, examples: &[(&str, &str)]) -> Segments {
+    question_in_conversation(q, examples, &[])
+}
+
+/// [`question_with_examples`], then the conversation's earlier turns `earlier` (question, the
+/// assistant's words: [`earlier_turn`]) between the examples and the question: a follow-up
+/// question (`conversation.rs`). The examples come first so that the turns of one conversation
+/// are asked after the same tokens and each turn's prompt begins with the one before it.
+pub fn question_in_conversation(
+    q: &str,
+    examples: &[(&str, &str)],
+    earlier: &[(&str, &str)],
+) -> Segments {
     let mut segments = Vec::new();
     for (eq, sql) in examples {
         segments.extend(example_turn(eq, sql).0);
+    }
+    for (eq, answer) in earlier {
+        segments.extend(earlier_turn(eq, answer).0);
     }
     segments.extend(question(q).0);
     Segments(segments)
@@ -197,6 +220,21 @@ CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users(id
         assert_eq!(
             t,
             "Count users<|im_end|>\n<|im_start|>assistant\n```sql\nSELECT count(*) FROM users\n```<|im_end|>\n<|im_start|>user\n### Question\nHow many?<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn earlier_turns_follow_the_examples() {
+        assert_eq!(question_in_conversation("q?", &[], &[]), question("q?"));
+        let t = question_in_conversation(
+            "By region?",
+            &[("Count users", "SELECT count(*) FROM users")],
+            &[("How many orders?", "```sql\nSELECT count(*) FROM orders;\n```")],
+        )
+        .text();
+        assert_eq!(
+            t,
+            "Count users<|im_end|>\n<|im_start|>assistant\n```sql\nSELECT count(*) FROM users\n```<|im_end|>\n<|im_start|>user\n### Question\nHow many orders?<|im_end|>\n<|im_start|>assistant\n```sql\nSELECT count(*) FROM orders;\n```<|im_end|>\n<|im_start|>user\n### Question\nBy region?<|im_end|>\n<|im_start|>assistant\n"
         );
     }
 

@@ -46,6 +46,15 @@ const HIDDEN_SCHEMAS: [&str; 3] = ["pg_catalog", "information_schema", "pg_toast
 /// Served from the backend's schema cache (`catalog_cache`) while nothing it depends on changed
 /// (shared, not copied); also returns how it was served.
 pub fn read_schema_cached(schemas: Option<Vec<String>>) -> (Rc<SchemaInfo>, catalog_cache::Use) {
+    let (schema, used, _) = read_schema_keyed(schemas);
+    (schema, used)
+}
+
+/// [`read_schema_cached`], with what the read was keyed by: the role, the schemas as resolved
+/// and the row security setting (a follow-up's conversation is dropped when it changes).
+pub fn read_schema_keyed(
+    schemas: Option<Vec<String>>,
+) -> (Rc<SchemaInfo>, catalog_cache::Use, catalog_cache::Key) {
     let (schemas, explicit) = match schemas {
         Some(list) => (list, true),
         None => {
@@ -72,7 +81,10 @@ pub fn read_schema_cached(schemas: Option<Vec<String>>) -> (Rc<SchemaInfo>, cata
         explicit,
         row_security: row_security(),
     };
-    catalog_cache::get_or_read(key, gucs::SCHEMA_CACHE.get(), || read_uncached(schemas, explicit))
+    let (schema, used) = catalog_cache::get_or_read(key.clone(), gucs::SCHEMA_CACHE.get(), || {
+        read_uncached(schemas, explicit)
+    });
+    (schema, used, key)
 }
 
 /// The `row_security` setting (whether `pg_stats` hides tables whose row security applies).

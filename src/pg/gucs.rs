@@ -83,6 +83,8 @@ variables! {
     SCHEMA_ENCODER: Text,
     SCHEMA_CACHE: Bool,
     SCHEMA_TOKENS: Int,
+    FOLLOW_UP_TURNS: Int,
+    FOLLOW_UP_TOKENS: Int,
     CANDIDATE_EXECUTION: Bool,
     REFUSAL: Enum(Refusal::Auto),
     REFUSAL_MARGIN: Real,

@@ -11,6 +11,7 @@ mod candidates;
 mod catalog;
 mod catalog_cache;
 mod compat;
+mod conversation;
 mod embed;
 mod encoding;
 mod errors;

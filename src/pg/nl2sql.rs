@@ -7,10 +7,12 @@
 use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
-use super::{catalog, catalog_cache, examples, gucs, progress, slots, track, validate, worker};
+use super::{
+    catalog, catalog_cache, conversation, examples, gucs, progress, slots, track, validate, worker,
+};
 use crate::model::ModelError;
 use crate::nl2sql::{
-    Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
+    Conversation, Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
     MAX_QUESTION_CHARS,
 };
 use crate::platform::runtime::Runtime;
@@ -55,6 +57,8 @@ pub(super) fn options() -> Options {
         examples: usize::try_from(gucs::EXAMPLES.get()).unwrap_or(crate::nl2sql::DEFAULT_EXAMPLES),
         schema_tokens: usize::try_from(gucs::SCHEMA_TOKENS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_SCHEMA_TOKENS),
+        follow_up_tokens: usize::try_from(gucs::FOLLOW_UP_TOKENS.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_FOLLOW_UP_TOKENS),
         ..Options::default()
     }
 }
@@ -82,13 +86,15 @@ fn log_cache_events(cache: &mut PrefixCache) {
     }
 }
 
-/// Runs the engine with interrupt checks on the backend thread and the parser as validator.
+/// Runs the engine with interrupt checks on the backend thread and the parser as validator;
+/// with `conv`, the question is a follow-up of its turns.
 fn generate(
     engine: &Engine,
     rt: &Runtime,
     cache: &mut PrefixCache,
     schema: &SchemaInfo,
     question: &str,
+    conv: Option<Conversation<'_>>,
     opts: &Options,
 ) -> Result<Outcome, Nl2SqlError> {
     let mut progress = progress::Reporter::new();
@@ -113,7 +119,7 @@ fn generate(
             },
             link,
         };
-        let r = engine.run_with(rt, cache, schema, question, opts, hooks);
+        let r = engine.run_turn(rt, cache, schema, question, conv, opts, hooks);
         progress.finish();
         r
     })
@@ -141,6 +147,9 @@ struct Answer {
     sparse: SparseUse,
     /// The model's packed weights status (`kx16 (N matrices)` | `none` | `ignored: <reason>`).
     packed: String,
+    /// Asked as a follow-up: the earlier turns it was given (the prompt shows the newest
+    /// `outcome.follow_up.used`), or why there were none.
+    follow_up: Option<Result<Vec<crate::nl2sql::Turn>, &'static str>>,
 }
 
 /// What a forward pass reads and how (`turboinfer_info()`'s `weights`): the bytes of one pass,
@@ -160,12 +169,27 @@ fn weights_json(m: &crate::model::Model) -> serde_json::Value {
 /// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting. Every
 /// call, answered or raising an ERROR, is counted in turboinfer_stat and logged at
 /// turboinfer.log_queries here (`track`).
-fn answer(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
-    track::track(question, || answer_untracked(question, schemas, sparsity), |a| &a.outcome)
+/// With `follow_up`, the question follows the session's conversation (`conversation.rs`).
+fn answer(
+    question: &str,
+    schemas: Option<Vec<String>>,
+    sparsity: Option<f64>,
+    follow_up: bool,
+) -> Answer {
+    track::track(
+        question,
+        || answer_untracked(question, schemas, sparsity, follow_up),
+        |a| &a.outcome,
+    )
 }
 
 /// [`answer`] without the bookkeeping.
-fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Option<f64>) -> Answer {
+fn answer_untracked(
+    question: &str,
+    schemas: Option<Vec<String>>,
+    sparsity: Option<f64>,
+    follow_up: bool,
+) -> Answer {
     // Reject a blank question before loading anything.
     if let Err(e) = Engine::clean_question(question) {
         report(e);
@@ -175,9 +199,9 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
     // overlap then).
     let read = || {
         let t = Instant::now();
-        (catalog::read_schema_cached(schemas), ms(t))
+        (catalog::read_schema_keyed(schemas), ms(t))
     };
-    let (load_ms, ((mut schema, schema_cache), read_ms)) =
+    let (load_ms, ((mut schema, schema_cache, key), read_ms)) =
         backend::load_beside(read).unwrap_or_else(|e| report(e));
     let reloaded = load_ms.is_some();
     let load_ms = load_ms.unwrap_or(0.0);
@@ -215,10 +239,27 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
             let Loaded { engine, cache, path, .. } = loaded;
             cache.set_file_dir(gucs::kv_file_dir());
             cache.set_transport(remote.filter(|_| engine.model().ffn_hook().is_none()));
-            let r = generate(engine, rt, cache, &schema, question, &opts);
+            let model = path.display().to_string();
+            let history = follow_up.then(|| conversation::for_follow_up(&key, &model));
+            if let Some(Err(why)) = &history {
+                pgrx::notice!(
+                    "turboinfer: nothing to follow up ({why}): the question is answered on its own"
+                );
+            }
+            let conv = history.as_ref().and_then(|h| h.as_ref().ok()).map(|h| h.conversation());
+            let r = generate(engine, rt, cache, &schema, question, conv, &opts);
+            if let Ok(outcome) = &r {
+                let cleaned = Engine::clean_question(question).unwrap_or_default();
+                let continued = conv.is_some();
+                conversation::record(&cleaned, outcome, &key, &model, continued);
+                if let Some(d) = outcome.follow_up.dropped.filter(|_| continued) {
+                    pgrx::notice!("turboinfer: the earlier questions were dropped ({}): the question is answered on its own", d.reason());
+                }
+            }
+            let history = history.map(|h| h.map(|h| h.turns().to_vec()));
             log_cache_events(cache);
             let used = active.map(|a| (shown_path(&a.path), a.level, a.selector, a.summary()));
-            (r, path.display().to_string(), used, packed_status(engine.model()))
+            (r, model, used, packed_status(engine.model()), history)
         };
         if matches!(out.0, Err(Nl2SqlError::Model(ModelError::FileChanged { .. }))) {
             // The mapping holds garbage (zero pages over a truncated part, or a rewritten file):
@@ -230,7 +271,7 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
     drop(slot);
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
-        (Ok(outcome), model_path, active, packed) => Answer {
+        (Ok(outcome), model_path, active, packed, follow_up) => Answer {
             outcome,
             load_ms,
             reloaded,
@@ -240,16 +281,18 @@ fn answer_untracked(question: &str, schemas: Option<Vec<String>>, sparsity: Opti
             model_path,
             sparse: SparseUse { source, active },
             packed,
+            follow_up,
         },
         (Err(e), ..) => report(e),
     }
 }
 
-/// `nl2sql(question)`: a SQL query answering `question` over the tables the caller can see in
-/// the current search path. Never executes it.
+/// `nl2sql(question, follow_up DEFAULT false)`: a SQL query answering `question` over the
+/// tables the caller can see in the current search path; with `follow_up`, in the context of
+/// the session's earlier questions (`conversation.rs`). Never executes it.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
-fn nl2sql(question: Text) -> TextOut {
-    accepted(answer(&question.0, None, None))
+fn nl2sql(question: Text, follow_up: default!(bool, false)) -> TextOut {
+    accepted(answer(&question.0, None, None, follow_up))
 }
 
 /// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR.
@@ -259,15 +302,15 @@ fn accepted(a: Answer) -> TextOut {
 
 /// The accepted SQL answering `question` over the search path, exactly as `nl2sql(question)`
 /// produces it (or raises its ERROR): for `nl2sql_run()` (run.rs).
-pub(super) fn accepted_sql(question: &str) -> String {
-    accepted(answer(question, None, None)).0
+pub(super) fn accepted_sql(question: &str, follow_up: bool) -> String {
+    accepted(answer(question, None, None, follow_up)).0
 }
 
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
 fn nl2sql_schemas(question: Text, schemas: TextArray) -> TextOut {
-    accepted(answer(&question.0, Some(schemas.0), None))
+    accepted(answer(&question.0, Some(schemas.0), None, false))
 }
 
 /// The explain report of an answer.
@@ -332,6 +375,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "forward_passes": t.spec.forward_passes, "draft_tokens": t.spec.draft_tokens,
             "accepted_tokens": t.spec.accepted_tokens,
         })).collect::<Vec<_>>(),
+        "follow_up": follow_up_json(a),
         "sparsity": sparse_json(&a.sparse),
         "packed": a.packed,
         "timings_ms": {
@@ -346,6 +390,24 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "execute": o.timings.execute_ms,
             "refusal": o.timings.refusal_ms,
         },
+    })
+}
+
+/// The explain report's `follow_up` object: whether the question was asked as a follow-up, the
+/// earlier turns its prompt shows (question and SQL, oldest first), why there were none, and the
+/// prompt tokens whose cache rows the previous call left (not prefilled again).
+fn follow_up_json(a: &Answer) -> serde_json::Value {
+    let f = a.outcome.follow_up;
+    let (turns, dropped) = match &a.follow_up {
+        None => (&[][..], None),
+        Some(Err(why)) => (&[][..], Some(*why)),
+        Some(Ok(turns)) => (&turns[turns.len() - f.used.min(turns.len())..], None),
+    };
+    json!({
+        "asked": a.follow_up.is_some(),
+        "turns": turns.iter().map(|t| json!({ "question": t.question, "sql": t.sql })).collect::<Vec<_>>(),
+        "dropped": dropped.or(f.dropped.map(|d| d.reason())),
+        "reused_tokens": f.reused_tokens,
     })
 }
 
@@ -368,18 +430,20 @@ fn sparse_json(s: &SparseUse) -> serde_json::Value {
     }
 }
 
-/// `nl2sql_explain(question, schemas DEFAULT NULL, sparsity DEFAULT NULL)`: the answer plus how
-/// it was produced (prompt size, fingerprint, tables shown/dropped, cache hit, tokens, sparse FFN,
-/// per-phase timings) as jsonb. `schemas` NULL: the search path; `sparsity` NULL: the
-/// `turboinfer.sparsity` setting (0 = dense for this call). A NULL question gives NULL.
+/// `nl2sql_explain(question, schemas DEFAULT NULL, sparsity DEFAULT NULL, follow_up DEFAULT
+/// false)`: the answer plus how it was produced (prompt size, fingerprint, tables shown/dropped,
+/// cache hit, tokens, sparse FFN, the earlier turns of a follow-up, per-phase timings) as jsonb.
+/// `schemas` NULL: the search path; `sparsity` NULL: the `turboinfer.sparsity` setting (0 =
+/// dense for this call); `follow_up` NULL: false. A NULL question gives NULL.
 #[pg_extern(volatile, parallel_unsafe, security_invoker, name = "nl2sql_explain")]
 fn nl2sql_explain_sparse(
     question: Option<Text>,
     schemas: default!(Option<TextArray>, "NULL"),
     sparsity: default!(Option<f64>, "NULL"),
+    follow_up: default!(Option<bool>, false),
 ) -> Option<Jsonb> {
     let question = question?.0;
-    let a = answer(&question, schemas.map(|s| s.0), sparsity);
+    let a = answer(&question, schemas.map(|s| s.0), sparsity, follow_up.unwrap_or(false));
     Some(Jsonb(explain_json(&question, &a)))
 }
 

@@ -35,9 +35,13 @@ fn checked_limit(row_limit: i32) -> usize {
 /// repeated name gets `_2`, `_3`, ...), at most `row_limit` (1 to 10000) of them, with a NOTICE
 /// when the result was cut. Nothing the query does persists. STRICT: a NULL argument gives no rows.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
-fn nl2sql_run(question: Text, row_limit: default!(i32, 100)) -> SetOfIterator<'static, JsonbText> {
+fn nl2sql_run(
+    question: Text,
+    row_limit: default!(i32, 100),
+    follow_up: default!(bool, false),
+) -> SetOfIterator<'static, JsonbText> {
     let limit = checked_limit(row_limit);
-    let sql = super::nl2sql::accepted_sql(&question.0);
+    let sql = super::nl2sql::accepted_sql(&question.0, follow_up);
     let rows = readonly::run_read_only(&sql, limit).unwrap_or_else(|e| report_run(e));
     if rows.truncated {
         ErrorReport::new(

@@ -151,6 +151,14 @@ const MAX_EXAMPLES: i32 = 8;
 /// `turboinfer.schema_tokens` bound: the largest context a model here has (the engine caps the
 /// budget at the context anyway).
 const MAX_SCHEMA_TOKENS: i32 = MAX_CONTEXT;
+/// `turboinfer.follow_up_turns` default: the conversations people have with a database run a
+/// few turns ("how many orders?", "by region?", "only the completed ones"); four earlier turns
+/// fit `nl2sql::DEFAULT_FOLLOW_UP_TOKENS` with answers of ~200 tokens.
+const DEFAULT_FOLLOW_UP_TURNS: i32 = 4;
+/// `turboinfer.follow_up_turns` bound: more turns than fit any token budget here.
+const MAX_FOLLOW_UP_TURNS: i32 = 32;
+/// `turboinfer.follow_up_tokens` lower bound: one short turn (a question and a one-line SELECT).
+const MIN_FOLLOW_UP_TOKENS: i32 = 64;
 /// `turboinfer.refusal_margin` bounds (±): log-odds of 20 are a probability ratio of e^20 ≈ 5e8,
 /// far beyond any margin a model was measured at (the default model's is -2.1).
 const MAX_REFUSAL_MARGIN: f64 = 20.0;
@@ -398,6 +406,34 @@ pub const SCHEMA_TOKENS: Setting = Setting {
     doc: "most prompt tokens of tables when the whole schema does not fit the context; 0 = as many as the context holds (a longer prompt, prefilled on every question)",
 };
 
+pub const FOLLOW_UP_TURNS: Setting = Setting {
+    name: c"turboinfer.follow_up_turns",
+    kind: Kind::Int { default: DEFAULT_FOLLOW_UP_TURNS, min: 1, max: MAX_FOLLOW_UP_TURNS },
+    context: Context::Userset,
+    unit: None,
+    ceiling: None,
+    short: c"Most earlier turns of the session's conversation a follow-up question is asked after.",
+    long: c"nl2sql(question, follow_up => true): the newest turns, within turboinfer.follow_up_tokens.",
+    default_note: None,
+    doc: "most earlier turns (answered questions and their SQL) a follow-up (`follow_up => true`) is asked after, the newest kept; the session keeps no more",
+};
+
+pub const FOLLOW_UP_TOKENS: Setting = Setting {
+    name: c"turboinfer.follow_up_tokens",
+    kind: Kind::Int {
+        default: nl2sql::DEFAULT_FOLLOW_UP_TOKENS as i32,
+        min: MIN_FOLLOW_UP_TOKENS,
+        max: MAX_SCHEMA_TOKENS,
+    },
+    context: Context::Userset,
+    unit: None,
+    ceiling: None,
+    short: c"Most prompt tokens of the earlier turns a follow-up question is asked after.",
+    long: c"The oldest turns beyond it are left out of the prompt.",
+    default_note: None,
+    doc: "most prompt tokens of a follow-up's earlier turns; the oldest beyond it are left out of the prompt",
+};
+
 pub const CANDIDATE_EXECUTION: Setting = Setting {
     name: c"turboinfer.candidate_execution",
     kind: Kind::Bool { default: false },
@@ -605,6 +641,8 @@ pub const SETTINGS: &[&Setting] = &[
     &SCHEMA_ENCODER,
     &SCHEMA_CACHE,
     &SCHEMA_TOKENS,
+    &FOLLOW_UP_TURNS,
+    &FOLLOW_UP_TOKENS,
     &CANDIDATE_EXECUTION,
     &REFUSAL,
     &REFUSAL_MARGIN,
