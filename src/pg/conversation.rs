@@ -10,6 +10,8 @@
 //!   schemas read (the search path, or the schemas argument), `row_security`, or the model.
 //!   The engine drops it when the schema prefix changed (DDL, `ANALYZE`, a `COMMENT`).
 //! - At most `turboinfer.follow_up_turns` turns are kept, the newest.
+//! - `DISCARD ALL` forgets it (`discard.rs`), as a session-mode pooler resets a backend for its
+//!   next client.
 
 use super::catalog_cache::Key;
 use super::gucs;
@@ -106,4 +108,9 @@ pub(super) fn record(question: &str, outcome: &Outcome, key: &Key, model: &str, 
             }
         }
     })
+}
+
+/// Forgets the conversation (`DISCARD ALL`: `discard.rs`).
+pub(super) fn forget() {
+    HISTORY.with_borrow_mut(|h| *h = None);
 }

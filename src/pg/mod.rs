@@ -12,6 +12,7 @@ mod catalog;
 mod catalog_cache;
 mod compat;
 mod conversation;
+mod discard;
 mod embed;
 mod encoding;
 mod errors;
@@ -42,7 +43,8 @@ mod worker;
 ::pgrx::pg_module_magic!(name, version);
 
 /// Library initialisation (once per backend, when the library is first loaded): registers the
-/// settings, replaces pgrx's panic hook (no backtraces to clients, see `panic`) and, when the
+/// settings, replaces pgrx's panic hook (no backtraces to clients, see `panic`), installs the
+/// hook that lets `DISCARD ALL` forget the session's conversation (see `discard`) and, when the
 /// library is preloaded, requests the shared memory of `turboinfer_stat` (see `stat`) and, with
 /// `turboinfer.batch_worker` on, registers the batch worker and its board (see `worker`). No threads
 /// are created and no model is loaded here: the postmaster may load the library before forking.
@@ -50,6 +52,7 @@ mod worker;
 pub extern "C-unwind" fn _PG_init() {
     panic::install();
     gucs::register();
+    discard::install();
     stat::init();
     worker::init();
 }

@@ -2,8 +2,8 @@
 -- answered after the session's earlier answered questions and their SQL, whose cache rows the
 -- previous call left (reused_tokens: not prefilled again). A question asked without it starts
 -- the conversation again. Only answered questions enter; the conversation is dropped when the
--- role, the schemas searched or the schema shown to the model change; a cancelled call leaves it
--- as it was.
+-- role, the schemas searched or the schema shown to the model change, and by DISCARD ALL; a
+-- cancelled call leaves it as it was.
 CREATE EXTENSION turboinfer;
 CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL, country text);
 CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer REFERENCES customers,
@@ -68,6 +68,10 @@ CREATE SCHEMA other;
 SET search_path = other, public;
 SELECT e->'follow_up'->>'dropped' AS dropped FROM nl2sql_explain('only the shipped ones', follow_up => true) e;
 RESET search_path;
+-- DISCARD ALL (what a session-mode pooler runs before the next client) forgets it.
+SELECT nl2sql('How many orders are there?');
+DISCARD ALL;
+SELECT e->'follow_up'->>'dropped' AS dropped FROM nl2sql_explain('by status?', follow_up => true) e;
 DROP SCHEMA other;
 DROP TABLE orders, customers;
 DROP ROLE follow_up_reader;
