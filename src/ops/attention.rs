@@ -118,9 +118,9 @@ pub fn attention(
                 });
             } else {
                 let kern = exact_kernels::<f32>(set);
-                run_groups(q, shape, out, |qs, n_ctx, kvh, os, sc| {
-                    exact(
-                        qs,
+                run_blocks(q, shape, out, |b, n_ctx, kvh, os, sc| {
+                    exact_block(
+                        b,
                         rows(k, kvh, n_ctx, shape),
                         rows(v, kvh, n_ctx, shape),
                         hd,
@@ -145,9 +145,9 @@ pub fn attention(
                 });
             } else {
                 let kern = exact_kernels::<f16>(set);
-                run_groups(q, shape, out, |qs, n_ctx, kvh, os, sc| {
-                    exact(
-                        qs,
+                run_blocks(q, shape, out, |b, n_ctx, kvh, os, sc| {
+                    exact_block(
+                        b,
                         rows(k, kvh, n_ctx, shape),
                         rows(v, kvh, n_ctx, shape),
                         hd,
@@ -184,15 +184,27 @@ where
     );
 }
 
-/// Runs `f(q_rows, n_ctx, kv_head, out_rows, scores_scratch)` in parallel for every token and
-/// every run of consecutive query heads that share a KV head (`q_rows`, `out_rows`: `[heads, hd]`),
-/// so that each cached row is read once for all of them while it is in L1 (Qwen2.5-1.5B: 6 query
-/// heads per KV head, ~1300 cached rows during nl2sql). Runs are whole groups unless that leaves
-/// fewer work items than threads, then the largest divisor of the group that does not. Which
-/// heads share a call changes no arithmetic: each head's row is computed as on its own.
-fn run_groups<F>(q: &[f32], s: AttnShape, out: &mut [f32], f: F)
+/// Most tokens in one work item of the exact path: the tokens of a verification pass (1 +
+/// `MAX_DRAFT`) share one item, a prefill chunk is cut in blocks of this many so that the items
+/// outnumber the threads, and an item's scores (`[tokens, heads, n_ctx]`) stay a few MB at the
+/// deepest contexts. Longer blocks buy nothing: with 64, passes over 48 and 100 tokens at depth
+/// 1500 took as long or longer (their matrix products dominate; `cargo bench --bench e2e --
+/// --verify 3,48,100 --depth 1500`).
+const MAX_BLOCK_TOKENS: usize = 16;
+
+/// Runs `f(block, n_ctx, kv_head, out_rows, scores_scratch)` in parallel for every block of
+/// consecutive tokens and every run of consecutive query heads that share a KV head
+/// (`out_rows`: `[tokens, heads, hd]`; `n_ctx`: the rows the block's last token sees), so that
+/// each cached row is read once for all of them while it is in L1: the tokens of a pass see
+/// the same cached rows (Qwen2.5-1.5B: 6 query heads per KV head, ~1300 cached rows during
+/// nl2sql; a verification pass over 4 tokens read them four times before). Runs are whole
+/// groups unless that leaves fewer work items than threads with one token per item, then the
+/// largest divisor of the group that does not; blocks are as long as the items still outnumber
+/// the threads. Which heads and tokens share a call changes no arithmetic: each (token, head)
+/// row is computed as on its own.
+fn run_blocks<F>(q: &[f32], s: AttnShape, out: &mut [f32], f: F)
 where
-    F: Fn(&[f32], usize, usize, &mut [f32], &mut Vec<f32>) + Send + Sync,
+    F: Fn(Block<'_>, usize, usize, &mut [f32], &mut Vec<f32>) + Send + Sync,
 {
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
@@ -202,15 +214,73 @@ where
         .rev()
         .find(|&d| group.is_multiple_of(d) && n_tok * s.n_kv_heads * (group / d) >= threads)
         .unwrap_or(1);
-    let runs = s.n_heads / heads; // runs of `heads` query heads per token
-    out.par_chunks_mut(heads * hd).enumerate().for_each_init(
-        Vec::new, // scores scratch: [heads, n_ctx]
-        |scores: &mut Vec<f32>, (idx, o)| {
-            let (t, r) = (idx / runs, idx % runs);
-            let n_ctx = s.pos0 + t + 1; // causal: positions 0..=pos0+t
-            f(&q[idx * heads * hd..(idx + 1) * heads * hd], n_ctx, r * heads / group, o, scores);
-        },
-    );
+    let runs = s.n_heads / heads; // runs of `heads` query heads
+    let tokens = (1..=n_tok.clamp(1, MAX_BLOCK_TOKENS))
+        .rev()
+        .find(|&b| n_tok.div_ceil(b) * runs >= threads)
+        .unwrap_or(1);
+    let run_len = heads * hd;
+    if tokens == 1 {
+        // One token per item: its rows are contiguous in `out`, written in place.
+        out.par_chunks_mut(run_len).enumerate().for_each_init(
+            Vec::new, // scores scratch: [heads, n_ctx]
+            |scores: &mut Vec<f32>, (idx, o)| {
+                let (t, r) = (idx / runs, idx % runs);
+                let b = Block {
+                    q: &q[t * s.n_heads * hd..(t + 1) * s.n_heads * hd],
+                    h0: r * heads,
+                    heads,
+                    n_heads: s.n_heads,
+                    ctx0: s.pos0 + t + 1, // causal: positions 0..=pos0+t
+                };
+                f(b, s.pos0 + t + 1, r * heads / group, o, scores);
+            },
+        );
+        return;
+    }
+    let mut by_run = vec![0.0f32; runs * n_tok * run_len]; // [runs, n_tok, heads, hd]
+    by_run
+        .par_chunks_mut(n_tok * run_len)
+        .enumerate()
+        .flat_map(|(r, c)| {
+            c.par_chunks_mut(tokens * run_len).enumerate().map(move |(i, o)| (r, i, o))
+        })
+        .for_each_init(
+            Vec::new, // scores scratch: [tokens, heads, n_ctx]
+            |scores: &mut Vec<f32>, (r, i, o)| {
+                let (t0, tb) = (i * tokens, o.len() / run_len);
+                let b = Block {
+                    q: &q[t0 * s.n_heads * hd..(t0 + tb) * s.n_heads * hd],
+                    h0: r * heads,
+                    heads,
+                    n_heads: s.n_heads,
+                    ctx0: s.pos0 + t0 + 1, // causal: the first token sees 0..=pos0+t0
+                };
+                f(b, s.pos0 + t0 + tb, r * heads / group, o, scores);
+            },
+        );
+    for (r, rows) in by_run.chunks_exact(n_tok * run_len).enumerate() {
+        for (t, row) in rows.chunks_exact(run_len).enumerate() {
+            let at = (t * s.n_heads + r * heads) * hd;
+            out[at..at + run_len].copy_from_slice(row);
+        }
+    }
+}
+
+/// The query rows of one work item of the exact path: consecutive tokens, and in each the
+/// `heads` consecutive query heads from `h0` that share one KV head.
+#[derive(Clone, Copy)]
+struct Block<'a> {
+    /// The block's tokens' whole query rows: `[tokens, n_heads, hd]`.
+    q: &'a [f32],
+    /// First query head of the run.
+    h0: usize,
+    /// Query heads in the run.
+    heads: usize,
+    /// Query heads per token (the row stride of `q`).
+    n_heads: usize,
+    /// Cached rows the block's first token sees; token `t` of the block sees `ctx0 + t`.
+    ctx0: usize,
 }
 
 /// Cached rows per block of the weighted V sum: a block of values (32 x 128 f32 = 16 KiB) stays
@@ -223,17 +293,10 @@ fn kq_scale(hd: usize) -> f32 {
     1.0 / (hd as f32).sqrt()
 }
 
-/// Exact mode for query rows `qs` (`[heads, hd]`) that share one KV head: f32 scores, plain
-/// softmax, f32 weighted V sum, into `os` (`[heads, hd]`). `kh`, `vh`: `[n_ctx, hd]`.
-///
-/// The scores use the kernel tier's batch dot product of the cache's type (`dot_batch`,
-/// `KernelSet::vec_dot_batch`): each cached key is read (and widened from f16) once for every
-/// head of the run, in independent accumulators, and each score is bitwise the tier's single
-/// score dot product (`KernelSet::score_dot`, the contract's sixteen lanes), so batched and
-/// sequential decoding stay bitwise equal (a few per cent faster than one call per (key, head)
-/// pair at depth 1200: docs/performance.md). The values are visited in
-/// blocks of [`ROW_BLOCK`] rows, every head per block; each head's weighted sum (which
-/// accumulates block after block, lane by lane in row order) is bitwise that of a head alone.
+/// Exact mode for query rows `qs` (`[heads, hd]`) of one token that share one KV head, over
+/// all the rows of `kh`, `vh` (`[n_ctx, hd]`), into `os` (`[heads, hd]`): [`exact_block`] with a
+/// block of one token.
+#[cfg(test)]
 fn exact<T: Elem>(
     qs: &[f32],
     kh: &[T],
@@ -243,31 +306,76 @@ fn exact<T: Elem>(
     scores: &mut Vec<f32>,
     k: ExactKernels,
 ) {
-    let scale = kq_scale(hd);
-    let n = kh.len() / hd;
     let heads = qs.len() / hd;
+    let b = Block { q: qs, h0: 0, heads, n_heads: heads, ctx0: kh.len() / hd };
+    exact_block(b, kh, vh, hd, os, scores, k)
+}
+
+/// Exact mode for a block of query rows `b` that share one KV head: f32 scores, plain softmax,
+/// f32 weighted V sum, into `os` (`[tokens, heads, hd]`). `kh`, `vh`: `[n_ctx, hd]`, the rows
+/// the block's last token sees; token `t` of the block sees the first `b.ctx0 + t`.
+///
+/// The scores use the kernel tier's batch dot product of the cache's type (`dot_batch`,
+/// `KernelSet::vec_dot_batch`): each cached key is read (and widened from f16) once for every
+/// (token, head) row of the block that sees it, in independent accumulators, and each score is
+/// bitwise the tier's single score dot product (`KernelSet::score_dot`, the contract's sixteen
+/// lanes), so batched and sequential decoding stay bitwise equal (a few per cent faster than one
+/// call per (key, head) pair at depth 1200: docs/performance.md). The values are visited in
+/// blocks of [`ROW_BLOCK`] rows, every row of the block per block; each row's weighted sum
+/// (which accumulates block after block, lane by lane in row order, the last block cut at the
+/// rows its token sees) is bitwise that of a head of a token alone.
+fn exact_block<T: Elem>(
+    b: Block<'_>,
+    kh: &[T],
+    vh: &[T],
+    hd: usize,
+    os: &mut [f32],
+    scores: &mut Vec<f32>,
+    k: ExactKernels,
+) {
+    let scale = kq_scale(hd);
+    let n = kh.len() / hd; // rows the last token sees
+    let heads = b.heads;
+    let tokens = os.len() / (heads * hd);
+    debug_assert_eq!(n, b.ctx0 + tokens - 1, "the block's rows");
     scores.clear();
-    scores.resize(heads * n, 0.0); // [heads, n]
-    let qb = bytes(qs);
+    scores.resize(tokens * heads * n, 0.0); // [tokens, heads, n]; row (t, h) uses its first ctx0 + t
+    let qb = bytes(b.q);
+    let token_bytes = b.n_heads * hd * 4;
     let mut row = [0.0f32; MAX_BATCH]; // one key's scores for up to MAX_BATCH heads
     for (j, kr) in kh.chunks_exact(hd).enumerate() {
         let kb = bytes(kr);
-        for h0 in (0..heads).step_by(MAX_BATCH) {
-            let h1 = (h0 + MAX_BATCH).min(heads);
-            let out = &mut row[..h1 - h0];
-            (k.dot_batch)(hd, kb, &qb[h0 * hd * 4..h1 * hd * 4], hd * 4, out);
-            for (h, &s) in (h0..h1).zip(out.iter()) {
-                scores[h * n + j] = s * scale;
+        // The tokens that see row j: those with ctx0 + t > j.
+        for t in (j + 1).saturating_sub(b.ctx0)..tokens {
+            let at = t * token_bytes + b.h0 * hd * 4;
+            for h0 in (0..heads).step_by(MAX_BATCH) {
+                let h1 = (h0 + MAX_BATCH).min(heads);
+                let out = &mut row[..h1 - h0];
+                (k.dot_batch)(hd, kb, &qb[at + h0 * hd * 4..at + h1 * hd * 4], hd * 4, out);
+                for (h, &s) in (h0..h1).zip(out.iter()) {
+                    scores[(t * heads + h) * n + j] = s * scale;
+                }
             }
         }
     }
-    scores.chunks_exact_mut(n).for_each(|s| (k.softmax)(s));
+    for (r, s) in scores.chunks_exact_mut(n).enumerate() {
+        (k.softmax)(&mut s[..b.ctx0 + r / heads]);
+    }
     os.fill(0.0);
     for j0 in (0..n).step_by(ROW_BLOCK) {
         let j1 = (j0 + ROW_BLOCK).min(n);
-        let block = bytes(&vh[j0 * hd..j1 * hd]);
-        for (o, sh) in os.chunks_exact_mut(hd).zip(scores.chunks_exact(n)) {
-            (k.wsum)(hd, &sh[j0..j1], block, o); // o += Σ_j p_j · v_j, bitwise the same on every tier
+        for t in 0..tokens {
+            let seen = b.ctx0 + t;
+            if j0 >= seen {
+                continue;
+            }
+            let jt = j1.min(seen);
+            let block = bytes(&vh[j0 * hd..jt * hd]);
+            for h in 0..heads {
+                let r = t * heads + h;
+                // o += Σ_j p_j · v_j, bitwise the same on every tier
+                (k.wsum)(hd, &scores[r * n + j0..r * n + jt], block, &mut os[r * hd..(r + 1) * hd]);
+            }
         }
     }
 }
@@ -499,6 +607,24 @@ mod tests {
         }
     }
 
+    /// The kernel sets of every tier this CPU has, and the portable one.
+    fn every_tier() -> Vec<&'static KernelSet> {
+        let features = crate::kernels::cpu::cpu_features();
+        let mut sets: Vec<&KernelSet> = crate::kernels::Tier::available(features)
+            .into_iter()
+            .map(|t| KernelSet::for_tier(t).unwrap())
+            .collect();
+        sets.push(KernelSet::portable());
+        sets
+    }
+
+    /// `x` stored as f16.
+    fn halves(x: &[f32]) -> Vec<f16> {
+        let mut h = vec![f16::ZERO; x.len()];
+        h16::to_f16(&mut h, x);
+        h
+    }
+
     /// The exact path as it was before its scores were batched over heads: one `score_dot` per
     /// (key, head) pair, plain softmax, the tier's weighted sum per head.
     fn exact_pairwise<T: Elem>(
@@ -534,17 +660,9 @@ mod tests {
         let q: Vec<f32> = (0..nh * hd).map(|i| f(i, 0.31)).collect();
         let k: Vec<f32> = (0..n * hd).map(|i| f(i, 0.17)).collect();
         let v: Vec<f32> = (0..n * hd).map(|i| f(i, 0.23)).collect();
-        let (mut k16, mut v16) = (vec![f16::ZERO; k.len()], vec![f16::ZERO; v.len()]);
-        h16::to_f16(&mut k16, &k);
-        h16::to_f16(&mut v16, &v);
+        let (k16, v16) = (halves(&k), halves(&v));
         let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        let features = crate::kernels::cpu::cpu_features();
-        let mut sets: Vec<&KernelSet> = crate::kernels::Tier::available(features)
-            .into_iter()
-            .map(|t| KernelSet::for_tier(t).unwrap())
-            .collect();
-        sets.push(KernelSet::portable());
-        for set in sets {
+        for set in every_tier() {
             let mut scratch = Vec::new();
             let mut out = vec![0.0f32; q.len()];
             exact(&q, &k, &v, hd, &mut out, &mut scratch, exact_kernels::<f32>(set));
@@ -561,6 +679,52 @@ mod tests {
                 "{} f16",
                 set.name()
             );
+        }
+    }
+
+    #[test]
+    fn token_blocks_are_bitwise_each_token_alone_on_every_tier() {
+        // A block of 5 tokens (6 query heads on one KV head, a head size with a tail beyond the
+        // sixteen lanes) after 70 cached rows: the tokens see 71..75 rows, so the last V block
+        // (rows 64..) is cut differently for each. Every row equals its token alone, f32 and f16
+        // caches, every tier here.
+        let (nh, hd, pos0, tokens) = (6, 136, 70, 5);
+        let n = pos0 + tokens;
+        let f = |i: usize, s: f32| ((i as f32) * s).sin();
+        let q: Vec<f32> = (0..tokens * nh * hd).map(|i| f(i, 0.31)).collect();
+        let k: Vec<f32> = (0..n * hd).map(|i| f(i, 0.17)).collect();
+        let v: Vec<f32> = (0..n * hd).map(|i| f(i, 0.23)).collect();
+        let (k16, v16) = (halves(&k), halves(&v));
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        fn check<T: Elem>(
+            q: &[f32],
+            k: &[T],
+            v: &[T],
+            (nh, hd, pos0): (usize, usize, usize),
+            kern: ExactKernels,
+        ) -> (Vec<f32>, Vec<f32>) {
+            let tokens = q.len() / (nh * hd);
+            let mut scratch = Vec::new();
+            // Heads 2..5 of each token, as a run of a group split in two.
+            let (h0, heads) = (2, 4);
+            let b = Block { q, h0, heads, n_heads: nh, ctx0: pos0 + 1 };
+            let mut block = vec![0.0f32; tokens * heads * hd];
+            exact_block(b, k, v, hd, &mut block, &mut scratch, kern);
+            let mut alone = Vec::new();
+            for t in 0..tokens {
+                let seen = pos0 + t + 1;
+                let qs = &q[(t * nh + h0) * hd..(t * nh + h0 + heads) * hd];
+                let mut o = vec![0.0f32; heads * hd];
+                exact(qs, &k[..seen * hd], &v[..seen * hd], hd, &mut o, &mut scratch, kern);
+                alone.extend(o);
+            }
+            (block, alone)
+        }
+        for set in every_tier() {
+            let (b, a) = check(&q, &k, &v, (nh, hd, pos0), exact_kernels::<f32>(set));
+            assert_eq!(bits(&b), bits(&a), "{} f32", set.name());
+            let (b, a) = check(&q, &k16, &v16, (nh, hd, pos0), exact_kernels::<f16>(set));
+            assert_eq!(bits(&b), bits(&a), "{} f16", set.name());
         }
     }
 
