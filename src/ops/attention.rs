@@ -293,24 +293,6 @@ fn kq_scale(hd: usize) -> f32 {
     1.0 / (hd as f32).sqrt()
 }
 
-/// Exact mode for query rows `qs` (`[heads, hd]`) of one token that share one KV head, over
-/// all the rows of `kh`, `vh` (`[n_ctx, hd]`), into `os` (`[heads, hd]`): [`exact_block`] with a
-/// block of one token.
-#[cfg(test)]
-fn exact<T: Elem>(
-    qs: &[f32],
-    kh: &[T],
-    vh: &[T],
-    hd: usize,
-    os: &mut [f32],
-    scores: &mut Vec<f32>,
-    k: ExactKernels,
-) {
-    let heads = qs.len() / hd;
-    let b = Block { q: qs, h0: 0, heads, n_heads: heads, ctx0: kh.len() / hd };
-    exact_block(b, kh, vh, hd, os, scores, k)
-}
-
 /// Exact mode for a block of query rows `b` that share one KV head: f32 scores, plain softmax,
 /// f32 weighted V sum, into `os` (`[tokens, heads, hd]`). `kh`, `vh`: `[n_ctx, hd]`, the rows
 /// the block's last token sees; token `t` of the block sees the first `b.ctx0 + t`.
@@ -607,6 +589,12 @@ mod tests {
         }
     }
 
+    /// The block of one token's query rows `qs` (`[heads, hd]`), which sees `n_ctx` cached rows.
+    fn alone(qs: &[f32], hd: usize, n_ctx: usize) -> Block<'_> {
+        let heads = qs.len() / hd;
+        Block { q: qs, h0: 0, heads, n_heads: heads, ctx0: n_ctx }
+    }
+
     /// The kernel sets of every tier this CPU has, and the portable one.
     fn every_tier() -> Vec<&'static KernelSet> {
         let features = crate::kernels::cpu::cpu_features();
@@ -665,14 +653,15 @@ mod tests {
         for set in every_tier() {
             let mut scratch = Vec::new();
             let mut out = vec![0.0f32; q.len()];
-            exact(&q, &k, &v, hd, &mut out, &mut scratch, exact_kernels::<f32>(set));
+            let b = alone(&q, hd, n);
+            exact_block(b, &k, &v, hd, &mut out, &mut scratch, exact_kernels::<f32>(set));
             assert_eq!(
                 bits(&out),
                 bits(&exact_pairwise(&q, &k, &v, hd, set)),
                 "{} f32",
                 set.name()
             );
-            exact(&q, &k16, &v16, hd, &mut out, &mut scratch, exact_kernels::<f16>(set));
+            exact_block(b, &k16, &v16, hd, &mut out, &mut scratch, exact_kernels::<f16>(set));
             assert_eq!(
                 bits(&out),
                 bits(&exact_pairwise(&q, &k16, &v16, hd, set)),
@@ -710,15 +699,16 @@ mod tests {
             let b = Block { q, h0, heads, n_heads: nh, ctx0: pos0 + 1 };
             let mut block = vec![0.0f32; tokens * heads * hd];
             exact_block(b, k, v, hd, &mut block, &mut scratch, kern);
-            let mut alone = Vec::new();
+            let mut each = Vec::new();
             for t in 0..tokens {
                 let seen = pos0 + t + 1;
                 let qs = &q[(t * nh + h0) * hd..(t * nh + h0 + heads) * hd];
                 let mut o = vec![0.0f32; heads * hd];
-                exact(qs, &k[..seen * hd], &v[..seen * hd], hd, &mut o, &mut scratch, kern);
-                alone.extend(o);
+                let b = alone(qs, hd, seen);
+                exact_block(b, &k[..seen * hd], &v[..seen * hd], hd, &mut o, &mut scratch, kern);
+                each.extend(o);
             }
-            (block, alone)
+            (block, each)
         }
         for set in every_tier() {
             let (b, a) = check(&q, &k, &v, (nh, hd, pos0), exact_kernels::<f32>(set));
