@@ -758,7 +758,11 @@ fn approved_examples_follow_the_unchanged_prefix_and_the_check_reads_the_plain_q
     let a = e.run(&rt, &mut cache, &plain, q, &opts, &mut go, &mut accept).unwrap();
     let b = e.run(&rt, &mut cache, &taught, q, &opts, &mut go, &mut accept).unwrap();
     let (va, vb) = (a.refusal.unwrap(), b.refusal.unwrap());
-    assert_eq!(va.margin.to_bits(), vb.margin.to_bits(), "the check reads the plain question");
+    assert_eq!(
+        va.margin.unwrap().to_bits(),
+        vb.margin.unwrap().to_bits(),
+        "the check reads the plain question"
+    );
     assert_eq!(b.prompt.examples.len(), 2);
     assert_eq!(b.tokens.prompt, with.prefix_ids.len() + with.question_ids.len());
     assert!(b.prompt.text.ends_with(&text));
@@ -902,4 +906,54 @@ fn lazy_statistics_are_read_for_the_rendered_tables_only_and_give_the_same_promp
     assert!(got.linking.is_none());
     assert_eq!(got.prefix.text(), want.prefix.text());
     assert_eq!(rec.asked.borrow()[0].len(), 2, "{:?}", rec.asked.borrow());
+}
+
+/// The refusal check's turn skipped (`refusal::Skip`): the answer starts from the question
+/// part's own logits and is the one decoded without any check, token for token; not skipped,
+/// the verdict is bitwise the one of the check run on every question (`on`), and so is the
+/// answer.
+#[test]
+fn a_skipped_check_gives_the_answer_of_no_check_and_a_run_check_the_verdict_of_on() {
+    use turboinfer::nl2sql::refusal::{RefusalMode, Skip};
+    use turboinfer::nl2sql::Engine;
+    let Some(mut e) = common::engine("qwen2.5-coder-0.5b") else { return };
+    let schema = common::users_orders(true);
+    let q = "How many orders were placed by each user?";
+    let rt = Runtime::new(2).unwrap();
+    let base = Options {
+        max_new_tokens: 24,
+        context_tokens: 1024,
+        repair_rounds: 0,
+        candidates: 1,
+        ..Options::default()
+    };
+    let run = |e: &Engine, refusal: RefusalMode| {
+        let opts = Options { refusal, ..base };
+        let mut accept = |_: &str| Ok(());
+        let mut go = |_: Progress| true;
+        // A fresh cache each time: every run prefills the same prefix, then the question.
+        e.run(&rt, &mut PrefixCache::new(), &schema, q, &opts, &mut go, &mut accept).unwrap()
+    };
+    let off = run(&e, RefusalMode::Off);
+    let on = run(&e, RefusalMode::Margin(100.0));
+    let checked = on.refusal.unwrap();
+    assert!(checked.margin.is_some() && !checked.refused());
+    assert_eq!(on.sql, off.sql);
+
+    // Always skipped (any opening, any match): no margin, the answer of no check.
+    e.set_refusal_calibration(Some(100.0), Some(Skip { opening: f32::NEG_INFINITY, words: 0 }));
+    let skipped = run(&e, RefusalMode::Auto);
+    let v = skipped.refusal.unwrap();
+    assert_eq!(v.margin, None, "{v:?}");
+    assert!(v.opening.is_some_and(|o| o < 0.0), "{v:?}");
+    assert_eq!(skipped.sql, off.sql);
+    assert_eq!(skipped.tokens.generated, off.tokens.generated);
+
+    // Never skipped (no opening is sure enough): the opening read, then the check as with `on`.
+    e.set_refusal_calibration(Some(100.0), Some(Skip { opening: f32::INFINITY, words: 0 }));
+    let run_check = run(&e, RefusalMode::Auto);
+    let w = run_check.refusal.unwrap();
+    assert_eq!(w.margin.map(f32::to_bits), checked.margin.map(f32::to_bits));
+    assert_eq!(w.opening.map(f32::to_bits), v.opening.map(f32::to_bits));
+    assert_eq!(run_check.sql, off.sql);
 }

@@ -106,6 +106,8 @@ pub struct Engine {
     ffn_tag: String,
     /// The refusal margin measured for this model (`refusal::calibrated_margin`), if any.
     refusal_calibration: Option<f32>,
+    /// When the check's turn may be skipped for this model (`refusal::calibrated_skip`).
+    refusal_skip: Option<refusal::Skip>,
     /// `max_piece_bytes`, computed on first use.
     max_piece: OnceLock<usize>,
 }
@@ -139,12 +141,14 @@ impl Engine {
         let name = model.file().get_str("general.name").unwrap_or("");
         let refusal_calibration =
             refusal::calibrated_margin(cfg.arch.name(), cfg.n_layers, cfg.dim, name);
+        let refusal_skip = refusal::calibrated_skip(cfg.arch.name(), cfg.n_layers, cfg.dim, name);
         Ok(Engine {
             model,
             tok,
             identity: identity.to_string(),
             ffn_tag: String::new(),
             refusal_calibration,
+            refusal_skip,
             max_piece: OnceLock::new(),
         })
     }
@@ -169,6 +173,13 @@ impl Engine {
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tok
+    }
+
+    /// Sets the refusal margin and skip rule `auto` uses, in place of the ones measured for the
+    /// loaded model (`refusal::calibrated_margin`, `refusal::calibrated_skip`): for a model
+    /// measured elsewhere, and for tests of either path on a small model.
+    pub fn set_refusal_calibration(&mut self, margin: Option<f32>, skip: Option<refusal::Skip>) {
+        (self.refusal_calibration, self.refusal_skip) = (margin, skip);
     }
 
     /// The model identity string given at load.
@@ -587,14 +598,17 @@ impl Engine {
             let kv = cache.kv.as_mut().expect("allocated above");
             // Stage 0: the question, checked first when refusals are on (`stages/question.rs`).
             // A follow-up is not checked (see above).
-            let check =
-                opts.refusal.threshold(self.refusal_calibration).filter(|_| plan.earlier == 0).map(
-                    |threshold| stages::question::Check {
-                        threshold,
-                        shown: &shown,
-                        question: &question,
-                    },
-                );
+            let check = opts
+                .refusal
+                .threshold(self.refusal_calibration)
+                .filter(|_| plan.earlier == 0)
+                .map(|threshold| stages::question::Check {
+                    threshold,
+                    shown: &shown,
+                    question: &question,
+                    // Only with the measured margin (`auto`): `on` checks every question.
+                    skip: self.refusal_skip.filter(|_| opts.refusal == refusal::RefusalMode::Auto),
+                });
             let speculate = opts.speculation && self.batch_invariant();
             // The question's last tokens wait for the first draft (speculation on); sampled
             // candidates start from the question's logits: then none is left pending.

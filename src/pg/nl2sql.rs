@@ -324,6 +324,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "refusal": o.refusal.filter(|v| v.refused()).map(|v| v.reason(o.prompt.shown.len())),
         "refusal_check": o.refusal.map(|v| json!({
             "margin": v.margin, "matched_words": v.matched, "bar": v.bar(),
+            "opening_logprob": v.opening, "skipped": v.margin.is_none(),
         })),
         "question": question,
         "model": a.model_path,

@@ -7,6 +7,12 @@
 //! one prefill of the question part (batch = sequential), so an answered question's answer is
 //! bitwise what it is without the check.
 //!
+//! The check's turn is skipped (`refusal::Skip`) when the question part, prefilled whole as
+//! without the check, gives first logits that open a SQL fence surely and two question words are
+//! in the schema: the answer starts from those logits. Otherwise the cache is cut back to the end
+//! of the user turn and the check runs as above; its verdict is the same as without the skip rule
+//! (the same rows, batch = sequential), for the assistant's opening prefilled once more.
+//!
 //! The question's last tokens (the assistant's opening after the check; the last prefill chunk
 //! without it) are left pending when `pending` is asked: the first decode pass feeds them with
 //! its first draft (`speculate::Start::Pending`), so the answer's first token often costs no
@@ -17,7 +23,7 @@ use crate::nl2sql::error::Nl2SqlError;
 use crate::nl2sql::forward::Forward;
 use crate::nl2sql::outcome::PhaseTimings;
 use crate::nl2sql::progress::Progress;
-use crate::nl2sql::refusal::{self, AnswerTokens, Verdict};
+use crate::nl2sql::refusal::{self, AnswerTokens, Skip, Verdict};
 use crate::nl2sql::render::Renderer;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::seq::Seq;
@@ -33,6 +39,9 @@ pub struct Check<'a> {
     pub shown: &'a SchemaInfo,
     /// The question, cleaned.
     pub question: &'a str,
+    /// When the check's turn may be skipped (`turboinfer.refusal = auto` and a model measured
+    /// for it).
+    pub skip: Option<Skip>,
 }
 
 /// The question's tokens after what `kv` holds (`question_ids`: user turn then the assistant's
@@ -73,18 +82,35 @@ pub fn prefill(
     let answers = AnswerTokens::new(forward.tok)?;
     let start = kv.len();
     let user_end = start + split;
+    let matched = refusal::matched_words(&schema_text(check.shown), check.question);
+    // The skip reads the answer's own first logits: only without examples (with them the
+    // check judges another prompt than the answer's) and with enough matched words.
+    let (mut opening, mut probed) = (None, 0);
     let mut ids = checked[..split].to_vec();
+    if let Some(skip) = check.skip.filter(|s| plain.is_none() && matched >= s.words) {
+        let row = forward.prefill(kv, question_ids, progress)?;
+        opening = refusal::opening_logprob(forward.tok, &row)?;
+        if opening.is_some_and(|o| skip.skips(o, matched)) {
+            timings.prefill_ms += ms_since(t);
+            let verdict = Verdict { margin: None, opening, matched, threshold: check.threshold };
+            return Ok((Start::Logits(row), Some(verdict), question_ids.len()));
+        }
+        // Not sure enough: the user turn stays, the check's turn follows it.
+        kv.truncate(user_end);
+        (probed, ids) = (question_ids.len(), Vec::new());
+    }
     ids.extend_from_slice(&turn);
     let row = forward.prefill(kv, &ids, progress)?;
     let verdict = Verdict {
-        margin: answers.margin(&row),
-        matched: refusal::matched_words(&schema_text(check.shown), check.question),
+        margin: Some(answers.margin(&row)),
+        opening,
+        matched,
         threshold: check.threshold,
     };
     // With examples the plain user turn goes too: the question part is prefilled whole below.
     kv.truncate(if plain.is_some() { start } else { user_end });
     timings.refusal_ms += ms_since(t);
-    let mut prefilled = ids.len();
+    let mut prefilled = probed + ids.len();
     let start = if verdict.refused() {
         Start::Logits(Vec::new())
     } else {

@@ -453,9 +453,9 @@ pub const REFUSAL: Setting = Setting {
     unit: None,
     ceiling: None,
     short: c"Refuse questions the visible schema cannot answer (ERROR P0002, no_data_found) instead of writing a query: auto, on or off.",
-    long: c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about. auto: with the margin measured for the loaded model (the default model has one), no check for other models; on: every model, with turboinfer.refusal_margin; off: always write a query.",
+    long: c"Before decoding, the model judges whether the tables it was shown hold the data the question asks about. auto: with the margin measured for the loaded model (the default model has one), no check for other models, and no check turn when the answer surely opens a SQL block and two question words are in the schema; on: every model and every question, with turboinfer.refusal_margin; off: always write a query.",
     default_note: None,
-    doc: "refuse a question the visible tables cannot answer (ERROR `P0002`) instead of writing a query; `auto`: with the margin measured for the loaded model (the default model has one; other models are not checked), `on`: every model, with `refusal_margin`, `off`: never",
+    doc: "refuse a question the visible tables cannot answer (ERROR `P0002`) instead of writing a query; `auto`: with the margin measured for the loaded model (the default model has one; other models are not checked), skipping the check's turn when the answer surely opens a SQL block and two question words are in the schema; `on`: every model and every question, with `refusal_margin`; `off`: never",
 };
 
 /// How sure the model must be before nl2sql refuses with `turboinfer.refusal = on` (see

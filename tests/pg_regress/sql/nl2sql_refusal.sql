@@ -28,6 +28,19 @@ FROM nl2sql_explain('Who painted the Mona Lisa?') e;
 SELECT e->>'refused' AS refused, e->>'sql' AS sql,
        (e->'refusal_check'->>'margin')::float < (e->'refusal_check'->>'bar')::float AS below_bar
 FROM nl2sql_explain('How many customers are there?') e;
+-- Two of its words in the schema and an answer that opens with a sure SQL fence: the check's
+-- turn is skipped (no margin), and the answer is the one a check on every question gives (on).
+SELECT e->>'refused' AS refused, (e->'refusal_check'->>'skipped')::bool AS skipped,
+       e->'refusal_check'->'margin' = 'null'::jsonb AS no_margin,
+       (e->'refusal_check'->>'matched_words')::int AS matched_words,
+       (e->'refusal_check'->>'opening_logprob')::float > -0.4 AS sure_opening, e->>'sql' AS sql
+FROM nl2sql_explain('Count orders per customer country, return country and count.') e;
+SET turboinfer.refusal = on;
+SELECT e->>'refused' AS refused, (e->'refusal_check'->>'skipped')::bool AS skipped,
+       (e->'refusal_check'->>'margin')::float < (e->'refusal_check'->>'bar')::float AS below_bar,
+       e->>'sql' AS sql
+FROM nl2sql_explain('Count orders per customer country, return country and count.') e;
+RESET turboinfer.refusal;
 -- nl2sql_run refuses the same way: nothing is executed.
 SELECT * FROM nl2sql_run('Who painted the Mona Lisa?');
 \echo :LAST_ERROR_SQLSTATE
