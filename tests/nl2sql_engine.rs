@@ -443,6 +443,50 @@ fn kept_rows_give_the_same_repairs_and_branches_with_fewer_prompt_tokens() {
 }
 
 #[test]
+fn the_repair_budget_stops_rounds_and_rescue_branches_past_it_and_changes_nothing_before() {
+    // Every statement rejected, two repair rounds and a branch allowed. Without a budget the
+    // line has its rounds and a branch; a budget the whole line fits in changes nothing; a
+    // budget the first answer uses up ends the line there, with no branch; one token more
+    // allows one round. Greedy decoding: what runs before the budget stops it is the same.
+    let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
+    let q = WHICH_USERS;
+    let mut go = |_: Progress| true;
+    let mut cache = PrefixCache::new();
+    let mut run = |repair_tokens: usize| {
+        let opts = Options { candidates: 2, repair_tokens, ..opts };
+        let mut reject = |_: &str| Err(turboinfer::nl2sql::Rejection::from("nope"));
+        e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut reject).unwrap()
+    };
+    // The attempts' tokens and verdicts (their draft counters differ: the session's earlier
+    // answers draft the later ones).
+    let line = |o: &turboinfer::nl2sql::Outcome| -> Vec<(Vec<u32>, Option<String>)> {
+        o.attempts.iter().map(|a| (a.ids.clone(), a.error.clone())).collect()
+    };
+    let free = run(0);
+    assert!(free.attempts.len() >= 2 && free.candidates.weighed.len() >= 2, "{free:?}");
+    let decoded: usize = free.attempts.iter().map(|a| a.generated_tokens).sum();
+    assert_eq!((free.repair_budget.decoded, free.repair_budget.reached), (decoded, false));
+
+    let roomy = run(decoded + 1);
+    assert_eq!(line(&roomy), line(&free));
+    assert_eq!(roomy.candidates.weighed, free.candidates.weighed);
+    assert!(!roomy.repair_budget.reached);
+
+    let first = free.attempts[0].generated_tokens;
+    assert!(first > 0);
+    let spent = run(first);
+    assert_eq!(line(&spent)[..], line(&free)[..1]);
+    assert!(spent.candidates.weighed.is_empty(), "no rescue branch past the budget");
+    assert_eq!((spent.repair_budget.decoded, spent.repair_budget.reached), (first, true));
+    assert!(matches!(spent.into_result(), Err(Nl2SqlError::InvalidSql { .. })));
+
+    let one_round = run(first + 1);
+    assert_eq!(line(&one_round)[..], line(&free)[..2]);
+    assert!(one_round.candidates.weighed.is_empty());
+    assert!(one_round.repair_budget.reached);
+}
+
+#[test]
 fn a_doubted_answer_gets_one_repair_and_is_kept_when_the_repair_does_no_better() {
     let Some((e, rt, schema, opts)) = which_users_setup(2) else { return };
     let mut cache = PrefixCache::new();

@@ -664,7 +664,7 @@ impl Engine {
                 },
             };
             // The stages, in order (`stages/mod.rs`); none for a refused question.
-            let mut answer = Answer::default();
+            let mut answer = Answer::new(opts.repair_tokens);
             if !refusal.is_some_and(|v| v.refused()) {
                 stages::repair_loop::run(&mut call, &mut answer)?;
                 stages::branches::run(&mut call, &mut answer)?;
@@ -689,6 +689,7 @@ impl Engine {
                 attempts: answer.attempts,
                 speculation: Speculation { on: speculate, stats: call.spec },
                 candidates: answer.candidates,
+                repair_budget: answer.budget,
                 timings: call.timings,
                 memory,
                 refusal,

@@ -52,11 +52,12 @@ pub use hooks::{ExecuteFn, Hooks};
 pub use memory_plan::MemoryPlan;
 pub use options::{
     Options, DEFAULT_CANDIDATES, DEFAULT_CONTEXT_TOKENS, DEFAULT_EXAMPLES,
-    DEFAULT_FOLLOW_UP_TOKENS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, DEFAULT_SAMPLES,
-    DEFAULT_SCHEMA_TOKENS,
+    DEFAULT_FOLLOW_UP_TOKENS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPAIR_ROUNDS, DEFAULT_REPAIR_TOKENS,
+    DEFAULT_SAMPLES, DEFAULT_SCHEMA_TOKENS,
 };
 pub use outcome::{
-    Attempt, Outcome, PhaseTimings, PromptSummary, ShapingSummary, Speculation, TokenCounts,
+    Attempt, Outcome, PhaseTimings, PromptSummary, RepairBudget, ShapingSummary, Speculation,
+    TokenCounts,
 };
 pub use prefix_cache::{CacheEvent, CacheStats, PrefixCache, PrefixSource};
 pub use prewarm::Prewarm;

@@ -9,6 +9,15 @@ pub const DEFAULT_MAX_NEW_TOKENS: usize = 384;
 pub const DEFAULT_CONTEXT_TOKENS: usize = 4096;
 /// Default repair rounds after a rejected answer.
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
+/// Default repair budget (see [`Options::repair_tokens`]): no new repair round or rescue branch
+/// once the answer and its repairs decoded this many tokens. A repair round rewrites the whole
+/// statement, so a long rejected line costs a new long answer per round: on the development split
+/// (2026-12-05, three side-by-side runs' records, `benches/sqleval/run audit`) the calls whose
+/// line passed 200 tokens (A 6, B 4 of 52) were all wrong in the end, and stopping them there
+/// lost no right answer on either half while it took the slowest repair lines off half A's p90.
+/// Chosen on half A (150 and 200 cut its p90 alike; the larger one kept), judged on half B.
+/// Half the default answer budget (384): an answer that long is seldom rejected and repaired.
+pub const DEFAULT_REPAIR_TOKENS: usize = 200;
 /// Default candidate answers (see [`Options::candidates`]): the first answer and one branch. The
 /// stage audit of the development split (docs/nl2sql-accuracy.md, 2026-11-27): with and without
 /// column comments, the first branch turned one wrong answer right on one half (+1, +1) and 3
@@ -50,6 +59,11 @@ pub struct Options {
     /// Most repair rounds after a rejected answer (each: the server's error and catalog facts
     /// as a new turn, then a fresh answer).
     pub repair_rounds: usize,
+    /// The repair budget: once the answer and its repairs (the attempts of the line) decoded
+    /// this many tokens, no further repair round and no branch to rescue a rejected or doubted
+    /// line is decoded (the engine's own rewrites, which decode nothing, still run); 0 = no
+    /// budget.
+    pub repair_tokens: usize,
     /// Candidate answers (`candidates.rs`): 1 = the greedy line only; n > 1 adds up to n - 1
     /// branches off the first answer, decoded when the caller executes candidates or when the
     /// greedy line ends rejected.
@@ -78,14 +92,15 @@ pub struct Options {
 
 impl Default for Options {
     /// 384 new tokens (a CTE with a window function is 150+), 4096 positions, greedy decoding
-    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds, 2
-    /// candidates, the refusal check.
+    /// with speculation (exact: the same answer in fewer forward passes), two repair rounds within
+    /// 200 decoded tokens, 2 candidates, the refusal check.
     fn default() -> Self {
         Options {
             max_new_tokens: DEFAULT_MAX_NEW_TOKENS,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             speculation: true,
             repair_rounds: DEFAULT_REPAIR_ROUNDS,
+            repair_tokens: DEFAULT_REPAIR_TOKENS,
             candidates: DEFAULT_CANDIDATES,
             samples: DEFAULT_SAMPLES,
             keep_rows: true,

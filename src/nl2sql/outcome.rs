@@ -32,6 +32,8 @@ pub struct Outcome {
     pub shaping: ShapingSummary,
     /// The candidates weighed when branches were decoded, and the one chosen.
     pub candidates: CandidateChoice,
+    /// The repair budget and whether it stopped a round or a branch.
+    pub repair_budget: RepairBudget,
     /// Milliseconds spent per phase.
     pub timings: PhaseTimings,
     /// The memory the call needed beyond the mapped model.
@@ -112,6 +114,33 @@ pub struct Speculation {
     /// (the forward passes equal the generated tokens minus each decode's first token, which
     /// comes from the prompt's logits, without speculation).
     pub stats: SpecStats,
+}
+
+/// The repair budget of a call (`Options::repair_tokens`) and what it did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairBudget {
+    /// The budget in decoded tokens (0: none).
+    pub tokens: usize,
+    /// Tokens the answer and its repairs decoded (the line's attempts; branches not counted).
+    pub decoded: usize,
+    /// Whether the budget stopped a repair round or a rescue branch that would have run.
+    pub reached: bool,
+}
+
+impl RepairBudget {
+    /// The budget `tokens` (0: none), nothing decoded yet.
+    pub fn new(tokens: usize) -> RepairBudget {
+        RepairBudget { tokens, ..RepairBudget::default() }
+    }
+
+    /// Whether a line that decoded `decoded` tokens may decode more: a repair round or a
+    /// branch. Records the decoded tokens; a refusal marks the budget reached.
+    pub fn allows(&mut self, decoded: usize) -> bool {
+        self.decoded = decoded;
+        let allowed = self.tokens == 0 || decoded < self.tokens;
+        self.reached |= !allowed;
+        allowed
+    }
 }
 
 /// How a call shaped token choice.

@@ -76,6 +76,7 @@ variables! {
     CONTEXT_TOKENS: Int(check_context_tokens),
     CONTEXT_TOKENS_LIMIT: Int,
     REPAIR_ROUNDS: Int,
+    REPAIR_TOKENS: Int,
     CANDIDATES: Int,
     RESULT_CHECK: Bool,
     SAMPLES: Int,

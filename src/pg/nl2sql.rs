@@ -50,6 +50,8 @@ pub(super) fn options() -> Options {
         speculation: gucs::SPECULATION.get(),
         repair_rounds: usize::try_from(gucs::REPAIR_ROUNDS.get())
             .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_ROUNDS),
+        repair_tokens: usize::try_from(gucs::REPAIR_TOKENS.get())
+            .unwrap_or(crate::nl2sql::DEFAULT_REPAIR_TOKENS),
         refusal: gucs::REFUSAL.get().mode(),
         candidates: usize::try_from(gucs::CANDIDATES.get())
             .unwrap_or(crate::nl2sql::DEFAULT_CANDIDATES),
@@ -365,6 +367,11 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
             "total_bytes": o.memory.total_bytes(),
         },
         "repair_rounds": o.attempts.len().saturating_sub(1),
+        "repair_budget": {
+            "tokens": o.repair_budget.tokens,
+            "decoded": o.repair_budget.decoded,
+            "reached": o.repair_budget.reached,
+        },
         "candidates": o.candidates.weighed.iter().enumerate().map(|(i, c)| json!({
             "sql": c.sql, "branch_at": c.branch, "sample": c.sample, "mean_logprob": c.mean_logprob,
             "error": c.error, "doubted": c.doubted, "executed": c.digest.is_some(), "chosen": o.candidates.chosen == Some(i),

@@ -1,7 +1,7 @@
 //! What the stages of a call settle, stage by stage.
 
 use crate::nl2sql::candidates::{CandidateChoice, TokenScore};
-use crate::nl2sql::outcome::Attempt;
+use crate::nl2sql::outcome::{Attempt, RepairBudget};
 
 /// The answer as far as the stages have settled it.
 #[derive(Debug, Default)]
@@ -20,4 +20,19 @@ pub struct Answer {
     pub last_scores: Vec<TokenScore>,
     /// The candidates weighed and the one chosen (empty when no branch was decoded).
     pub candidates: CandidateChoice,
+    /// The repair budget: the tokens the line decoded, and whether it stopped a round or a
+    /// branch.
+    pub budget: RepairBudget,
+}
+
+impl Answer {
+    /// An answer not begun, under a repair budget of `repair_tokens` decoded tokens (0: none).
+    pub fn new(repair_tokens: usize) -> Answer {
+        Answer { budget: RepairBudget::new(repair_tokens), ..Answer::default() }
+    }
+
+    /// Tokens the answer and its repairs decoded so far (a rewrite decodes none).
+    pub fn decoded(&self) -> usize {
+        self.attempts.iter().map(|a| a.generated_tokens).sum()
+    }
 }

@@ -20,10 +20,12 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
     let doubted = answer.attempts.iter().any(|a| a.advisory && a.sql == answer.sql);
     // Not when the first answer ran out of tokens: its branches share its budget.
     let cut_off = answer.attempts[0].stop == StopReason::Budget;
-    // Decoded when they can change the answer: it is rejected or doubted, or results vote.
+    // Decoded when they can change the answer: it is rejected or doubted (to rescue it, within
+    // the repair budget), or results vote (the caller asked for that).
+    let rescue = answer.error.is_some() || doubted;
     let wanted = (opts.candidates > 1 || opts.samples > 0)
         && !cut_off
-        && (call.hooks.execute.is_some() || answer.error.is_some() || doubted);
+        && (call.hooks.execute.is_some() || rescue && answer.budget.allows(answer.decoded()));
     if !wanted {
         return Ok(());
     }

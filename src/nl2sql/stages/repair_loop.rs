@@ -1,7 +1,8 @@
 //! The first answer and its repairs: decode, judge, and while the statement is rejected (or
 //! doubted) and rounds remain, either the engine's own rewrite (`rewrite.rs`) or a repair round
-//! (`repair_turn.rs`) and a fresh answer. A doubted answer the rounds after it did not better is
-//! the answer.
+//! (`repair_turn.rs`) and a fresh answer, while the line's decoded tokens are within the repair
+//! budget (`Options::repair_tokens`). A doubted answer the rounds after it did not better is the
+//! answer.
 
 use super::answer::Answer;
 use super::call::CallState;
@@ -57,9 +58,17 @@ pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2S
         }
         pending = rewrite::find(call, rejection.as_ref(), last, rewrites);
         if pending.is_none() {
+            // A model round decodes a whole statement again: not past the repair budget (the
+            // engine's rewrites decode nothing and run past it).
+            let decoded = answer.decoded();
+            if !answer.budget.allows(decoded) {
+                break;
+            }
+            let last = answer.attempts.last().expect("just pushed");
             repair_turn::start(call, last, rejection_span, &mut bans)?;
         }
     }
+    answer.budget.decoded = answer.decoded();
     // A doubted answer is valid: when the rounds after it did no better, it is the answer.
     let last = answer.attempts.last().expect("one attempt at least");
     (answer.sql, answer.error) = match answer.attempts.iter().find(|a| a.advisory) {

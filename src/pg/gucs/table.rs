@@ -322,6 +322,18 @@ pub const REPAIR_ROUNDS: Setting = Setting {
     doc: "repair rounds after PostgreSQL rejects an answer",
 };
 
+pub const REPAIR_TOKENS: Setting = Setting {
+    name: c"turboinfer.repair_tokens",
+    kind: Kind::Int { default: nl2sql::DEFAULT_REPAIR_TOKENS as i32, min: 0, max: MAX_NEW_TOKENS_MAX },
+    context: Context::Userset,
+    unit: None,
+    ceiling: None,
+    short: c"Tokens an answer and its repairs may decode before nl2sql() stops repairing it (0 = no limit).",
+    long: c"Once reached, no further repair round and no branch to rescue a rejected answer; the engine's own rewrites still run.",
+    default_note: None,
+    doc: "the repair budget: decoded tokens after which no repair round or rescue branch starts (0 = none)",
+};
+
 pub const CANDIDATES: Setting = Setting {
     name: c"turboinfer.candidates",
     kind: Kind::Int { default: nl2sql::DEFAULT_CANDIDATES as i32, min: 1, max: MAX_CANDIDATES },
@@ -634,6 +646,7 @@ pub const SETTINGS: &[&Setting] = &[
     &CONTEXT_TOKENS,
     &CONTEXT_TOKENS_LIMIT,
     &REPAIR_ROUNDS,
+    &REPAIR_TOKENS,
     &CANDIDATES,
     &RESULT_CHECK,
     &SAMPLES,

@@ -33,6 +33,31 @@ SELECT c->>'branch_at' IS NOT NULL AS branch, c->>'error' IS NULL AS valid, (c->
 FROM nl2sql_explain('How many employees does each department have? Show the department name.') e,
      jsonb_array_elements(e->'candidates') c;
 
+-- The repair budget: a budget the first answer uses up stops the repair rounds and the branch
+-- (two rounds and a branch are allowed): no model round is decoded. The engine's own rewrite,
+-- which decodes nothing, still runs (the first question's missing column is joined in).
+RESET turboinfer.repair_rounds;
+SET turboinfer.repair_tokens = 1;
+SELECT e->'attempts'->0->>'sqlstate' AS first_error,
+       jsonb_array_length(e->'attempts') AS attempts,
+       e->'attempts'->1->>'rewritten' IS NOT NULL AS rewritten,
+       jsonb_array_length(e->'candidates') AS candidates,
+       e->'repair_budget'->>'tokens' AS budget,
+       (e->'repair_budget'->>'decoded')::int = (e->'attempts'->0->>'generated_tokens')::int AS decoded_first_only,
+       e->'repair_budget'->>'reached' AS reached,
+       e->>'valid' AS valid
+FROM (VALUES ('How many employees does each department have? Show the department name.'),
+             ('Show employee names and their manager names.')) v(q),
+     LATERAL nl2sql_explain(q) e;
+-- The default budget (200) lets the rounds run.
+RESET turboinfer.repair_tokens;
+SELECT e->'repair_budget'->>'tokens' AS budget,
+       (e->>'repair_rounds')::int >= 1 AS repaired
+FROM nl2sql_explain('Show employee names and their manager names.') e;
+-- Out of range: an ERROR (22023), the setting unchanged.
+SET turboinfer.repair_tokens = -1;
+SHOW turboinfer.repair_tokens;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA hr CASCADE;
