@@ -11,12 +11,13 @@ pub const DEFAULT_CONTEXT_TOKENS: usize = 4096;
 pub const DEFAULT_REPAIR_ROUNDS: usize = 2;
 /// Default repair budget (see [`Options::repair_tokens`]): no new repair round or rescue branch
 /// once the answer and its repairs decoded this many tokens. A repair round rewrites the whole
-/// statement, so a long rejected line costs a new long answer per round: on the development split
-/// (2026-12-05, three side-by-side runs' records, `benches/sqleval/run audit`) the calls whose
-/// line passed 200 tokens (A 6, B 4 of 52) were all wrong in the end, and stopping them there
-/// lost no right answer on either half while it took the slowest repair lines off half A's p90.
-/// Chosen on half A (150 and 200 cut its p90 alike; the larger one kept), judged on half B.
-/// Half the default answer budget (384): an answer that long is seldom rejected and repaired.
+/// statement, so a long rejected line costs a new long answer per round. On the development
+/// split (2026-12-05, counterfactuals from three side-by-side runs' records, `benches/sqleval/run
+/// audit`) the lines that passed 200 tokens (A 6, B 4 of 52 calls) all ended wrong, and stopping
+/// them there lost no right answer on either half, with or without column comments. Chosen on
+/// half B as the smallest budget that loses nothing there (150 loses a right branch after 176
+/// tokens), judged on half A: no answer lost, its p90 against llama-server 1.13x -> 0.90x
+/// side by side (docs/nl2sql-accuracy.md, "The repair budget").
 pub const DEFAULT_REPAIR_TOKENS: usize = 200;
 /// Default candidate answers (see [`Options::candidates`]): the first answer and one branch. The
 /// stage audit of the development split (docs/nl2sql-accuracy.md, 2026-11-27): with and without

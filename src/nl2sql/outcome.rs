@@ -134,7 +134,7 @@ impl RepairBudget {
     }
 
     /// Whether a line that decoded `decoded` tokens may decode more: a repair round or a
-    /// branch. Records the decoded tokens; a refusal marks the budget reached.
+    /// branch. Records the decoded tokens; a `false` marks the budget reached.
     pub fn allows(&mut self, decoded: usize) -> bool {
         self.decoded = decoded;
         let allowed = self.tokens == 0 || decoded < self.tokens;
