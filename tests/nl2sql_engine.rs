@@ -147,6 +147,18 @@ fn cached_prefix_gives_the_cold_answer_and_cancel_works() {
             .len(),
         1
     );
+    // Attempts cut off at `max_new_tokens` (every one here: 12 tokens) do not count against the
+    // repair budget: a budget of one token leaves such a line its rounds.
+    assert!(bad.attempts.iter().all(|a| a.stop.name() == "max_new_tokens"), "{:?}", bad.attempts);
+    let tight = Options { repair_tokens: 1, ..two };
+    let cut = e
+        .run(&rt, &mut cache, &schema, "How many users are there?", &tight, &mut go, &mut reject)
+        .unwrap();
+    let sqls = |o: &turboinfer::nl2sql::Outcome| {
+        o.attempts.iter().map(|a| a.sql.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(sqls(&cut), sqls(&bad));
+    assert_eq!((cut.repair_budget.decoded, cut.repair_budget.reached), (0, false));
     // "nope", or the engine's own verdict when an answer holds no SQL at all.
     assert!(bad.attempts.iter().all(|a| a.error.is_some()), "{:?}", bad.attempts);
     assert!(bad.error.is_some());

@@ -62,8 +62,8 @@ pub struct Options {
     pub repair_rounds: usize,
     /// The repair budget: once the answer and its repairs (the attempts of the line) decoded
     /// this many tokens, no further repair round and no branch to rescue a rejected or doubted
-    /// line is decoded (the engine's own rewrites, which decode nothing, still run); 0 = no
-    /// budget.
+    /// line is decoded (the engine's own rewrites, which decode nothing, still run; an attempt
+    /// cut off at `max_new_tokens` is not counted); 0 = no budget.
     pub repair_tokens: usize,
     /// Candidate answers (`candidates.rs`): 1 = the greedy line only; n > 1 adds up to n - 1
     /// branches off the first answer, decoded when the caller executes candidates or when the

@@ -121,7 +121,8 @@ pub struct Speculation {
 pub struct RepairBudget {
     /// The budget in decoded tokens (0: none).
     pub tokens: usize,
-    /// Tokens the answer and its repairs decoded (the line's attempts; branches not counted).
+    /// Tokens the answer and its repairs decoded (the line's attempts; branches and attempts
+    /// cut off at `max_new_tokens` not counted).
     pub decoded: usize,
     /// Whether the budget stopped a repair round or a rescue branch that would have run.
     pub reached: bool,

@@ -1,6 +1,7 @@
 //! What the stages of a call settle, stage by stage.
 
 use crate::nl2sql::candidates::{CandidateChoice, TokenScore};
+use crate::nl2sql::decode::StopReason;
 use crate::nl2sql::outcome::{Attempt, RepairBudget};
 
 /// The answer as far as the stages have settled it.
@@ -31,8 +32,15 @@ impl Answer {
         Answer { budget: RepairBudget::new(repair_tokens), ..Answer::default() }
     }
 
-    /// Tokens the answer and its repairs decoded so far (a rewrite decodes none).
+    /// Tokens the answer and its repairs decoded so far, as the repair budget counts them: a
+    /// rewrite decodes none, and an attempt cut off at `max_new_tokens` is not counted (its
+    /// length is the limit's, not the statement's: a model caught in a loop, which a round after
+    /// it usually ends with a short statement; the rounds still bound it).
     pub fn decoded(&self) -> usize {
-        self.attempts.iter().map(|a| a.generated_tokens).sum()
+        self.attempts
+            .iter()
+            .filter(|a| a.stop != StopReason::Budget)
+            .map(|a| a.generated_tokens)
+            .sum()
     }
 }

@@ -329,7 +329,7 @@ pub const REPAIR_TOKENS: Setting = Setting {
     unit: None,
     ceiling: None,
     short: c"Tokens an answer and its repairs may decode before nl2sql() stops repairing it (0 = no limit).",
-    long: c"Once reached, no further repair round and no branch to rescue a rejected answer; the engine's own rewrites still run.",
+    long: c"Once reached, no further repair round and no branch to rescue a rejected answer; the engine's own rewrites still run. An answer cut off at turboinfer.max_new_tokens is not counted.",
     default_note: None,
     doc: "the repair budget: decoded tokens after which no repair round or rescue branch starts (0 = none)",
 };
