@@ -1,5 +1,6 @@
-//! LM head timing: the full vocabulary against a subset of its rows, in place or gathered
-//! (a timing probe: a benchmark, not a test).
+//! LM head timing: the full vocabulary against a subset of its rows, in place or gathered, and
+//! the token score decoding computes over the row after it (a timing probe: a benchmark, not a
+//! test).
 //!
 //! cargo bench --bench lm_head
 
@@ -54,4 +55,15 @@ fn head_timing_of(name: &str) {
     });
     assert_eq!(sub, sub2);
     println!("{name}: LM head {} x {dim} {}: full {t_full:.2} ms, {} rows in place {t_rows:.2} ms, gathered {t_gather:.2} ms", vocab, out_m.ty, rows.len());
+    // What decoding does next with the row: the chosen token's score (the log-sum-exp over the
+    // row, `nl2sql::candidates`), on the pool's threads as in a backend, and on one thread.
+    use turboinfer::nl2sql::candidates::{score, score_on};
+    let j = (0..vocab).fold(0, |b, i| if full[i] > full[b] { i } else { b });
+    let t_on = time(&mut || {
+        std::hint::black_box(score_on(&rt, &full, j));
+    });
+    let t_one = time(&mut || {
+        std::hint::black_box(score(&full, j));
+    });
+    println!("{name}: token score over the row: {t_on:.2} ms on 2 threads, {t_one:.2} ms on one");
 }

@@ -16,8 +16,15 @@ use crate::platform::runtime::Runtime;
 use crate::tokenizer::Tokenizer;
 use rayon::prelude::*;
 
-/// Logits further than this below the maximum are left out of the log-sum-exp (see [`score`]).
+/// Logits further than this below the maximum are left out of the log-sum-exp: they add less
+/// than 150k · e^-40 (1e-12) to a sum of at least 1 (see [`log_sum_exp`]).
 const LSE_SPAN: f32 = 40.0;
+
+/// Entries of a row per part. Each part is scanned and its exponentials summed on its own, and
+/// the parts' results are combined in row order, so [`score_on`] (the parts on the pool's
+/// threads) and [`score`] (one after the other) give the same bits. 16k entries is long enough
+/// that waking a thread pays (a vocabulary row is ~150k).
+const PART: usize = 16 * 1024;
 
 /// How sure the model was of one generated token.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,54 +39,113 @@ pub struct TokenScore {
 /// The score of choosing token `j` from logits `row` (`[vocab]`). `None` for a row of fewer
 /// than 2 entries.
 pub fn score(row: &[f32], j: usize) -> Option<TokenScore> {
-    if row.len() < 2 || j >= row.len() {
-        return None;
-    }
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    // log-sum-exp in f64 (150k terms summed in f32 lose the small ones), over the logits within
-    // LSE_SPAN of the maximum: the rest add less than 150k * e^-40 (1e-12) to a sum of at least
-    // 1, and skipping their exp keeps this to one cheap pass per token.
-    let floor = max - LSE_SPAN;
-    let sum: f64 =
-        row.iter().filter(|&&v| v > floor).map(|&v| math::exp_f64((v - max) as f64)).sum();
-    let lse = max as f64 + math::ln_f64(sum);
-    Some(with_lse(row, j, lse))
+    score_in(None, row, j)
 }
 
-/// [`score`] with the exponentials of the log-sum-exp computed on `rt`'s threads, in vector lanes
-/// ([`math::exp_f64_in_place`]): bitwise the same score (the same values, summed in the same
-/// order on this thread), in a fraction of the time. Decoding scores every token while the
-/// pool's threads wait, and the 150k exponentials of a row were ~5 % of a decode's time.
+/// [`score`] with its passes over the row (the maximum and the best other token, then the
+/// exponentials) on `rt`'s threads: bitwise the same score. Decoding scores every token while
+/// the pool's threads wait.
 pub fn score_on(rt: &Runtime, row: &[f32], j: usize) -> Option<TokenScore> {
+    score_in(Some(rt), row, j)
+}
+
+/// [`score`], its parts on `rt`'s threads if any.
+fn score_in(rt: Option<&Runtime>, row: &[f32], j: usize) -> Option<TokenScore> {
     if row.len() < 2 || j >= row.len() {
         return None;
     }
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let floor = max - LSE_SPAN;
-    // [≤ vocab] the kept logits less the maximum, in row order, then their exponentials.
-    let mut terms: Vec<f64> =
-        row.iter().filter(|&&v| v > floor).map(|&v| (v - max) as f64).collect();
-    // Chunks large enough that waking a thread pays (a row is ~150k terms).
-    const CHUNK: usize = 16 * 1024;
-    rt.install(|| terms.par_chunks_mut(CHUNK).for_each(math::exp_f64_in_place));
-    let sum: f64 = terms.iter().sum();
-    let lse = max as f64 + math::ln_f64(sum);
-    Some(with_lse(row, j, lse))
-}
-
-/// The score of token `j` of `row` given the row's log-sum-exp `lse`.
-fn with_lse(row: &[f32], j: usize, lse: f64) -> TokenScore {
-    let mut alt = if j == 0 { 1 } else { 0 };
-    for (i, &v) in row.iter().enumerate() {
-        if i != j && v > row[alt] {
-            alt = i;
-        }
-    }
-    TokenScore {
+    let scan = Scan::combine(&parts(rt, row, |at, p| Scan::of(p, at, j)));
+    let floor = scan.max - LSE_SPAN;
+    let sums = parts(rt, row, |_, p| exp_sum(p, scan.max, floor));
+    let lse = scan.max as f64 + math::ln_f64(sums.iter().sum());
+    // A row of at least 2 entries has an entry other than j.
+    let (alt, alt_v) = scan.alt.expect("a row of at least 2 entries");
+    Some(TokenScore {
         logprob: (row[j] as f64 - lse) as f32,
         alt: alt as u32,
-        alt_logprob: (row[alt] as f64 - lse) as f32,
+        alt_logprob: (alt_v as f64 - lse) as f32,
+    })
+}
+
+/// `f(at, part)` of each [`PART`]-entry part of `row` (starting at entry `at`), in row order:
+/// on `rt`'s threads, or on this one.
+fn parts<T: Send>(
+    rt: Option<&Runtime>,
+    row: &[f32],
+    f: impl Fn(usize, &[f32]) -> T + Sync,
+) -> Vec<T> {
+    match rt {
+        Some(rt) => {
+            rt.install(|| row.par_chunks(PART).enumerate().map(|(i, p)| f(i * PART, p)).collect())
+        }
+        None => row.chunks(PART).enumerate().map(|(i, p)| f(i * PART, p)).collect(),
     }
+}
+
+/// `ln Σ e^v` over the entries of `row` (within [`LSE_SPAN`] of the maximum), in f64; `-inf`
+/// for an empty row. The log-softmax of entry `i` is `row[i] - log_sum_exp(row)`.
+pub fn log_sum_exp(row: &[f32]) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let floor = max - LSE_SPAN;
+    let sum: f64 = parts(None, row, |_, p| exp_sum(p, max, floor)).iter().sum();
+    max as f64 + math::ln_f64(sum)
+}
+
+/// One part of a row, scanned: its maximum and the first of its largest entries other than the
+/// chosen token's (`None`: the part has no other entry).
+#[derive(Debug, Clone, Copy)]
+struct Scan {
+    max: f32,
+    alt: Option<(usize, f32)>,
+}
+
+impl Scan {
+    /// The scan of `part`, which starts at entry `at` of its row, for chosen token `j`.
+    fn of(part: &[f32], at: usize, j: usize) -> Scan {
+        let max = part.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut alt: Option<(usize, f32)> = None;
+        for (i, &v) in part.iter().enumerate() {
+            if at + i != j && alt.is_none_or(|(_, best)| v > best) {
+                alt = Some((at + i, v));
+            }
+        }
+        Scan { max, alt }
+    }
+
+    /// The row's scan from its parts' (in row order): the first largest entry wins, as in one
+    /// pass over the row.
+    fn combine(parts: &[Scan]) -> Scan {
+        let max = parts.iter().map(|s| s.max).fold(f32::NEG_INFINITY, f32::max);
+        let mut alt: Option<(usize, f32)> = None;
+        for p in parts {
+            if let Some((i, v)) = p.alt {
+                if alt.is_none_or(|(_, best)| v > best) {
+                    alt = Some((i, v));
+                }
+            }
+        }
+        Scan { max, alt }
+    }
+}
+
+/// `Σ e^(v - max)` over the entries `v` of `part` above `floor`, in f64: eight running sums (the
+/// loop vectorizes: [`math::exp_wide`] has no branch and no division), added in lane order.
+fn exp_sum(part: &[f32], max: f32, floor: f32) -> f64 {
+    const LANES: usize = 8;
+    let mut acc = [0.0f64; LANES];
+    let mut chunks = part.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let e = math::exp_wide(c[l] - max);
+            acc[l] += if c[l] > floor { e } else { 0.0 };
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+        if v > floor {
+            *a += math::exp_wide(v - max);
+        }
+    }
+    acc.iter().sum()
 }
 
 /// Mean log-probability per token of `scores` (a length-fair likelihood: a total favours short
@@ -229,18 +295,22 @@ mod tests {
         assert_eq!(choose(&cands), Some(0));
     }
 
+    /// A deterministic generator of values in [0, 1) (xorshift64).
+    fn uniform(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     #[test]
     fn score_on_threads_is_bitwise_score() {
         let rt = crate::platform::runtime::Runtime::new(2).unwrap();
         // Rows shaped like a vocabulary's logits: a wide spread, a peak, ties, values beyond
         // the span; a deterministic generator.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(0x2545_f491_4f6c_dd1d);
         for (n, spread) in [(151_936, 30.0), (50_000, 80.0), (17, 3.0), (2, 1.0)] {
             let mut row: Vec<f32> = (0..n).map(|_| ((next() - 0.5) * spread) as f32).collect();
             row[n / 3] = 25.0;
@@ -253,6 +323,37 @@ mod tests {
             }
         }
         assert_eq!(score_on(&rt, &[1.0], 0), None);
+    }
+
+    #[test]
+    fn scores_match_an_f64_reference() {
+        // The reference: the platform's f64 exp and ln of every entry less the maximum (the
+        // difference in f32, as the score takes it), summed in row order. The score leaves out
+        // entries 40 below the maximum and sums in lanes and parts: the same to ~1e-13, and
+        // its f32 log-probabilities within one rounding step.
+        let mut next = uniform(0x9e37_79b9_7f4a_7c15);
+        let ulps = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        for (n, spread) in [(151_936, 30.0), (40_000, 90.0), (PART + 3, 5.0), (9, 2.0)] {
+            let row: Vec<f32> = (0..n).map(|_| ((next() - 0.5) * spread) as f32).collect();
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum: f64 = row.iter().map(|&v| ((v - max) as f64).exp()).sum();
+            let lse = max as f64 + sum.ln();
+            let d = (log_sum_exp(&row) - lse).abs();
+            assert!(d < 1e-12, "n {n}: {d:e}");
+            for j in [0, n / 2, n - 1] {
+                let s = score(&row, j).unwrap();
+                assert!(ulps(s.logprob, (row[j] as f64 - lse) as f32) <= 1, "n {n} j {j}");
+                let alt = (0..n).filter(|&i| i != j).fold(if j == 0 { 1 } else { 0 }, |a, i| {
+                    if row[i] > row[a] {
+                        i
+                    } else {
+                        a
+                    }
+                });
+                assert_eq!(s.alt as usize, alt, "n {n} j {j}: the first largest other entry");
+                assert!(ulps(s.alt_logprob, (row[alt] as f64 - lse) as f32) <= 1);
+            }
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! against development questions wrongly refused, the margin chosen on one half and judged on
 //! the other.
 
+use super::candidates;
 use super::error::Nl2SqlError;
 use super::prompt::{Segment, Segments};
 use crate::kernels::math;
@@ -117,9 +118,7 @@ pub fn opening_logprob(tok: &Tokenizer, row: &[f32]) -> Result<Option<f32>, Nl2S
 
 /// `log p` of entry `id` under the softmax of `row`; `None` when `row` has no such entry.
 fn logprob(row: &[f32], id: usize) -> Option<f32> {
-    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = row.iter().map(|&x| math::exp_f64((x - m) as f64)).sum();
-    row.get(id).map(|&x| (x as f64 - m as f64 - math::ln_f64(sum)) as f32)
+    row.get(id).map(|&x| (x as f64 - candidates::log_sum_exp(row)) as f32)
 }
 
 /// How much lower the bar is when no word of the question appears in the schema text: such a
