@@ -13,6 +13,9 @@
 # benches/llamacpp.sh build).
 #   benches/batch-worker.sh
 #   BW_SQLEVAL=broker benches/batch-worker.sh      # 16 development-set questions (see SQLEVAL below)
+#   BW_QUEUE=0 ...                                 # mode off only as the lone caller (the reference
+#                                                  # answers), not with the callers queueing (~11 min less
+#                                                  # with BW_SQLEVAL and the 1.5B on 2 cores)
 # Needs: the extension installed into the PostgreSQL of TURBOINFER_PGBIN (default Debian's), the
 # model. Takes a few minutes (the 1.5B on 2 cores).
 set -euo pipefail
@@ -90,6 +93,7 @@ for m in off on; do
     fi
     ask >/dev/null # warm: model mapped, schema prefix computed (in the worker, or a cache file)
     ask >"$work/lone-$m.out"
+    [[ $m == off && ${BW_QUEUE:-1} == 0 ]] && continue
     q -d bw -c "SELECT turboinfer_stat_reset()" >/dev/null # the counters below: the callers' only
     # The worker's counters are cumulative: taken now, to report the callers' part alone.
     [[ $m == on ]] && w0=$(worker_counts)

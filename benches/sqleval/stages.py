@@ -3,7 +3,11 @@
 `benches/sqleval/run --llamacpp --label L` (target/sqleval/L.jsonl) and prints, per run, the
 side-by-side figures (right answers, warm median, p90 and mean latency, ratios) for both halves
 and each, the stages of the median and of the p90 warm call beside llama-server's, and the
-answers accepted first against those that needed more. Standard library only.
+answers accepted first against those that needed more; with several runs, each one's answers
+against the first's (the same SQL, generated tokens and forward passes: a change that claims
+exactness moves none, and the summed decode then compares like with like). Answers compare only
+within a day: the harness reloads the databases on a new day, and their dates move with it.
+Standard library only.
 
   benches/sqleval/stages.py LABEL [LABEL...]
 """
@@ -34,10 +38,24 @@ def stages(r):
             f" + validate {t.get('validate',0):.0f} + rest {r['latency_ms']-t.get('prefill',0)-t.get('decode',0)-t.get('validate',0):.0f};"
             f" llama-server {l['latency_ms']/1000:.2f} s = prompt {l.get('prompt_ms',0):.0f} ms ({l.get('prompt_n')} tokens) + decode {l.get('predicted_ms',0):.0f} ms ({l.get('generated_tokens')} tokens)")
 
+def same_answers(base, recs):
+    """How many of `recs`' answers are the same SQL, generated tokens and passes as `base`'s."""
+    key = lambda r: (r.get('sql'), r.get('generated_tokens'), r.get('forward_passes'))
+    b = {r['id']: key(r) for r in base}
+    both = [r for r in recs if r['id'] in b]
+    diff = [r['id'] for r in both if key(r) != b[r['id']]]
+    return len(both) - len(diff), len(both), diff
+
 if __name__ == '__main__':
+    base = None  # the first run: the others' answers are compared with its
     for label in sys.argv[1:]:
         recs = load(label)
         print('==', label)
+        if base is None:
+            base = (label, recs)
+        else:
+            same, n, diff = same_answers(base[1], recs)
+            print(f"answers: {same} of {n} the same SQL, tokens and passes as {base[0]}'s" + (f"; differ: {' '.join(diff)}" if diff else ""))
         summary(recs, 'both')
         for h in 'AB': summary([r for r in recs if r.get('half') == h], 'half ' + h)
         w = sorted([r for r in recs if r.get('call') == 'warm' and r.get('llama')], key=lambda r: r['latency_ms'])
