@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Code habits checked in CI (`make lint`): formatting, clippy on the engine (with and without the
 # optional sparse FFN) and on the PostgreSQL glue for each registered major with warnings as errors,
-# and the layer rules: pgrx is named only under src/pg/, a major's feature only in src/pg/compat.rs,
-# and no two modules import each other in a circle.
+# the layer rules: pgrx is named only under src/pg/, a major's feature only in src/pg/compat.rs,
+# and no two modules import each other in a circle; and the house rules of src/nl2sql/
+# (tools/nl2sql_house.py): the stages Engine::answer runs are docs/nl2sql.md's stage table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -33,6 +34,9 @@ fi
 
 echo "lint: layer rule (no import circles between modules)"
 python3 tools/module_cycles.py
+
+echo "lint: nl2sql house (Engine::answer's stages = docs/nl2sql.md's stage table)"
+python3 tools/nl2sql_house.py stages
 
 echo "lint: cargo clippy (engine, all targets)"
 cargo clippy --quiet --all-targets -- -D warnings

@@ -6,7 +6,7 @@
 //! words for its answer. A turn answered at the first attempt is shown exactly as the model wrote
 //! it, so the next turn's prompt begins with the tokens the KV cache already holds after the
 //! schema prefix (the question and the answer just decoded): those rows are kept
-//! (`Engine::load_prefix`), only the follow-up's own tokens are prefilled. A repaired or rewritten
+//! (`stages/prefix.rs`), only the follow-up's own tokens are prefilled. A repaired or rewritten
 //! answer is shown as its final statement in a SQL fence.
 //!
 //! Which turns there are, and when they are dropped (another role, search path or model), is

@@ -6,7 +6,7 @@ use super::progress::Progress;
 use super::repair::Rejection;
 
 /// Runs a validated candidate read-only and returns a digest of its rows (equal results, equal
-/// digests), or `None` when it could not run (see `Engine::run_with`).
+/// digests), or `None` when it could not run (see `Engine::answer`).
 pub type ExecuteFn<'a> = dyn FnMut(&str) -> Option<u64> + 'a;
 
 /// The caller's side of a call.

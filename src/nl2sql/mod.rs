@@ -26,6 +26,7 @@ mod memory_plan;
 pub mod model_path;
 mod options;
 mod outcome;
+mod planner;
 mod prefix_cache;
 mod prewarm;
 mod progress;
@@ -45,7 +46,7 @@ mod vocab;
 pub use crate::generate::fingerprint::Fingerprint;
 pub use conversation::{Conversation, Dropped, FollowUp, Turn};
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
-pub use engine::{Engine, Plan, MAX_QUESTION_CHARS};
+pub use engine::Engine;
 pub use error::Nl2SqlError;
 pub use forward::PREFILL_CHUNK;
 pub use hooks::{ExecuteFn, Hooks};
@@ -59,6 +60,7 @@ pub use outcome::{
     Attempt, Outcome, PhaseTimings, PromptSummary, RepairBudget, ShapingSummary, Speculation,
     TokenCounts,
 };
+pub use planner::{Plan, MAX_QUESTION_CHARS};
 pub use prefix_cache::{CacheEvent, CacheStats, PrefixCache, PrefixSource};
 pub use prewarm::Prewarm;
 pub use progress::Progress;
@@ -67,3 +69,4 @@ pub use repair::Rejection;
 pub use schema::{
     Column, ColumnStats, ForeignKey, LazyStats, SchemaInfo, StatsSource, Table, TableKind,
 };
+pub use stages::Call;

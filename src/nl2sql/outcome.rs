@@ -193,7 +193,7 @@ pub struct PhaseTimings {
     pub validate_ms: f64,
     /// Reading (on a memory miss) or writing (after computing) the prefix's cache file.
     pub cache_file_ms: f64,
-    /// The caller's executor, running candidate answers (see `Engine::run_with`).
+    /// The caller's executor, running candidate answers (see `Engine::answer`).
     pub execute_ms: f64,
     /// The refusal check: the prefill of its turn (also counted in `prefill_ms`) and the verdict.
     pub refusal_ms: f64,

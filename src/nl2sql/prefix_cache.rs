@@ -86,7 +86,7 @@ pub struct PrefixCache {
     /// The tokens whose rows `kv` holds after the prefix, as the last call left them (its
     /// question part, then what it decoded and fed): a follow-up's earlier turns begin with
     /// them (`conversation.rs`). Valid while `kv` holds exactly the prefix and these; taken by
-    /// every call (`Engine::load_prefix`) and set again only by one that completes.
+    /// every call (`stages::prefix::load`) and set again only by one that completes.
     pub(super) tail: Vec<u32>,
 }
 

@@ -14,10 +14,11 @@
 
 use std::time::Instant;
 
-use super::engine::{normalized, Engine, Plan};
+use super::engine::Engine;
 use super::link::LinkSlot;
 use super::options::Options;
 use super::outcome::PhaseTimings;
+use super::planner::{normalized, Plan};
 use super::prefix_cache::{PrefixCache, PrefixSource};
 use super::progress::Progress;
 use super::prompt;

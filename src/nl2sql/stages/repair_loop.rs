@@ -16,8 +16,20 @@ use crate::nl2sql::repair::{self, cap_chars, Rejection};
 use crate::nl2sql::sqltext::extract_sql;
 
 /// Runs the first answer and the repair rounds from the question's logits; leaves the attempts,
-/// the answer's statement and verdict, and the token scores in `answer`.
-pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
+/// the answer's statement and verdict, and the token scores in `call.answer`. Nothing for a
+/// refused question.
+pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {
+    if call.refused() {
+        return Ok(());
+    }
+    let mut answer = std::mem::take(&mut call.answer);
+    repair_loop(call, &mut answer)?;
+    call.answer = answer;
+    Ok(())
+}
+
+/// [`run`] on the answer taken out of the call's state.
+fn repair_loop(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
     let opts = call.opts;
     let mut bans = Bans::new();
     // Token scores of the first answer (where branches start) and of the last (its likelihood),
@@ -93,7 +105,7 @@ fn judge(
     let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
     let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
     let feedback = match &rejection {
-        Some(r) => repair::feedback(r, &sql, call.shown),
+        Some(r) => repair::feedback(r, &sql, &call.shown),
         None => String::new(),
     };
     answer.attempts.push(Attempt {

@@ -22,7 +22,7 @@ pub type Bans = Vec<(String, (usize, usize))>;
 /// Whether a repair round fits after an attempt rejected with `error`: each round starts again
 /// right after the question.
 pub fn fits(call: &CallState<'_, '_>, error: &Option<String>) -> bool {
-    let capacity = call.kv.capacity();
+    let capacity = call.kv().capacity();
     error.is_some()
         && call.question_end + call.opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS
             <= capacity
@@ -36,7 +36,7 @@ pub fn start(
     span: Option<(usize, usize)>,
     bans: &mut Bans,
 ) -> Result<(), Nl2SqlError> {
-    let (sql, shown) = (&rejected.sql, call.shown);
+    let (sql, shown) = (&rejected.sql, &call.shown);
     let message = rejected.error.clone().unwrap_or_default();
     // Repair round: the rejected answer, the server's message and the catalog facts as a new
     // turn (each round starts again right after the question).

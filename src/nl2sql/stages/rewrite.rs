@@ -51,7 +51,7 @@ pub fn find(
     rejected: &Attempt,
     rewrites: usize,
 ) -> Option<Rewrite> {
-    let (sql, shown) = (&rejected.sql, call.shown);
+    let (sql, shown) = (&rejected.sql, &call.shown);
     let fixed = rejection.filter(|_| rewrites < MAX_REWRITES).and_then(|r| match &r.fix {
         Some(fix) => Some(((**fix).clone(), true)),
         None => repair::requalified(r, sql, shown)

@@ -52,7 +52,7 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
     let cap = call.question_end + budget + 1;
     let mut seqs = Vec::with_capacity(n);
     for i in 0..n {
-        let kv = call.kv.fork(call.question_end, cap, model.config())?;
+        let kv = call.kv().fork(call.question_end, cap, model.config())?;
         let cfg = SamplerConfig {
             temperature: SAMPLE_TEMPERATURE,
             seed: i as u64,
