@@ -7,7 +7,7 @@ use super::options::Options;
 use super::outcome::Outcome;
 use super::prefix_cache::PrefixCache;
 use super::progress::Progress;
-use super::repair::Rejection;
+use super::rejection::Rejection;
 use super::schema::{ForeignKey, SchemaInfo, Table, TableKind};
 use crate::platform::runtime::Runtime;
 use std::time::Instant;

@@ -28,8 +28,8 @@
 //!   of one statement are made together.
 
 use super::lexer::{self, Kind};
+use super::rejection::Rejection;
 use super::render::Renderer;
-use super::repair::Rejection;
 use super::schema::{SchemaInfo, Table};
 
 /// A column of a base table, as parse analysis resolved it (names as the catalog spells them).
@@ -95,7 +95,7 @@ const MAX_QUALIFIER_BYTES: usize = 140;
 
 /// The span of `word` written at `at` (a qualified reference starts with its qualifier).
 fn word_at(sql: &str, at: usize, word: &str) -> Option<(usize, usize)> {
-    super::repair::word_positions(sql, word)
+    super::statement::word_positions(sql, word)
         .into_iter()
         .find(|&p| p >= at && p - at <= MAX_QUALIFIER_BYTES)
         .map(|p| (p, p + word.len()))
@@ -135,7 +135,8 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
         );
         // The GROUP keyword: written again at the same place only after a changed select list.
         let group_kw = facts.group_at.and_then(|at| {
-            let p = super::repair::word_positions(sql, "group").into_iter().rfind(|&p| p < at)?;
+            let p =
+                super::statement::word_positions(sql, "group").into_iter().rfind(|&p| p < at)?;
             Some((p, p + "group".len()))
         });
         span = span.or(group_kw);

@@ -17,7 +17,7 @@ use super::prefix_cache::{PrefixCache, PrefixSource};
 use super::progress::Progress;
 use super::prompt;
 use super::refusal;
-use super::repair::Rejection;
+use super::rejection::Rejection;
 use super::schema::SchemaInfo;
 use super::seq::Seq;
 use super::shaping::Shaping;

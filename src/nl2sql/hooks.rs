@@ -3,7 +3,7 @@
 
 use super::link::LinkSlot;
 use super::progress::Progress;
-use super::repair::Rejection;
+use super::rejection::Rejection;
 
 /// Runs a validated candidate read-only and returns a digest of its rows (equal results, equal
 /// digests), or `None` when it could not run (see `Engine::answer`).

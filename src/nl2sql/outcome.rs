@@ -169,8 +169,8 @@ pub struct Attempt {
     /// `error` is a doubt (`doubt.rs`): `sql` is valid and runs, but looks wrong.
     pub advisory: bool,
     /// Not decoded: the previous attempt's statement rewritten by the engine (a column put on the
-    /// wrong table requalified, `repair::requalified`; a table used but not read joined,
-    /// `repair::joined`; integer divisions made exact, a doubt's `fix`), and how.
+    /// wrong table requalified, `fixes::requalified`; a table used but not read joined,
+    /// `fixes::joined`; integer divisions made exact, a doubt's `fix`), and how.
     pub rewritten: Option<String>,
     /// The SQLSTATE of the rejection, when the server raised it.
     pub sqlstate: Option<String>,

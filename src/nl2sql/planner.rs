@@ -13,7 +13,6 @@ use super::outcome::PromptSummary;
 use super::prompt::{self, Segments};
 use super::render::{self, Renderer};
 use super::schema::SchemaInfo;
-use super::stages::REPAIR_RESERVE_TOKENS;
 use super::trim;
 use crate::generate::fingerprint::Fingerprint;
 use crate::tokenizer::Tokenizer;
@@ -456,6 +455,11 @@ pub fn shown_tables(schema: &SchemaInfo, shown: &[String]) -> SchemaInfo {
         .collect();
     schema.subset_with_stats(&indices)
 }
+
+/// Tokens kept free for the repair turn's instruction, the server's message (capped at
+/// `stages::repair_turn::MAX_ERROR_CHARS`) and the catalog facts (capped at [`prompt::MAX_FEEDBACK_CHARS`]), at most
+/// roughly one token per 3 characters of SQL-ish English.
+pub const REPAIR_RESERVE_TOKENS: usize = 160 + prompt::MAX_FEEDBACK_CHARS / 3;
 
 /// Positions kept free after the prompt: room for an answer and a repair round (repair turn +
 /// second answer). An answer budget above a quarter of the context is not reserved in full (it

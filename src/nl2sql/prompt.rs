@@ -162,6 +162,11 @@ pub fn question_in_conversation(
     Segments(segments)
 }
 
+/// Longest catalog-facts text of a repair turn (`repair/feedback.rs`), in characters (about 300
+/// tokens): enough for a table's columns and a few suggestions, small enough to fit the repair
+/// reserve of the context (`planner::REPAIR_RESERVE_TOKENS`).
+pub const MAX_FEEDBACK_CHARS: usize = 1200;
+
 /// Text the assistant's repair answer starts with, already in the prompt: the answer then
 /// continues inside a SQL fence, so it cannot drift into prose about the error.
 pub const REPAIR_SEED: &str = "```sql\n";

@@ -8,8 +8,8 @@ use super::repair_turn::MAX_ERROR_CHARS;
 use crate::nl2sql::candidates::{self, Candidate, CandidateChoice, TokenScore};
 use crate::nl2sql::decode::StopReason;
 use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::feedback::cap_chars;
 use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::repair::cap_chars;
 use crate::nl2sql::sqltext::extract_sql;
 
 /// Weighs the answer against up to `opts.candidates - 1` branches off the first answer, when

@@ -16,7 +16,7 @@ use crate::nl2sql::outcome::{Outcome, PhaseTimings, Speculation, TokenCounts};
 use crate::nl2sql::planner::{Plan, Planner};
 use crate::nl2sql::prefix_cache::{PrefixCache, PrefixSource};
 use crate::nl2sql::refusal::{Skip, Verdict};
-use crate::nl2sql::repair::Rejection;
+use crate::nl2sql::rejection::Rejection;
 use crate::nl2sql::schema::SchemaInfo;
 use crate::nl2sql::seq::Seq;
 use crate::nl2sql::shaping::Shaping;

@@ -31,4 +31,3 @@ mod rewrite;
 mod samples;
 
 pub use call::{Call, CallState, EngineParts};
-pub use repair_turn::REPAIR_RESERVE_TOKENS;

@@ -10,9 +10,10 @@ use super::repair_turn::{self, Bans, MAX_ERROR_CHARS};
 use super::rewrite::{self, Rewrite};
 use crate::nl2sql::decode::Decoded;
 use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::feedback::{cap_chars, feedback};
 use crate::nl2sql::outcome::Attempt;
 use crate::nl2sql::prompt;
-use crate::nl2sql::repair::{self, cap_chars, Rejection};
+use crate::nl2sql::rejection::{error_span, Rejection};
 use crate::nl2sql::sqltext::extract_sql;
 
 /// Runs the first answer and the repair rounds from the question's logits; leaves the attempts,
@@ -102,10 +103,10 @@ fn judge(
     let sql = extract_sql(&raw).sql;
     let rejection = call.check(&sql, &stop).err();
     let advisory = rejection.as_ref().is_some_and(|r| r.advisory);
-    let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
+    let rejection_span = rejection.as_ref().and_then(|r| error_span(r, &sql));
     let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
     let feedback = match &rejection {
-        Some(r) => repair::feedback(r, &sql, &call.shown),
+        Some(r) => feedback(r, &sql, &call.shown),
         None => String::new(),
     };
     answer.attempts.push(Attempt {

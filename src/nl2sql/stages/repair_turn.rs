@@ -4,14 +4,10 @@
 use super::call::CallState;
 use crate::nl2sql::constrain::Constrainer;
 use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::feedback::alias_hints;
 use crate::nl2sql::outcome::Attempt;
+use crate::nl2sql::planner::REPAIR_RESERVE_TOKENS;
 use crate::nl2sql::prompt;
-use crate::nl2sql::repair;
-
-/// Tokens kept free for the repair turn's instruction, the server's message (capped at
-/// [`MAX_ERROR_CHARS`]) and the catalog facts (capped at [`repair::MAX_FEEDBACK_CHARS`]), at most
-/// roughly one token per 3 characters of SQL-ish English.
-pub const REPAIR_RESERVE_TOKENS: usize = 160 + repair::MAX_FEEDBACK_CHARS / 3;
 
 /// Longest parser message fed back to the model.
 pub const MAX_ERROR_CHARS: usize = 300;
@@ -49,7 +45,7 @@ pub fn start(
     if let Some(span) = span {
         bans.push((sql.clone(), span));
     }
-    let mut c = Constrainer::with_hints(shown, repair::alias_hints(sql, shown)).known_calls_only();
+    let mut c = Constrainer::with_hints(shown, alias_hints(sql, shown)).known_calls_only();
     for (banned, (start, end)) in bans.iter() {
         c = c.with_ban(banned, *start, *end);
     }
