@@ -6,7 +6,8 @@
   fn-length  no function of src/nl2sql/ longer than MAX_FN_LINES lines (from its `fn` line to its
              closing brace).
   rooms      no upward arrow inside src/nl2sql/: a room (a directory of it) names only rooms
-             before it in ROOMS (the order in src/nl2sql/mod.rs's documentation).
+             before it in the order of src/nl2sql/mod.rs's "Rooms, in order:" line (the root,
+             engine.rs and mod.rs, has its place there too).
 Usage: tools/nl2sql_house.py [stages|fn-length|rooms]... (all three without arguments)
 """
 import os, re, sys
@@ -122,44 +123,46 @@ def check_fn_length():
 
 def check_rooms():
     doc = open(os.path.join(NL2SQL, "mod.rs"), encoding="utf-8").read()
-    m = re.search(r"^//! Rooms, in order: (.*)$", doc, re.M)
+    m = re.search(r"^//! Rooms, in order: (.*?)\.$", doc, re.M | re.S)
     if not m:
-        return []  # no rooms declared yet
-    rooms = re.findall(r"`(\w+)/`", m.group(1))
+        return ["src/nl2sql/mod.rs: no \"Rooms, in order:\" line"]
+    text = m.group(1).replace("\n//!", " ")
+    # The rooms in order; the root (engine.rs, mod.rs) takes its place where the line says so.
+    order = re.findall(r"`(\w+)/`|(the root)", text)
+    rooms = [a or "(root)" for a, b in order]
     rank = {r: k for k, r in enumerate(rooms)}
-    # Every module of nl2sql/ by its leaf name -> the room it lives in (None: the root).
+    # Each top-level name of nl2sql/ (a room, or a file of the root) -> its room; any other name
+    # after `crate::nl2sql::` is one of the root's re-exports.
     where = {}
     for f in rs_files(NL2SQL):
         rel = os.path.relpath(f, NL2SQL).split(os.sep)
-        room = rel[0] if len(rel) > 1 else None
-        where[rel[-1][:-3]] = room
-        if len(rel) > 1:
-            where[rel[0]] = room
+        where[rel[0]] = rel[0] if len(rel) > 1 else "(root)"
+    where = {k[:-3] if k.endswith(".rs") else k: v for k, v in where.items()}
     errs = []
     for f in rs_files(NL2SQL):
         rel = os.path.relpath(f, NL2SQL).split(os.sep)
-        if len(rel) == 1:
-            continue  # the root (mod.rs, engine.rs) may name every room
-        room = rel[0]
+        room = rel[0] if len(rel) > 1 else "(root)"
+        if rel == ["mod.rs"]:
+            continue  # declares the rooms and re-exports from them
         if room not in rank:
-            errs.append("src/nl2sql/%s/ is not in the rooms of src/nl2sql/mod.rs" % room)
+            errs.append("src/nl2sql/%s/ is not among the rooms of src/nl2sql/mod.rs" % room)
             continue
         code = strip(open(f, encoding="utf-8").read())
-        code = re.sub(r"#\[cfg\(test\)\]\s*mod tests.*", "", code, flags=re.S)
+        # Unit tests may borrow fixtures from anywhere; the rule is for the code.
+        code = re.sub(r"#\[cfg\(test\)\]\s*(pub(\([^)]*\))?\s*)?mod tests\b.*", "", code, flags=re.S)
         named = set(re.findall(r"crate::nl2sql::(\w+)", code))
         for grp in re.findall(r"crate::nl2sql::\{([^}]*)\}", code):
             named |= set(re.findall(r"(?:^|,)\s*(\w+)", grp))
+        # `super::` chains: shorter than the file's depth they stay in its room; as long, they
+        # name a top-level module of nl2sql/ (a room, or the root's).
+        depth = len(rel) - (rel[-1] == "mod.rs")  # the module's depth under nl2sql/
+        for chain, b in re.findall(r"\b((?:super::)+)(\w+)", code):
+            if chain.count("super::") >= depth:
+                named.add(b)
         for b in sorted(named):
-            if b in rank:
-                other = b
-            elif b in where:
-                other = where[b]
-            else:
-                continue
-            if other is None:
-                errs.append("%s names the root of nl2sql/ (crate::nl2sql::%s)" % (os.path.relpath(f, ROOT), b))
-            elif rank[other] > rank[room]:
-                errs.append("%s (room %s/) names the later room %s/ (crate::nl2sql::%s)" % (os.path.relpath(f, ROOT), room, other, b))
+            other = where.get(b, "(root)")
+            if rank[other] > rank[room]:
+                errs.append("%s (room %s) names the later room %s (%s)" % (os.path.relpath(f, ROOT), room, other, b))
     return errs
 
 

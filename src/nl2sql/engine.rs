@@ -2,25 +2,25 @@
 //! [`Engine::answer`]: the pipeline of one call as its stages in order (`stages/`: open, plan,
 //! prefix, question, drafter, repair_loop, branches, follow_up), each over the call's state.
 
-use super::conversation::Conversation;
-use super::decode::{DecodeLimits, Decoded};
-use super::draft::Drafter;
-use super::error::Nl2SqlError;
-use super::forward::{Forward, PREFILL_CHUNK};
-use super::hooks::Hooks;
-use super::link::{LinkSlot, Linking};
-use super::memory_plan::MemoryPlan;
-use super::options::Options;
-use super::outcome::{Outcome, PhaseTimings};
-use super::planner::{self, normalized, Plan, Planner};
-use super::prefix_cache::{PrefixCache, PrefixSource};
-use super::progress::Progress;
-use super::prompt;
-use super::refusal;
-use super::rejection::Rejection;
-use super::schema::SchemaInfo;
-use super::seq::Seq;
-use super::shaping::Shaping;
+use super::api::hooks::Hooks;
+use super::api::outcome::{Outcome, PhaseTimings};
+use super::base::error::Nl2SqlError;
+use super::base::memory_plan::MemoryPlan;
+use super::base::options::Options;
+use super::base::progress::Progress;
+use super::check::refusal;
+use super::check::rejection::Rejection;
+use super::decode::draft::Drafter;
+use super::decode::passes::{Forward, PREFILL_CHUNK};
+use super::decode::prefix_cache::{PrefixCache, PrefixSource};
+use super::decode::seq::Seq;
+use super::decode::shaping::Shaping;
+use super::decode::sql_decode::{DecodeLimits, Decoded};
+use super::plan::conversation::Conversation;
+use super::plan::link::{LinkSlot, Linking};
+use super::plan::planner::{self, normalized, Plan, Planner};
+use super::plan::prompt;
+use super::schema::tables::SchemaInfo;
 use super::stages::{self, Call, CallState, EngineParts};
 use crate::generate::kv_file::KvFileKey;
 use crate::gguf::GgufFile;
@@ -182,7 +182,7 @@ impl Engine {
     pub fn memory_plan(&self, opts: &Options, threads: usize) -> MemoryPlan {
         let positions = self.context_capacity(opts);
         let m = &self.model;
-        let verify = crate::nl2sql::draft::MAX_DRAFT + 1;
+        let verify = crate::nl2sql::decode::draft::MAX_DRAFT + 1;
         let scratch = m.scratch_bytes(PREFILL_CHUNK + verify - 1, verify, positions, threads);
         // Each sampled candidate holds its own cache (`stages/samples.rs`), at most as long.
         let caches = 1 + opts.samples;

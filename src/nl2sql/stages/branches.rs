@@ -5,12 +5,12 @@
 use super::answer::Answer;
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
-use crate::nl2sql::candidates::{self, Candidate, CandidateChoice, TokenScore};
-use crate::nl2sql::decode::StopReason;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::feedback::cap_chars;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::sqltext::extract_sql;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::candidates::{self, Candidate, CandidateChoice, TokenScore};
+use crate::nl2sql::decode::sql_decode::StopReason;
+use crate::nl2sql::repair::feedback::cap_chars;
+use crate::nl2sql::sql::sqltext::extract_sql;
 
 /// Weighs the answer against up to `opts.candidates - 1` branches off the first answer, when
 /// they can change the result; the chosen candidate becomes the answer. Leaves the candidates

@@ -3,23 +3,23 @@
 //! turn after the question, decode an answer, judge a statement, execute one.
 
 use super::answer::Answer;
-use crate::nl2sql::candidates::TokenScore;
-use crate::nl2sql::conversation::{Conversation, FollowUp};
-use crate::nl2sql::decode::{DecodeLimits, Decoded, SpecStats, Start, StopReason};
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::forward::Forward;
-use crate::nl2sql::held::Held;
-use crate::nl2sql::hooks::Hooks;
-use crate::nl2sql::memory_plan::MemoryPlan;
-use crate::nl2sql::options::Options;
-use crate::nl2sql::outcome::{Outcome, PhaseTimings, Speculation, TokenCounts};
-use crate::nl2sql::planner::{Plan, Planner};
-use crate::nl2sql::prefix_cache::{PrefixCache, PrefixSource};
-use crate::nl2sql::refusal::{Skip, Verdict};
-use crate::nl2sql::rejection::Rejection;
-use crate::nl2sql::schema::SchemaInfo;
-use crate::nl2sql::seq::Seq;
-use crate::nl2sql::shaping::Shaping;
+use crate::nl2sql::api::hooks::Hooks;
+use crate::nl2sql::api::outcome::{FollowUp, Outcome, PhaseTimings, Speculation, TokenCounts};
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::base::memory_plan::MemoryPlan;
+use crate::nl2sql::base::options::Options;
+use crate::nl2sql::check::refusal::{Skip, Verdict};
+use crate::nl2sql::check::rejection::Rejection;
+use crate::nl2sql::decode::candidates::TokenScore;
+use crate::nl2sql::decode::held::Held;
+use crate::nl2sql::decode::passes::Forward;
+use crate::nl2sql::decode::prefix_cache::{PrefixCache, PrefixSource};
+use crate::nl2sql::decode::seq::Seq;
+use crate::nl2sql::decode::shaping::Shaping;
+use crate::nl2sql::decode::sql_decode::{DecodeLimits, Decoded, SpecStats, Start, StopReason};
+use crate::nl2sql::plan::conversation::Conversation;
+use crate::nl2sql::plan::planner::{Plan, Planner};
+use crate::nl2sql::schema::tables::SchemaInfo;
 use crate::platform::clock::ms_since;
 use crate::platform::runtime::Runtime;
 use std::time::Instant;
@@ -185,7 +185,7 @@ impl<'a, 'h> CallState<'a, 'h> {
         Outcome {
             follow_up: self.follow_up,
             shaping: self.shaping.summary(),
-            prompt: self.plan.expect(PLANNED).into_summary(),
+            prompt: self.plan.expect(PLANNED).into(),
             sql: answer.sql,
             error: answer.error,
             prefix_source: self.prefix_source.expect("the prefix is loaded (stages/prefix.rs)"),

@@ -5,8 +5,8 @@
 //! breaks (`CallState::speculate`).
 
 use super::call::CallState;
-use crate::nl2sql::draft::{focus_tokens, Drafter};
-use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::draft::{focus_tokens, Drafter};
 use crate::platform::clock::ms_since;
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! bitwise what a prefill computes).
 
 use super::call::CallState;
-use crate::nl2sql::error::Nl2SqlError;
+use crate::nl2sql::base::error::Nl2SqlError;
 
 /// Leaves the tokens of the rows after the prefix in the session's cache.
 pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {

@@ -3,10 +3,10 @@
 
 use super::call::CallState;
 use crate::model::Model;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::planner::clean_question;
-use crate::nl2sql::prefix_cache::PrefixCache;
-use crate::nl2sql::seq::{RemoteSeq, Seq};
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::prefix_cache::PrefixCache;
+use crate::nl2sql::decode::seq::{RemoteSeq, Seq};
+use crate::nl2sql::plan::planner::clean_question;
 
 /// Cleans the question and readies the KV buffers for the call's memory plan.
 pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {

@@ -3,10 +3,10 @@
 //! over another schema prefix, and the tables it shows.
 
 use super::call::CallState;
-use crate::nl2sql::conversation::{Dropped, FollowUp};
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::link::Linking;
-use crate::nl2sql::planner::{normalized, shown_tables};
+use crate::nl2sql::api::outcome::{Dropped, FollowUp};
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::plan::link::Linking;
+use crate::nl2sql::plan::planner::{normalized, shown_tables};
 use crate::platform::clock::ms_since;
 
 /// Plans the prompt; its time (from the call's start) is the prompt time.

@@ -5,14 +5,14 @@
 use super::call::CallState;
 use crate::generate::kv_file::{self, KvFileKey};
 use crate::model::Model;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::forward::Forward;
-use crate::nl2sql::outcome::PhaseTimings;
-use crate::nl2sql::planner::Plan;
-use crate::nl2sql::prefix_cache::{
+use crate::nl2sql::api::outcome::PhaseTimings;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::base::progress::Progress;
+use crate::nl2sql::decode::passes::Forward;
+use crate::nl2sql::decode::prefix_cache::{
     common_len, load_prefix_file, store_prefix_file, PrefixCache, PrefixSource,
 };
-use crate::nl2sql::progress::Progress;
+use crate::nl2sql::plan::planner::Plan;
 use crate::platform::clock::ms_since;
 use std::time::Instant;
 

@@ -21,16 +21,16 @@
 //! pass of its own. Same tokens, same logits.
 
 use super::call::CallState;
-use crate::nl2sql::decode::Start;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::forward::Forward;
-use crate::nl2sql::held::Held;
-use crate::nl2sql::outcome::PhaseTimings;
-use crate::nl2sql::progress::Progress;
-use crate::nl2sql::refusal::{self, AnswerTokens, RefusalMode, Skip, Verdict};
-use crate::nl2sql::render::Renderer;
-use crate::nl2sql::schema::SchemaInfo;
-use crate::nl2sql::seq::Seq;
+use crate::nl2sql::api::outcome::PhaseTimings;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::base::progress::Progress;
+use crate::nl2sql::check::refusal::{self, AnswerTokens, RefusalMode, Skip, Verdict};
+use crate::nl2sql::decode::held::Held;
+use crate::nl2sql::decode::passes::Forward;
+use crate::nl2sql::decode::seq::Seq;
+use crate::nl2sql::decode::sql_decode::Start;
+use crate::nl2sql::schema::render::Renderer;
+use crate::nl2sql::schema::tables::SchemaInfo;
 use crate::platform::clock::ms_since;
 use std::time::Instant;
 

@@ -8,13 +8,13 @@ use super::answer::Answer;
 use super::call::CallState;
 use super::repair_turn::{self, Bans, MAX_ERROR_CHARS};
 use super::rewrite::{self, Rewrite};
-use crate::nl2sql::decode::Decoded;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::feedback::{cap_chars, feedback};
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::prompt;
-use crate::nl2sql::rejection::{error_span, Rejection};
-use crate::nl2sql::sqltext::extract_sql;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::check::rejection::{error_span, Rejection};
+use crate::nl2sql::decode::sql_decode::Decoded;
+use crate::nl2sql::plan::prompt;
+use crate::nl2sql::repair::feedback::{cap_chars, feedback};
+use crate::nl2sql::sql::sqltext::extract_sql;
 
 /// Runs the first answer and the repair rounds from the question's logits; leaves the attempts,
 /// the answer's statement and verdict, and the token scores in `call.answer`. Nothing for a

@@ -2,12 +2,12 @@
 //! a new turn right after the question, its answer decoded under the constrainer's strict mode.
 
 use super::call::CallState;
-use crate::nl2sql::constrain::Constrainer;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::feedback::alias_hints;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::planner::REPAIR_RESERVE_TOKENS;
-use crate::nl2sql::prompt;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::constrain::Constrainer;
+use crate::nl2sql::plan::planner::REPAIR_RESERVE_TOKENS;
+use crate::nl2sql::plan::prompt;
+use crate::nl2sql::repair::feedback::alias_hints;
 
 /// Longest parser message fed back to the model.
 pub const MAX_ERROR_CHARS: usize = 300;

@@ -9,11 +9,11 @@
 
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
-use crate::nl2sql::decode::{Decoded, SpecStats, StopReason};
-use crate::nl2sql::feedback::cap_chars;
-use crate::nl2sql::fixes;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::rejection::Rejection;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::check::rejection::Rejection;
+use crate::nl2sql::decode::sql_decode::{Decoded, SpecStats, StopReason};
+use crate::nl2sql::repair::feedback::cap_chars;
+use crate::nl2sql::repair::fixes;
 
 /// Most statements the engine rewrites itself in one call (`fixes::requalified`,
 /// `fixes::joined`, a doubt's `fix`): each fixes one column reference, one missing table or the
