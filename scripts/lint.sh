@@ -4,7 +4,8 @@
 # the layer rules: pgrx is named only under src/pg/, a major's feature only in src/pg/compat.rs,
 # and no two modules import each other in a circle; and the house rules of src/nl2sql/
 # (tools/nl2sql_house.py): the stages Engine::answer runs are docs/nl2sql.md's stage table, and
-# its rooms name only rooms before them (the order in src/nl2sql/mod.rs).
+# its rooms name only rooms before them (the order in src/nl2sql/mod.rs), no function there is
+# over 100 lines.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -36,8 +37,9 @@ fi
 echo "lint: layer rule (no import circles between modules)"
 python3 tools/module_cycles.py
 
-echo "lint: nl2sql house (Engine::answer's stages = docs/nl2sql.md's stage table; rooms in order)"
-python3 tools/nl2sql_house.py stages rooms
+echo "lint: nl2sql house (Engine::answer's stages = docs/nl2sql.md's stage table; rooms in order;"
+echo "      no function over 100 lines in src/nl2sql/)"
+python3 tools/nl2sql_house.py stages rooms fn-length
 
 echo "lint: cargo clippy (engine, all targets)"
 cargo clippy --quiet --all-targets -- -D warnings

@@ -106,76 +106,145 @@ const MAX_DOUBTS: usize = 3;
 
 /// The advisory rejection for the facts of statement `sql` over the catalog `schema`, or `None`
 /// when nothing is doubtful. Tables not in `schema` (not shown to the model) count as having no
-/// keys.
+/// keys. The checks run in the order of [`CHECKS`].
 pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Rejection> {
-    let renderer = Renderer::new(schema);
-    let name = |c: &ColumnRef| format!("{}.{}", renderer.table_name(&c.schema, &c.table), c.column);
-    let mut doubts: Vec<String> = Vec::new();
-    let mut facts_out: Vec<String> = Vec::new();
-    // The word a repair must not write again at the same place: the first doubt's, when located.
-    let mut span: Option<(usize, usize)> = None;
-    // The engine's own fix, as edits of `sql`: `(start, end, text)` replaces `start..end`.
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
-    let mut fixed_what: Vec<String> = Vec::new();
+    let mut r = Review {
+        schema,
+        sql,
+        renderer: Renderer::new(schema),
+        doubts: Vec::new(),
+        facts_out: Vec::new(),
+        span: None,
+        edits: Vec::new(),
+        fixed_what: Vec::new(),
+    };
+    for check in CHECKS {
+        check(&mut r, facts);
+    }
+    let mut fix = None;
+    if !r.edits.is_empty() && !r.fixed_what.is_empty() {
+        // A clause removed at the end leaves the blanks before it.
+        fix = apply_edits(sql, r.edits)
+            .map(|fixed| Box::new((fixed.trim_end().to_string(), r.fixed_what.join("; "))));
+    }
+    if r.doubts.is_empty() {
+        return None;
+    }
+    r.doubts.truncate(MAX_DOUBTS);
+    Some(Rejection {
+        message: format!("the query runs, but {}", r.doubts.join("; and ")),
+        sqlstate: None,
+        hint: None,
+        facts: r.facts_out,
+        advisory: true,
+        span: r.span.and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
+        fix,
+    })
+}
 
-    if let Some(groups) = &facts.hidden_groups {
-        let listed: Vec<String> = groups.iter().flatten().map(&name).collect();
-        let what = if listed.is_empty() {
-            "its GROUP BY expressions".to_string()
-        } else {
-            listed.join(", ")
-        };
-        doubts.push(format!(
-            "it groups by {what} without returning {}: the result has one unlabeled row per group",
-            if listed.len() == 1 { "it" } else { "them" }
-        ));
-        facts_out.push(
-            "If the question asks for one overall figure, remove the GROUP BY; if it asks for a figure per group, return the grouping columns too."
-                .to_string(),
-        );
-        // The GROUP keyword: written again at the same place only after a changed select list.
-        let group_kw = facts.group_at.and_then(|at| {
-            let p = crate::nl2sql::check::statement::word_positions(sql, "group")
-                .into_iter()
-                .rfind(|&p| p < at)?;
-            Some((p, p + "group".len()))
-        });
-        span = span.or(group_kw);
-        // Groups that are the rows of a table (a key), unlabeled: one figure per row of it is
-        // what nobody asks for; the figure over all rows is the fix (no model round).
-        let keyed =
-            groups.iter().all(|g| g.as_ref().is_some_and(|c| identified(schema, c).is_some()));
-        if let (true, true, Some((p, _))) = (facts.ungroupable, keyed, group_kw) {
-            if let Some(end) = group_clause_end(sql, p) {
-                edits.push((p, end, ""));
-                fixed_what.push(format!("GROUP BY {} removed", listed.join(", ")));
-            }
+/// The checks of a review, in order: each adds its doubts, the facts a repair round shows, the
+/// word it is about and the engine's own fix as edits.
+const CHECKS: [fn(&mut Review<'_>, &QueryFacts); 6] = [
+    hidden_groups,
+    repeated_outputs,
+    summed_keys,
+    self_compared,
+    mismatched_identifiers,
+    integer_divisions,
+];
+
+/// What the checks of one review gather.
+struct Review<'a> {
+    /// The catalog's tables.
+    schema: &'a SchemaInfo,
+    /// The statement.
+    sql: &'a str,
+    /// Names tables as the prompt does.
+    renderer: Renderer<'a>,
+    /// What looks wrong, one clause each.
+    doubts: Vec<String>,
+    /// The facts a repair round shows.
+    facts_out: Vec<String>,
+    /// The word a repair must not write again at the same place: the first doubt's, when located.
+    span: Option<(usize, usize)>,
+    /// The engine's own fix, as edits of `sql`: `(start, end, text)` replaces `start..end`.
+    edits: Vec<(usize, usize, &'static str)>,
+    /// What the fix does, one clause per edit kind.
+    fixed_what: Vec<String>,
+}
+
+impl Review<'_> {
+    /// A column as the prompt names it (`table.column`).
+    fn name(&self, c: &ColumnRef) -> String {
+        format!("{}.{}", self.renderer.table_name(&c.schema, &c.table), c.column)
+    }
+}
+
+/// Grouped by expressions the statement does not return (one unlabeled row per group); groups
+/// that are a table's rows, unlabeled, are removed (the figure over all rows).
+fn hidden_groups(r: &mut Review<'_>, facts: &QueryFacts) {
+    let Some(groups) = &facts.hidden_groups else { return };
+    let (schema, sql) = (r.schema, r.sql);
+    let listed: Vec<String> = groups.iter().flatten().map(|c| r.name(c)).collect();
+    let what =
+        if listed.is_empty() { "its GROUP BY expressions".to_string() } else { listed.join(", ") };
+    r.doubts.push(format!(
+        "it groups by {what} without returning {}: the result has one unlabeled row per group",
+        if listed.len() == 1 { "it" } else { "them" }
+    ));
+    r.facts_out.push(
+        "If the question asks for one overall figure, remove the GROUP BY; if it asks for a figure per group, return the grouping columns too."
+            .to_string(),
+    );
+    // The GROUP keyword: written again at the same place only after a changed select list.
+    let group_kw = facts.group_at.and_then(|at| {
+        let p = crate::nl2sql::check::statement::word_positions(sql, "group")
+            .into_iter()
+            .rfind(|&p| p < at)?;
+        Some((p, p + "group".len()))
+    });
+    r.span = r.span.or(group_kw);
+    // Groups that are the rows of a table (a key), unlabeled: one figure per row of it is
+    // what nobody asks for; the figure over all rows is the fix (no model round).
+    let keyed = groups.iter().all(|g| g.as_ref().is_some_and(|c| identified(schema, c).is_some()));
+    if let (true, true, Some((p, _))) = (facts.ungroupable, keyed, group_kw) {
+        if let Some(end) = group_clause_end(sql, p) {
+            r.edits.push((p, end, ""));
+            r.fixed_what.push(format!("GROUP BY {} removed", listed.join(", ")));
         }
     }
+}
 
-    if !facts.repeated_outputs.is_empty() {
-        let names: Vec<&str> = facts.repeated_outputs.iter().map(|(n, _)| n.as_str()).collect();
-        doubts
-            .push(format!("it returns the same expression more than once ({})", names.join(", ")));
-        facts_out.push("Return each column the question asks for once.".to_string());
-        span = span.or_else(|| {
-            let (column, at) = facts.repeated_outputs.iter().find_map(|(_, c)| c.as_ref())?;
-            word_at(sql, *at, column)
-        });
+/// The same expression returned more than once.
+fn repeated_outputs(r: &mut Review<'_>, facts: &QueryFacts) {
+    if facts.repeated_outputs.is_empty() {
+        return;
     }
+    let names: Vec<&str> = facts.repeated_outputs.iter().map(|(n, _)| n.as_str()).collect();
+    r.doubts.push(format!("it returns the same expression more than once ({})", names.join(", ")));
+    r.facts_out.push("Return each column the question asks for once.".to_string());
+    let sql = r.sql;
+    r.span = r.span.or_else(|| {
+        let (column, at) = facts.repeated_outputs.iter().find_map(|(_, c)| c.as_ref())?;
+        word_at(sql, *at, column)
+    });
+}
 
+/// Identifiers added up (`SUM(id)`), and the quantities of the tables read instead.
+fn summed_keys(r: &mut Review<'_>, facts: &QueryFacts) {
+    let (schema, sql) = (r.schema, r.sql);
     let mut summed_keys = false;
     for (agg, c, at) in &facts.measured {
         if let Some(k) = key_of(schema, c) {
             let d = format!(
                 "{}({}) adds up identifiers ({} is {k})",
                 agg.to_uppercase(),
-                name(c),
+                r.name(c),
                 c.column
             );
-            if push_new(&mut doubts, d) {
+            if push_new(&mut r.doubts, d) {
                 summed_keys = true;
-                span = span.or_else(|| word_at(sql, (*at)?, &c.column));
+                r.span = r.span.or_else(|| word_at(sql, (*at)?, &c.column));
             }
         }
     }
@@ -187,7 +256,7 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
                 for col in t.columns.iter().filter(|col| is_quantity(t, col)) {
                     let m = format!(
                         "{}.{} {}",
-                        renderer.table_name(&t.schema, &t.name),
+                        r.renderer.table_name(&t.schema, &t.name),
                         col.name,
                         col.data_type
                     );
@@ -195,97 +264,89 @@ pub fn review(facts: &QueryFacts, schema: &SchemaInfo, sql: &str) -> Option<Reje
                 }
             }
         }
-        facts_out.push(if measures.is_empty() {
+        r.facts_out.push(if measures.is_empty() {
             "Count rows with COUNT, or sum a quantity column.".to_string()
         } else {
             format!("Count rows with COUNT, or sum a quantity column: {}.", measures.join(", "))
         });
     }
+}
 
+/// A column compared with itself.
+fn self_compared(r: &mut Review<'_>, facts: &QueryFacts) {
     for c in &facts.self_compared {
-        push_new(
-            &mut doubts,
-            format!("{0} = {0} compares a column with itself (true on every row)", name(c)),
-        );
+        let d = format!("{0} = {0} compares a column with itself (true on every row)", r.name(c));
+        push_new(&mut r.doubts, d);
     }
+}
 
+/// Identifiers of different tables compared, and the foreign keys to join on instead.
+fn mismatched_identifiers(r: &mut Review<'_>, facts: &QueryFacts) {
+    let schema = r.schema;
     let mut mismatched: Vec<(String, String)> = Vec::new();
     for (a, b) in &facts.equalities {
         let (Some(ea), Some(eb)) = (entity(schema, a), entity(schema, b)) else { continue };
         if ea != eb {
-            doubts.push(format!(
+            let d = format!(
                 "{} = {} compares identifiers of different tables ({} identifies {} rows, {} identifies {} rows)",
-                name(a),
-                name(b),
+                r.name(a),
+                r.name(b),
                 a.column,
-                renderer.table_name(&ea.0, &ea.1),
+                r.renderer.table_name(&ea.0, &ea.1),
                 b.column,
-                renderer.table_name(&eb.0, &eb.1),
-            ));
+                r.renderer.table_name(&eb.0, &eb.1),
+            );
+            r.doubts.push(d);
             mismatched.push((a.table.clone(), b.table.clone()));
         }
     }
-    if !mismatched.is_empty() {
-        let mut paths: Vec<String> = Vec::new();
-        for (ta, tb) in &mismatched {
-            for t in schema.tables.iter().filter(|t| &t.name == ta || &t.name == tb) {
-                for fk in &t.foreign_keys {
-                    let p = format!(
-                        "{}.{} references {}.{}",
-                        renderer.table_name(&t.schema, &t.name),
-                        fk.columns.join(", "),
-                        renderer.table_name(&fk.ref_schema, &fk.ref_table),
-                        fk.ref_columns.join(", ")
-                    );
-                    push_new(&mut paths, p);
-                }
+    if mismatched.is_empty() {
+        return;
+    }
+    let mut paths: Vec<String> = Vec::new();
+    for (ta, tb) in &mismatched {
+        for t in schema.tables.iter().filter(|t| &t.name == ta || &t.name == tb) {
+            for fk in &t.foreign_keys {
+                let p = format!(
+                    "{}.{} references {}.{}",
+                    r.renderer.table_name(&t.schema, &t.name),
+                    fk.columns.join(", "),
+                    r.renderer.table_name(&fk.ref_schema, &fk.ref_table),
+                    fk.ref_columns.join(", ")
+                );
+                push_new(&mut paths, p);
             }
         }
-        facts_out.push(if paths.is_empty() {
-            "Join each table on the column that references the other.".to_string()
-        } else {
-            format!("Join on the foreign keys: {}.", paths.join("; "))
-        });
     }
+    r.facts_out.push(if paths.is_empty() {
+        "Join each table on the column that references the other.".to_string()
+    } else {
+        format!("Join on the foreign keys: {}.", paths.join("; "))
+    });
+}
 
-    let mut fix = None;
-    if !facts.integer_divisions.is_empty() {
-        let shown: Vec<String> = facts.integer_divisions.iter().map(|d| excerpt(sql, d)).collect();
-        doubts.push(format!(
-            "{} divides integers: the fraction is cut to a whole number (3 / 4 = 0)",
-            shown.join(", ")
-        ));
-        facts_out.push(
-            "For a rate, share or average, make the division exact: 1.0 * a / b.".to_string(),
-        );
-        match exact_divisions(&facts.integer_divisions, sql) {
-            Some(at) => {
-                edits.extend(at.into_iter().map(|a| (a, a, EXACT)));
-                fixed_what.push(format!("{EXACT}written before {}", shown.join(", ")));
-            }
-            // One part of the fix missing: no fix (the model round sees every doubt).
-            None => edits.clear(),
+/// Integers divided (the fraction cut to a whole number); made exact by the engine when every
+/// division is located, else no fix at all (the model round sees every doubt).
+fn integer_divisions(r: &mut Review<'_>, facts: &QueryFacts) {
+    if facts.integer_divisions.is_empty() {
+        return;
+    }
+    let sql = r.sql;
+    let shown: Vec<String> = facts.integer_divisions.iter().map(|d| excerpt(sql, d)).collect();
+    r.doubts.push(format!(
+        "{} divides integers: the fraction is cut to a whole number (3 / 4 = 0)",
+        shown.join(", ")
+    ));
+    r.facts_out
+        .push("For a rate, share or average, make the division exact: 1.0 * a / b.".to_string());
+    match exact_divisions(&facts.integer_divisions, sql) {
+        Some(at) => {
+            r.edits.extend(at.into_iter().map(|a| (a, a, EXACT)));
+            r.fixed_what.push(format!("{EXACT}written before {}", shown.join(", ")));
         }
+        // One part of the fix missing: no fix (the model round sees every doubt).
+        None => r.edits.clear(),
     }
-    if !edits.is_empty() && !fixed_what.is_empty() {
-        // A clause removed at the end leaves the blanks before it.
-        fix = apply_edits(sql, edits)
-            .map(|fixed| Box::new((fixed.trim_end().to_string(), fixed_what.join("; "))));
-    }
-
-    if doubts.is_empty() {
-        return None;
-    }
-    doubts.truncate(MAX_DOUBTS);
-    Some(Rejection {
-        message: format!("the query runs, but {}", doubts.join("; and ")),
-        sqlstate: None,
-        hint: None,
-        facts: facts_out,
-        advisory: true,
-        span: span.and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
-        fix,
-    })
 }
 
 /// The division `d` as written, from its dividend to its operator (`count(x) / …`), or "a

@@ -286,6 +286,15 @@ impl Names {
     }
 }
 
+/// Whether `name` (`quoted` or not) is the name `real` when `complete`, else may still become it.
+fn fits(name: &str, quoted: bool, complete: bool, real: &str) -> bool {
+    if complete {
+        Names::eq(name, quoted, real)
+    } else {
+        Names::prefix(name, quoted, real)
+    }
+}
+
 impl<'n> State<'n> {
     /// The state before any text.
     fn new(names: &'n Names) -> State<'n> {
@@ -343,49 +352,11 @@ impl<'n> State<'n> {
     fn accepts(&self, name: &str, quoted: bool, complete: bool, next: Option<&str>) -> bool {
         let n = self.names;
         let declared = |p: &dyn Fn(&str) -> bool| self.declared.keys().any(|d| p(d));
-        let test = |real: &str| {
-            if complete {
-                Names::eq(name, quoted, real)
-            } else {
-                Names::prefix(name, quoted, real)
-            }
-        };
-        let keyword = || {
-            !quoted
-                && (if complete {
-                    is_keyword(name)
-                } else {
-                    SQL_WORDS.iter().any(|w| w.starts_with(name))
-                })
-        };
+        let test = |real: &str| fits(name, quoted, complete, real);
         let call =
             complete && next == Some("(") && (!n.known_calls_only || (!quoted && is_keyword(name)));
-        if complete && self.after_alias && !quoted && name == "as" {
-            return false; // `FROM orders o AS x`: a second alias is a syntax error
-        }
-        if complete && self.clause() == Clause::Where {
-            // Two names in a row in a condition (`ON o user_id = ...`: a lost dot) never parse.
-            if let Some((prev, prev_quoted)) = &self.prev_word {
-                if self.is_name(prev, *prev_quoted) && self.is_name(name, quoted) {
-                    return false;
-                }
-            }
-        }
-        if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
-            // Declaring an alias of table `i`: refuse a name already used (forward) with a
-            // column that table lacks, while other names remain.
-            let k = key(name, quoted);
-            if let Some(cols) = self.forward.get(&k) {
-                let has = |c: &String| {
-                    n.tables[i]
-                        .2
-                        .iter()
-                        .any(|real| Names::eq(c, true, real) || Names::eq(c, false, real))
-                };
-                if (quoted || !is_keyword(&k)) && !cols.iter().all(has) {
-                    return false;
-                }
-            }
+        if self.refuses(name, quoted, complete) {
+            return false;
         }
         match &self.slot {
             Slot::Free => true,
@@ -405,47 +376,102 @@ impl<'n> State<'n> {
             Slot::Table(Some(s)) => n.tables.iter().any(|t| &t.0 == s && test(&t.1)),
             Slot::ColumnOf(i) => n.tables[*i].2.iter().any(|c| test(c)),
             Slot::AnyColumn => n.tables.iter().any(|t| t.2.iter().any(|c| test(c))),
-            Slot::Expr => {
-                if call || keyword() || declared(&|d| test(d)) {
+            Slot::Expr => self.accepts_in_expr(name, quoted, complete, next, call),
+        }
+    }
+
+    /// Whether word `name` is refused whatever the slot: a second alias, two names in a row in a
+    /// condition, or the alias of a table whose columns an earlier use of it does not fit.
+    fn refuses(&self, name: &str, quoted: bool, complete: bool) -> bool {
+        let n = self.names;
+        if complete && self.after_alias && !quoted && name == "as" {
+            return true; // `FROM orders o AS x`: a second alias is a syntax error
+        }
+        if complete && self.clause() == Clause::Where {
+            // Two names in a row in a condition (`ON o user_id = ...`: a lost dot) never parse.
+            if let Some((prev, prev_quoted)) = &self.prev_word {
+                if self.is_name(prev, *prev_quoted) && self.is_name(name, quoted) {
                     return true;
                 }
-                if !complete {
-                    // A word being written may still become a function call or a qualifier:
-                    // only its end is checked. In strict mode (repairs) it must still be able to
-                    // become a known name: a column, a table or schema (a qualifier), a short
-                    // alias, or a keyword or function (checked above), so that a word that can
-                    // only end as an unknown name is never begun.
-                    return !n.known_calls_only
-                        || quoted
-                        || name.chars().count() <= MAX_FORWARD_ALIAS
-                        || n.tables
-                            .iter()
-                            .any(|t| test(&t.0) || test(&t.1) || t.2.iter().any(|c| test(c)))
-                        || n.hints.keys().any(|h| test(h));
-                }
-                if next == Some(".") {
-                    // A qualifier: a table, a schema, or an alias declared later.
-                    if name.chars().count() <= MAX_FORWARD_ALIAS
-                        || n.tables.iter().any(|t| test(&t.1) || test(&t.0))
-                    {
-                        return true;
-                    }
-                }
-                let scope: Vec<usize> = self
-                    .referenced
-                    .iter()
-                    .filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None })
-                    .collect();
-                let derived = self.referenced.contains(&Target::Derived);
-                if derived {
-                    return true;
-                }
-                // A SELECT list comes before its own FROM: any visible column there.
-                let any = scope.is_empty() || self.clause() == Clause::Select;
-                let in_scope = |i: usize| any || scope.contains(&i);
-                n.tables.iter().enumerate().any(|(i, t)| in_scope(i) && t.2.iter().any(|c| test(c)))
             }
         }
+        if let Some(Target::Table(i)) = self.alias_for.or(self.declaring) {
+            // Declaring an alias of table `i`: refuse a name already used (forward) with a
+            // column that table lacks, while other names remain.
+            let k = key(name, quoted);
+            if let Some(cols) = self.forward.get(&k) {
+                let has = |c: &String| {
+                    n.tables[i]
+                        .2
+                        .iter()
+                        .any(|real| Names::eq(c, true, real) || Names::eq(c, false, real))
+                };
+                if (quoted || !is_keyword(&k)) && !cols.iter().all(has) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// [`State::accepts`] in an expression (`call`: the word opens a call's arguments).
+    fn accepts_in_expr(
+        &self,
+        name: &str,
+        quoted: bool,
+        complete: bool,
+        next: Option<&str>,
+        call: bool,
+    ) -> bool {
+        let n = self.names;
+        let declared = |p: &dyn Fn(&str) -> bool| self.declared.keys().any(|d| p(d));
+        let test = |real: &str| fits(name, quoted, complete, real);
+        let keyword = || {
+            !quoted
+                && (if complete {
+                    is_keyword(name)
+                } else {
+                    SQL_WORDS.iter().any(|w| w.starts_with(name))
+                })
+        };
+        if call || keyword() || declared(&|d| test(d)) {
+            return true;
+        }
+        if !complete {
+            // A word being written may still become a function call or a qualifier:
+            // only its end is checked. In strict mode (repairs) it must still be able to
+            // become a known name: a column, a table or schema (a qualifier), a short
+            // alias, or a keyword or function (checked above), so that a word that can
+            // only end as an unknown name is never begun.
+            return !n.known_calls_only
+                || quoted
+                || name.chars().count() <= MAX_FORWARD_ALIAS
+                || n.tables
+                    .iter()
+                    .any(|t| test(&t.0) || test(&t.1) || t.2.iter().any(|c| test(c)))
+                || n.hints.keys().any(|h| test(h));
+        }
+        if next == Some(".") {
+            // A qualifier: a table, a schema, or an alias declared later.
+            if name.chars().count() <= MAX_FORWARD_ALIAS
+                || n.tables.iter().any(|t| test(&t.1) || test(&t.0))
+            {
+                return true;
+            }
+        }
+        let scope: Vec<usize> = self
+            .referenced
+            .iter()
+            .filter_map(|t| if let Target::Table(i) = t { Some(*i) } else { None })
+            .collect();
+        let derived = self.referenced.contains(&Target::Derived);
+        if derived {
+            return true;
+        }
+        // A SELECT list comes before its own FROM: any visible column there.
+        let any = scope.is_empty() || self.clause() == Clause::Select;
+        let in_scope = |i: usize| any || scope.contains(&i);
+        n.tables.iter().enumerate().any(|(i, t)| in_scope(i) && t.2.iter().any(|c| test(c)))
     }
 
     /// Advances over one token, updating clauses, declarations and the next slot: a literal
@@ -463,177 +489,209 @@ impl<'n> State<'n> {
                 self.alias_for = None;
             }
             Kind::Ident | Kind::QuotedIdent => {
-                let (w, q) = (text, kind == Kind::QuotedIdent);
-                self.prev_word = Some((key(w, q), q));
-                if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
-                    self.forward.entry(alias).or_default().push(if q {
-                        w.to_string()
-                    } else {
-                        w.to_lowercase()
-                    });
-                    return;
-                }
-                if let Some(target) = self.declaring.take() {
-                    if q || !is_keyword(w) {
-                        self.declared.insert(key(w, q), target);
-                        return;
-                    }
-                }
-                if slot == Slot::Table(None) || matches!(slot, Slot::Table(Some(_))) {
-                    if !q && is_keyword(w) && !matches!(slot, Slot::Table(Some(_))) {
-                        // LATERAL, ONLY, a function: the relation comes later.
-                        self.keyword(w);
-                        return;
-                    }
-                    let target = match &slot {
-                        Slot::Table(Some(s)) => self
-                            .names
-                            .tables
-                            .iter()
-                            .position(|t| &t.0 == s && Names::eq(w, q, &t.1))
-                            .map(Target::Table),
-                        _ => self.resolve(w, q),
-                    };
-                    match target {
-                        Some(Target::Schema) => self.qualifier = Some(Some(Target::Schema)),
-                        Some(tg) => {
-                            self.referenced.push(tg);
-                            self.alias_for = Some(tg);
-                        }
-                        None => {
-                            self.referenced.push(Target::Derived);
-                            self.alias_for = Some(Target::Derived);
-                        }
-                    }
-                    return;
-                }
-                if !q && is_keyword(w) {
-                    self.keyword(w);
-                    return;
-                }
-                if let Some(tg) = self.alias_for.take() {
-                    // `FROM orders o`: an alias declaration.
-                    self.declared.insert(key(w, q), tg);
-                    self.after_alias = true;
-                    return;
-                }
-                if qualifier.is_some() {
-                    return; // `alias.column`: an operand
-                }
-                if self.clause() == Clause::Select && slot == Slot::Free {
-                    // `SELECT count(*) total`: a word right after an operand is an output alias.
-                    self.declared.insert(key(w, q), Target::Derived);
-                }
+                self.feed_word(text, kind == Kind::QuotedIdent, slot, qualifier, forward_of)
             }
             Kind::Operator | Kind::Punct | Kind::Other => {
-                let p = text;
-                match p {
-                    "." => {
-                        if let Some(Some(Target::Schema)) = qualifier {
-                            // `schema.` then a table of that schema.
-                            let schema =
-                                prev_word.as_ref().map(|w| w.0.clone()).unwrap_or_default();
-                            let real = self
-                                .names
-                                .tables
-                                .iter()
-                                .find(|t| Names::eq(&schema, false, &t.0) || t.0 == schema)
-                                .map(|t| t.0.clone());
-                            self.slot = match real {
-                                Some(s) if self.clause() == Clause::From => Slot::Table(Some(s)),
-                                _ => Slot::Free,
-                            };
-                            return;
-                        }
-                        if let Some((w, q)) = prev_word {
-                            self.alias_for = None;
-                            self.slot = match self.resolve(&w, q) {
-                                Some(Target::Table(i)) => Slot::ColumnOf(i),
-                                Some(Target::Derived) => Slot::Free,
-                                Some(Target::Schema) if self.clause() == Clause::From => {
-                                    let real = self
-                                        .names
-                                        .tables
-                                        .iter()
-                                        .find(|t| Names::eq(&w, q, &t.0))
-                                        .map(|t| t.0.clone());
-                                    Slot::Table(real)
-                                }
-                                Some(Target::Schema) => Slot::Free,
-                                None if self.names.hints.contains_key(&w) => {
-                                    Slot::ColumnOf(self.names.hints[&w])
-                                }
-                                None if w.chars().count() <= MAX_FORWARD_ALIAS => {
-                                    self.forward_of = Some(w.clone());
-                                    Slot::AnyColumn
-                                }
-                                None => Slot::Free,
-                            };
-                        }
-                    }
-                    "(" => {
-                        let func = prev_word.as_ref().is_some_and(|(w, _)| {
-                            !matches!(
-                                w.as_str(),
-                                "in" | "exists"
-                                    | "from"
-                                    | "join"
-                                    | "as"
-                                    | "any"
-                                    | "all"
-                                    | "some"
-                                    | "lateral"
-                                    | "using"
-                                    | "values"
-                                    | "on"
-                                    | "where"
-                                    | "and"
-                                    | "or"
-                                    | "not"
-                            )
-                        });
-                        self.alias_for = None;
-                        self.frames.push((if func { Clause::Other } else { Clause::None }, false));
-                        self.slot = if prev_word.as_ref().is_some_and(|(w, _)| w == "using") {
-                            Slot::Free
-                        } else {
-                            Slot::Expr
-                        };
-                    }
-                    ")" => {
-                        let closed = if self.frames.len() > 1 { self.frames.pop() } else { None };
-                        if let Some((_, true)) = closed {
-                            if self.clause() == Clause::From {
-                                // `FROM (SELECT ...) sub`: a derived relation in scope.
-                                self.referenced.push(Target::Derived);
-                                self.alias_for = Some(Target::Derived);
-                            }
-                        }
-                    }
-                    "," => {
-                        self.alias_for = None;
-                        self.slot = match self.clause() {
-                            Clause::From => Slot::Table(None),
-                            Clause::With => {
-                                self.declaring = Some(Target::Derived);
-                                Slot::Free
-                            }
-                            _ => Slot::Expr,
-                        };
-                    }
-                    "::" => self.slot = Slot::Free,
-                    ";" => {
-                        self.frames = vec![(Clause::None, false)];
-                        self.alias_for = None;
-                    }
-                    "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=" | "+" | "-" | "/" | "%" | "||" => {
-                        self.slot = Slot::Expr
-                    }
-                    "*" => self.slot = Slot::Free,
-                    _ => {}
-                }
+                self.feed_punct(text, prev_word, qualifier)
             }
         }
+    }
+
+    /// [`State::feed`] of a word `w` (`q`: quoted) in `slot`, after the `qualifier` and alias
+    /// `forward_of` the previous token left.
+    fn feed_word(
+        &mut self,
+        w: &str,
+        q: bool,
+        slot: Slot,
+        qualifier: Option<Option<Target>>,
+        forward_of: Option<String>,
+    ) {
+        self.prev_word = Some((key(w, q), q));
+        if let (Slot::AnyColumn, Some(alias)) = (&slot, forward_of) {
+            self.forward.entry(alias).or_default().push(if q {
+                w.to_string()
+            } else {
+                w.to_lowercase()
+            });
+            return;
+        }
+        if let Some(target) = self.declaring.take() {
+            if q || !is_keyword(w) {
+                self.declared.insert(key(w, q), target);
+                return;
+            }
+        }
+        if slot == Slot::Table(None) || matches!(slot, Slot::Table(Some(_))) {
+            self.feed_relation(w, q, &slot);
+            return;
+        }
+        if !q && is_keyword(w) {
+            self.keyword(w);
+            return;
+        }
+        if let Some(tg) = self.alias_for.take() {
+            // `FROM orders o`: an alias declaration.
+            self.declared.insert(key(w, q), tg);
+            self.after_alias = true;
+            return;
+        }
+        if qualifier.is_some() {
+            return; // `alias.column`: an operand
+        }
+        if self.clause() == Clause::Select && slot == Slot::Free {
+            // `SELECT count(*) total`: a word right after an operand is an output alias.
+            self.declared.insert(key(w, q), Target::Derived);
+        }
+    }
+
+    /// [`State::feed`] of a word `w` (`q`: quoted) where a relation is expected (`slot`): a
+    /// keyword before it, a schema qualifier, or the relation (then its alias may follow).
+    fn feed_relation(&mut self, w: &str, q: bool, slot: &Slot) {
+        if !q && is_keyword(w) && !matches!(slot, Slot::Table(Some(_))) {
+            // LATERAL, ONLY, a function: the relation comes later.
+            self.keyword(w);
+            return;
+        }
+        let target = match slot {
+            Slot::Table(Some(s)) => self
+                .names
+                .tables
+                .iter()
+                .position(|t| &t.0 == s && Names::eq(w, q, &t.1))
+                .map(Target::Table),
+            _ => self.resolve(w, q),
+        };
+        match target {
+            Some(Target::Schema) => self.qualifier = Some(Some(Target::Schema)),
+            Some(tg) => {
+                self.referenced.push(tg);
+                self.alias_for = Some(tg);
+            }
+            None => {
+                self.referenced.push(Target::Derived);
+                self.alias_for = Some(Target::Derived);
+            }
+        }
+    }
+
+    /// [`State::feed`] of one piece `p` of an operator or punctuation, after `prev_word` and the
+    /// `qualifier` the previous token left.
+    fn feed_punct(
+        &mut self,
+        p: &str,
+        prev_word: Option<(String, bool)>,
+        qualifier: Option<Option<Target>>,
+    ) {
+        match p {
+            "." => self.feed_dot(prev_word, qualifier),
+            "(" => self.feed_open(prev_word),
+            ")" => {
+                let closed = if self.frames.len() > 1 { self.frames.pop() } else { None };
+                if let Some((_, true)) = closed {
+                    if self.clause() == Clause::From {
+                        // `FROM (SELECT ...) sub`: a derived relation in scope.
+                        self.referenced.push(Target::Derived);
+                        self.alias_for = Some(Target::Derived);
+                    }
+                }
+            }
+            "," => {
+                self.alias_for = None;
+                self.slot = match self.clause() {
+                    Clause::From => Slot::Table(None),
+                    Clause::With => {
+                        self.declaring = Some(Target::Derived);
+                        Slot::Free
+                    }
+                    _ => Slot::Expr,
+                };
+            }
+            "::" => self.slot = Slot::Free,
+            ";" => {
+                self.frames = vec![(Clause::None, false)];
+                self.alias_for = None;
+            }
+            "=" | "<" | ">" | "<=" | ">=" | "<>" | "!=" | "+" | "-" | "/" | "%" | "||" => {
+                self.slot = Slot::Expr
+            }
+            "*" => self.slot = Slot::Free,
+            _ => {}
+        }
+    }
+
+    /// [`State::feed`] of a `.` after `prev_word`: a schema's table, an alias's or table's
+    /// column, or a column of an alias declared later.
+    fn feed_dot(&mut self, prev_word: Option<(String, bool)>, qualifier: Option<Option<Target>>) {
+        if let Some(Some(Target::Schema)) = qualifier {
+            // `schema.` then a table of that schema.
+            let schema = prev_word.as_ref().map(|w| w.0.clone()).unwrap_or_default();
+            let real = self
+                .names
+                .tables
+                .iter()
+                .find(|t| Names::eq(&schema, false, &t.0) || t.0 == schema)
+                .map(|t| t.0.clone());
+            self.slot = match real {
+                Some(s) if self.clause() == Clause::From => Slot::Table(Some(s)),
+                _ => Slot::Free,
+            };
+            return;
+        }
+        if let Some((w, q)) = prev_word {
+            self.alias_for = None;
+            self.slot = match self.resolve(&w, q) {
+                Some(Target::Table(i)) => Slot::ColumnOf(i),
+                Some(Target::Derived) => Slot::Free,
+                Some(Target::Schema) if self.clause() == Clause::From => {
+                    let real = self
+                        .names
+                        .tables
+                        .iter()
+                        .find(|t| Names::eq(&w, q, &t.0))
+                        .map(|t| t.0.clone());
+                    Slot::Table(real)
+                }
+                Some(Target::Schema) => Slot::Free,
+                None if self.names.hints.contains_key(&w) => Slot::ColumnOf(self.names.hints[&w]),
+                None if w.chars().count() <= MAX_FORWARD_ALIAS => {
+                    self.forward_of = Some(w.clone());
+                    Slot::AnyColumn
+                }
+                None => Slot::Free,
+            };
+        }
+    }
+
+    /// [`State::feed`] of a `(` after `prev_word`: a call's arguments, a subquery or a list.
+    fn feed_open(&mut self, prev_word: Option<(String, bool)>) {
+        let func = prev_word.as_ref().is_some_and(|(w, _)| {
+            !matches!(
+                w.as_str(),
+                "in" | "exists"
+                    | "from"
+                    | "join"
+                    | "as"
+                    | "any"
+                    | "all"
+                    | "some"
+                    | "lateral"
+                    | "using"
+                    | "values"
+                    | "on"
+                    | "where"
+                    | "and"
+                    | "or"
+                    | "not"
+            )
+        });
+        self.alias_for = None;
+        self.frames.push((if func { Clause::Other } else { Clause::None }, false));
+        self.slot = if prev_word.as_ref().is_some_and(|(w, _)| w == "using") {
+            Slot::Free
+        } else {
+            Slot::Expr
+        };
     }
 
     /// Clause keywords: switch the clause and set the next slot.

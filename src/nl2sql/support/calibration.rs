@@ -17,6 +17,11 @@ fn table(name: &str, cols: &[(&str, &str)]) -> Table {
 
 /// Three small schemas (shop, HR, library) with questions about them.
 fn schemas() -> Vec<(SchemaInfo, Vec<&'static str>)> {
+    vec![shop(), hr(), library()]
+}
+
+/// A shop (customers, orders, products, order items) with questions about it.
+fn shop() -> (SchemaInfo, Vec<&'static str>) {
     let shop = SchemaInfo::new(
         vec![
             table(
@@ -62,6 +67,23 @@ fn schemas() -> Vec<(SchemaInfo, Vec<&'static str>)> {
         ],
         Some("public"),
     );
+    (
+        shop,
+        vec![
+            "how many customers are there?",
+            "list the 5 most expensive products",
+            "total revenue per country in 2024",
+            "which customers have never placed an order?",
+            "average order total by status",
+            "top 3 categories by number of items sold",
+            "products with less than 10 units in stock",
+            "how many orders were placed last month?",
+        ],
+    )
+}
+
+/// A company's HR tables with questions about them.
+fn hr() -> (SchemaInfo, Vec<&'static str>) {
     let hr = SchemaInfo::new(
         vec![
             table(
@@ -96,6 +118,22 @@ fn schemas() -> Vec<(SchemaInfo, Vec<&'static str>)> {
         ],
         Some("public"),
     );
+    (
+        hr,
+        vec![
+            "how many employees work in each department?",
+            "who earns the highest salary?",
+            "average salary per department location",
+            "employees hired after 2020 ordered by hire date",
+            "total hours worked by each employee in March 2024",
+            "departments without a manager",
+            "list employees whose salary is above the company average",
+        ],
+    )
+}
+
+/// A library (books, authors, members, loans) with questions about it.
+fn library() -> (SchemaInfo, Vec<&'static str>) {
     let lib = SchemaInfo::new(
         vec![
             table(
@@ -129,45 +167,18 @@ fn schemas() -> Vec<(SchemaInfo, Vec<&'static str>)> {
         ],
         Some("public"),
     );
-    vec![
-        (
-            shop,
-            vec![
-                "how many customers are there?",
-                "list the 5 most expensive products",
-                "total revenue per country in 2024",
-                "which customers have never placed an order?",
-                "average order total by status",
-                "top 3 categories by number of items sold",
-                "products with less than 10 units in stock",
-                "how many orders were placed last month?",
-            ],
-        ),
-        (
-            hr,
-            vec![
-                "how many employees work in each department?",
-                "who earns the highest salary?",
-                "average salary per department location",
-                "employees hired after 2020 ordered by hire date",
-                "total hours worked by each employee in March 2024",
-                "departments without a manager",
-                "list employees whose salary is above the company average",
-            ],
-        ),
-        (
-            lib,
-            vec![
-                "how many books were published before 1950?",
-                "which authors have more than 3 books?",
-                "books that are currently on loan",
-                "members who borrowed the most books this year",
-                "average loan duration in days",
-                "list all authors from France with their book count",
-                "which city has the most members?",
-            ],
-        ),
-    ]
+    (
+        lib,
+        vec![
+            "how many books were published before 1950?",
+            "which authors have more than 3 books?",
+            "books that are currently on loan",
+            "members who borrowed the most books this year",
+            "average loan duration in days",
+            "list all authors from France with their book count",
+            "which city has the most members?",
+        ],
+    )
 }
 
 /// nl2sql prompts: every schema with each of its questions, chat template included (`parse_special`
