@@ -1,7 +1,7 @@
 //! nl2sql, engine side (no PostgreSQL types): a question and a schema in, SQL out. The PostgreSQL
 //! glue (`src/pg/nl2sql.rs`) reads the schema, validates with the server's parser and reports
-//! errors; [`Engine::answer`] (`engine.rs`) is the way in: the pipeline of one call as its stages in
-//! order (`stages/`), each over the call's state.
+//! errors; [`Engine::answer`] (`engine.rs`) is the way in: the pipeline of one call as its stages
+//! in order (`stages/`), each over the call's state.
 //!
 //! Rooms, in order: `base/`, `sql/`, `schema/`, `plan/`, `decode/`, `check/`, `repair/`, `api/`,
 //! `stages/`, then the root (`engine.rs`, this file), then `support/`.

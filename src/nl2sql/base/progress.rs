@@ -1,4 +1,5 @@
-//! What an nl2sql call is doing, reported to its caller.
+//! What an nl2sql call is doing, reported to its caller: the engine side of progress, whose
+//! PostgreSQL side (`src/pg/progress.rs`) turns it into NOTICEs and checks for interrupts.
 
 /// What the engine is doing, reported before every forward pass (the caller may cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! Several candidate answers, and the choice among them.
+//! Several candidate answers, and the choice among them: the engine side of candidates, whose
+//! PostgreSQL side (`src/pg/candidates.rs`) executes them read-only for the result digests.
 //!
 //! The first answer is greedy. Its alternatives branch off it at the positions where the model
 //! was least sure (the smallest gap between its first and second choice): the greedy tokens up

@@ -2,7 +2,7 @@
 //! kept by another process that runs the forward passes for many callers at once
 //! ([`Seq::Remote`], through a [`Transport`]; the PostgreSQL glue's batch worker, issue #30).
 //!
-//! Every forward pass of a call goes through [`crate::nl2sql::decode::passes::Forward`], which takes a `Seq`:
+//! Every forward pass of a call goes through [`super::passes::Forward`], which takes a `Seq`:
 //! the stages only see its length, its room, rewinds and forks, so they decode the same way
 //! whichever process holds the keys and values. A remote sequence keeps its token history here
 //! (the server may evict its cache and rebuild it from the tokens, and a fork is a new sequence

@@ -10,7 +10,8 @@
 //! answer is shown as its final statement in a SQL fence.
 //!
 //! Which turns there are, and when they are dropped (another role, search path or model), is
-//! the caller's business (the PostgreSQL glue keeps them per backend); the engine drops them when
+//! the caller's business (the PostgreSQL glue keeps them per backend: `src/pg/conversation.rs`, the
+//! other side of this file); the engine drops them when
 //! the schema prefix they were asked over changed ([`Conversation::fingerprint`]), and the oldest
 //! ones beyond `Options::follow_up_tokens`.
 

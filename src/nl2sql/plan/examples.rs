@@ -1,8 +1,9 @@
-//! Approved examples: question → SQL pairs that someone at the database has checked (stored by
-//! the PostgreSQL glue in the extension's table `nl2sql_examples`, `src/pg/examples.rs`, and
-//! read with the caller's privileges). For each question the few most similar ones go into the
-//! prompt as earlier turns of the conversation (`prompt::question_with_examples`), after the
-//! cached schema prefix, so that the model copies the database's own joins and conventions.
+//! Approved examples, engine side: question → SQL pairs that someone at the database has checked
+//! (stored by the PostgreSQL side, `src/pg/examples.rs`, in the extension's table
+//! `nl2sql_examples`, and read with the caller's privileges). For each question the few most
+//! similar ones go into the prompt as earlier turns of the conversation
+//! (`prompt::question_with_examples`), after the cached schema prefix, so that the model copies
+//! the database's own joins and conventions.
 //!
 //! Similarity is lexical: the cosine of the two questions' word sets (`trim::words`: lowercase,
 //! singular, no stop words), each word weighted by its inverse document frequency over the

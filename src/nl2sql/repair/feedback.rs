@@ -1,5 +1,6 @@
-//! Catalog-aware repair feedback (the repair round's facts for the model): when the server rejects a generated statement, what a DBA would
-//! look up next, in a few lines the model reads before it tries again.
+//! Catalog-aware repair feedback (the repair round's facts for the model): when the server
+//! rejects a generated statement, what a DBA would look up next, in a few lines the model reads
+//! before it tries again.
 //!
 //! Given PostgreSQL's error (SQLSTATE, message, hint, plus facts the validator looked up in the
 //! catalog), the statement and the tables shown in the prompt, [`feedback`] adds:
