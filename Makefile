@@ -190,7 +190,9 @@ test-scorecard:
 psql:
 	@scripts/cluster.sh psql -X -d $(DEMO_DB)
 
-## Formatting, clippy (engine and pg15, warnings are errors), pgrx only under src/pg/ (scripts/lint.sh).
+## Formatting, clippy (engine and pg15, warnings are errors), pgrx only under src/pg/, no import
+## circles, and nl2sql's house rules: the pipeline's stages = docs/nl2sql.md's table, rooms in
+## order, no function over 100 lines in src/nl2sql/ (scripts/lint.sh, tools/nl2sql_house.py).
 lint:
 	@$(TIMED) lint scripts/lint.sh
 

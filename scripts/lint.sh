@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Code habits checked in CI (`make lint`): formatting, clippy on the engine (with and without the
 # optional sparse FFN) and on the PostgreSQL glue for each registered major with warnings as errors,
-# and the layer rules: pgrx is named only under src/pg/, a major's feature only in src/pg/compat.rs,
-# and no two modules import each other in a circle.
+# the layer rules: pgrx is named only under src/pg/, a major's feature only in src/pg/compat.rs,
+# and no two modules import each other in a circle; and the house rules of src/nl2sql/
+# (tools/nl2sql_house.py): the stages Engine::answer runs are docs/nl2sql.md's stage table, and
+# its rooms name only rooms before them (the order in src/nl2sql/mod.rs), no function there is
+# over 100 lines.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -36,6 +39,10 @@ python3 tools/module_cycles.py
 
 echo "lint: docs links (every relative markdown link names a file and heading that exist)"
 python3 scripts/check-doc-links.py
+
+echo "lint: nl2sql house (Engine::answer's stages = docs/nl2sql.md's stage table; rooms in order;"
+echo "      no function over 100 lines in src/nl2sql/)"
+python3 tools/nl2sql_house.py stages rooms fn-length
 
 echo "lint: cargo clippy (engine, all targets)"
 cargo clippy --quiet --all-targets -- -D warnings

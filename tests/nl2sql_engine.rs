@@ -550,7 +550,7 @@ fn a_column_on_the_wrong_table_is_requalified_without_a_model_round() {
     let greedy = e.run(&rt, &mut cache, &schema, q, &opts, &mut go, &mut accept).unwrap();
     // The answer joins users and orders under aliases; pretend `id` were not a column of users:
     // orders is the one other table that has it, so the engine requalifies `<users>.id` itself.
-    let froms = turboinfer::nl2sql::repair::from_items(&greedy.sql);
+    let froms = turboinfer::nl2sql::statement::from_items(&greedy.sql);
     let alias = |t: &str| froms.iter().find(|f| f.table.last().map(String::as_str) == Some(t));
     let (u, o) = (alias("users").expect("users in FROM"), alias("orders").expect("orders in FROM"));
     let wrong = format!("{}.id", u.alias);

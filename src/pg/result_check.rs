@@ -27,7 +27,7 @@ use super::readonly::RunError;
 use super::validate;
 use crate::nl2sql::doubt::{ColumnRef, QueryFacts};
 use crate::nl2sql::ident::quote_ident;
-use crate::nl2sql::repair::word_positions;
+use crate::nl2sql::statement::word_positions;
 use crate::nl2sql::{Rejection, SchemaInfo};
 use pgrx::pg_sys::panic::CaughtError;
 

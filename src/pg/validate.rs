@@ -429,7 +429,7 @@ fn nl2sql_review(sql: super::encoding::Text) -> Option<super::encoding::TextOut>
 
 /// The message of `r` with the catalog facts a repair round would show, as the result text.
 fn reason(r: Rejection, sql: &str, schema: &SchemaInfo) -> super::encoding::TextOut {
-    let facts = crate::nl2sql::repair::feedback(&r, sql, schema);
+    let facts = crate::nl2sql::feedback::feedback(&r, sql, schema);
     let reason = if facts.is_empty() { r.message } else { format!("{}\n{facts}", r.message) };
     super::encoding::TextOut(reason, "the reason")
 }

@@ -1,8 +1,8 @@
 //! What the stages of a call settle, stage by stage.
 
-use crate::nl2sql::candidates::{CandidateChoice, TokenScore};
-use crate::nl2sql::decode::StopReason;
-use crate::nl2sql::outcome::{Attempt, RepairBudget};
+use crate::nl2sql::api::outcome::{Attempt, RepairBudget};
+use crate::nl2sql::decode::candidates::{CandidateChoice, TokenScore};
+use crate::nl2sql::decode::sql_decode::StopReason;
 
 /// The answer as far as the stages have settled it.
 #[derive(Debug, Default)]

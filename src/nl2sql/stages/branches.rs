@@ -5,17 +5,28 @@
 use super::answer::Answer;
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
-use crate::nl2sql::candidates::{self, Candidate, CandidateChoice, TokenScore};
-use crate::nl2sql::decode::StopReason;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::repair::cap_chars;
-use crate::nl2sql::sqltext::extract_sql;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::candidates::{self, Candidate, CandidateChoice, TokenScore};
+use crate::nl2sql::decode::sql_decode::StopReason;
+use crate::nl2sql::repair::feedback::cap_chars;
+use crate::nl2sql::sql::sqltext::extract_sql;
 
 /// Weighs the answer against up to `opts.candidates - 1` branches off the first answer, when
 /// they can change the result; the chosen candidate becomes the answer. Leaves the candidates
-/// in `answer.candidates` (empty when none was decoded).
-pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
+/// in `call.answer.candidates` (empty when none was decoded). Nothing for a refused question.
+pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {
+    if call.refused() {
+        return Ok(());
+    }
+    let mut answer = std::mem::take(&mut call.answer);
+    branches(call, &mut answer)?;
+    call.answer = answer;
+    Ok(())
+}
+
+/// [`run`] on the answer taken out of the call's state.
+fn branches(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
     let opts = call.opts;
     let doubted = answer.attempts.iter().any(|a| a.advisory && a.sql == answer.sql);
     // Not when the first answer ran out of tokens: its branches share its budget.
@@ -74,7 +85,7 @@ fn branch(
     let mut prefix = first.ids[..p].to_vec();
     prefix.push(alt.alt);
     let max_new = call.opts.max_new_tokens.saturating_sub(prefix.len());
-    if max_new == 0 || call.question_end + prefix.len() + 1 > call.kv.capacity() {
+    if max_new == 0 || call.question_end + prefix.len() + 1 > call.kv().capacity() {
         return Ok(None);
     }
     // The first answer's tokens up to the branch point: kept where the cache still holds them

@@ -1,4 +1,6 @@
-//! Stage 0: the question's prefill, with the refusal check (`nl2sql::refusal`) when it is on.
+//! Stage `question`: the question's prefill, with the refusal check (`nl2sql::refusal`) when it
+//! is on (never for a follow-up: it judges a question alone, and a follow-up such as "by
+//! region?" is not one; after earlier exchanges its verdicts are not calibrated).
 //!
 //! Without the check the question part (its user turn and the opening of the assistant's) is one
 //! prefill. With it, the user turn and the check turn go in one batch, whose last logits give
@@ -18,15 +20,17 @@
 //! its first draft (`speculate::Start::Pending`), so the answer's first token often costs no
 //! pass of its own. Same tokens, same logits.
 
-use crate::nl2sql::decode::Start;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::forward::Forward;
-use crate::nl2sql::outcome::PhaseTimings;
-use crate::nl2sql::progress::Progress;
-use crate::nl2sql::refusal::{self, AnswerTokens, Skip, Verdict};
-use crate::nl2sql::render::Renderer;
-use crate::nl2sql::schema::SchemaInfo;
-use crate::nl2sql::seq::Seq;
+use super::call::CallState;
+use crate::nl2sql::api::outcome::PhaseTimings;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::base::progress::Progress;
+use crate::nl2sql::check::refusal::{self, AnswerTokens, RefusalMode, Skip, Verdict};
+use crate::nl2sql::decode::held::Held;
+use crate::nl2sql::decode::passes::Forward;
+use crate::nl2sql::decode::seq::Seq;
+use crate::nl2sql::decode::sql_decode::Start;
+use crate::nl2sql::schema::render::Renderer;
+use crate::nl2sql::schema::tables::SchemaInfo;
 use crate::platform::clock::ms_since;
 use std::time::Instant;
 
@@ -44,6 +48,47 @@ pub struct Check<'a> {
     pub skip: Option<Skip>,
 }
 
+/// Prefills the question after the prefix (the rows a follow-up kept aside), checked first when
+/// refusals are on; leaves where the answer's decode starts and the verdict.
+pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {
+    let plan = call.plan.as_ref().expect("the prompt is planned (stages/plan.rs)");
+    let opts = call.opts;
+    let check = opts.refusal.threshold(call.refusal_margin).filter(|_| plan.earlier == 0).map(
+        |threshold| Check {
+            threshold,
+            shown: &call.shown,
+            question: &call.question,
+            // Only with the measured margin (`auto`): `on` checks every question.
+            skip: call.refusal_skip.filter(|_| opts.refusal == RefusalMode::Auto),
+        },
+    );
+    // The question's last tokens wait for the first draft (speculation on); sampled candidates
+    // start from the question's logits: then none is left pending.
+    let pending = call.speculate && opts.samples == 0;
+    let kv = call.cache.kv.as_mut().expect("the KV buffers are ready (stages/open.rs)");
+    let (start, refusal, prefilled) = prefill(
+        &call.forward,
+        kv,
+        &plan.question_ids[call.follow_up.reused_tokens..],
+        plan.plain_question_ids.as_deref(),
+        check,
+        pending,
+        &mut call.timings,
+        call.hooks.progress,
+    )?;
+    call.question_end = kv.len() + start.pending_len();
+    call.context = plan.prefix_ids.iter().chain(&plan.question_ids).copied().collect();
+    call.held = Held::new(call.question_end, call.keep_rows);
+    call.question_logits = match (&start, opts.samples > 0) {
+        (Start::Logits(l), true) => l.clone(),
+        _ => Vec::new(),
+    };
+    call.next = start;
+    call.refusal = refusal;
+    call.tokens.prefill += prefilled;
+    Ok(())
+}
+
 /// The question's tokens after what `kv` holds (`question_ids`: user turn then the assistant's
 /// opening), checked first when `check` is given and there is room: where the decode starts
 /// (the logits of the last prompt position, empty when refused, or with `pending` the last
@@ -56,7 +101,7 @@ pub struct Check<'a> {
 /// refused), its rows are cut off again, and the question part with its examples is prefilled
 /// whole: a few dozen prompt tokens more.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill(
+fn prefill(
     forward: &Forward<'_>,
     kv: &mut Seq,
     question_ids: &[u32],

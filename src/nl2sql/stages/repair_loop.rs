@@ -8,16 +8,29 @@ use super::answer::Answer;
 use super::call::CallState;
 use super::repair_turn::{self, Bans, MAX_ERROR_CHARS};
 use super::rewrite::{self, Rewrite};
-use crate::nl2sql::decode::Decoded;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::prompt;
-use crate::nl2sql::repair::{self, cap_chars, Rejection};
-use crate::nl2sql::sqltext::extract_sql;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::check::rejection::{error_span, Rejection};
+use crate::nl2sql::decode::sql_decode::Decoded;
+use crate::nl2sql::plan::prompt;
+use crate::nl2sql::repair::feedback::{cap_chars, feedback};
+use crate::nl2sql::sql::sqltext::extract_sql;
 
 /// Runs the first answer and the repair rounds from the question's logits; leaves the attempts,
-/// the answer's statement and verdict, and the token scores in `answer`.
-pub fn run(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
+/// the answer's statement and verdict, and the token scores in `call.answer`. Nothing for a
+/// refused question.
+pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {
+    if call.refused() {
+        return Ok(());
+    }
+    let mut answer = std::mem::take(&mut call.answer);
+    repair_loop(call, &mut answer)?;
+    call.answer = answer;
+    Ok(())
+}
+
+/// [`run`] on the answer taken out of the call's state.
+fn repair_loop(call: &mut CallState<'_, '_>, answer: &mut Answer) -> Result<(), Nl2SqlError> {
     let opts = call.opts;
     let mut bans = Bans::new();
     // Token scores of the first answer (where branches start) and of the last (its likelihood),
@@ -90,10 +103,10 @@ fn judge(
     let sql = extract_sql(&raw).sql;
     let rejection = call.check(&sql, &stop).err();
     let advisory = rejection.as_ref().is_some_and(|r| r.advisory);
-    let rejection_span = rejection.as_ref().and_then(|r| repair::error_span(r, &sql));
+    let rejection_span = rejection.as_ref().and_then(|r| error_span(r, &sql));
     let error = rejection.as_ref().map(|r| cap_chars(&r.message, MAX_ERROR_CHARS));
     let feedback = match &rejection {
-        Some(r) => repair::feedback(r, &sql, call.shown),
+        Some(r) => feedback(r, &sql, &call.shown),
         None => String::new(),
     };
     answer.attempts.push(Attempt {

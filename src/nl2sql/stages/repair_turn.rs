@@ -2,16 +2,12 @@
 //! a new turn right after the question, its answer decoded under the constrainer's strict mode.
 
 use super::call::CallState;
-use crate::nl2sql::constrain::Constrainer;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::prompt;
-use crate::nl2sql::repair;
-
-/// Tokens kept free for the repair turn's instruction, the server's message (capped at
-/// [`MAX_ERROR_CHARS`]) and the catalog facts (capped at [`repair::MAX_FEEDBACK_CHARS`]), at most
-/// roughly one token per 3 characters of SQL-ish English.
-pub const REPAIR_RESERVE_TOKENS: usize = 160 + repair::MAX_FEEDBACK_CHARS / 3;
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::decode::constrain::Constrainer;
+use crate::nl2sql::plan::planner::REPAIR_RESERVE_TOKENS;
+use crate::nl2sql::plan::prompt;
+use crate::nl2sql::repair::feedback::alias_hints;
 
 /// Longest parser message fed back to the model.
 pub const MAX_ERROR_CHARS: usize = 300;
@@ -22,7 +18,7 @@ pub type Bans = Vec<(String, (usize, usize))>;
 /// Whether a repair round fits after an attempt rejected with `error`: each round starts again
 /// right after the question.
 pub fn fits(call: &CallState<'_, '_>, error: &Option<String>) -> bool {
-    let capacity = call.kv.capacity();
+    let capacity = call.kv().capacity();
     error.is_some()
         && call.question_end + call.opts.max_new_tokens.min(capacity / 4) + REPAIR_RESERVE_TOKENS
             <= capacity
@@ -36,7 +32,7 @@ pub fn start(
     span: Option<(usize, usize)>,
     bans: &mut Bans,
 ) -> Result<(), Nl2SqlError> {
-    let (sql, shown) = (&rejected.sql, call.shown);
+    let (sql, shown) = (&rejected.sql, &call.shown);
     let message = rejected.error.clone().unwrap_or_default();
     // Repair round: the rejected answer, the server's message and the catalog facts as a new
     // turn (each round starts again right after the question).
@@ -49,7 +45,7 @@ pub fn start(
     if let Some(span) = span {
         bans.push((sql.clone(), span));
     }
-    let mut c = Constrainer::with_hints(shown, repair::alias_hints(sql, shown)).known_calls_only();
+    let mut c = Constrainer::with_hints(shown, alias_hints(sql, shown)).known_calls_only();
     for (banned, (start, end)) in bans.iter() {
         c = c.with_ban(banned, *start, *end);
     }

@@ -1,20 +1,22 @@
 //! The engine's own rewrites of a rejected statement, instead of a model round: the fix a doubt
 //! carries (an integer ratio made exact), used when the fixed statement passes without doubt; a
 //! column on the wrong table that exactly one other table has, requalified
-//! (`repair::requalified`), or a table used but not read, joined on its declared key
-//! (`repair::joined`), an ambiguous column the tables having it are joined on qualified
-//! (`repair::disambiguated`), or a reserved word used as a table alias renamed (`repair::dealiased`),
+//! (`fixes::requalified`), or a table used but not read, joined on its declared key
+//! (`fixes::joined`), an ambiguous column the tables having it are joined on qualified
+//! (`fixes::disambiguated`), or a reserved word used as a table alias renamed (`fixes::dealiased`),
 //! when that fixes this error (the statement passes, or fails further on for
 //! another reason; a doubt means it did not fix).
 
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
-use crate::nl2sql::decode::{Decoded, SpecStats, StopReason};
-use crate::nl2sql::outcome::Attempt;
-use crate::nl2sql::repair::{self, cap_chars, Rejection};
+use crate::nl2sql::api::outcome::Attempt;
+use crate::nl2sql::check::rejection::Rejection;
+use crate::nl2sql::decode::sql_decode::{Decoded, SpecStats, StopReason};
+use crate::nl2sql::repair::feedback::cap_chars;
+use crate::nl2sql::repair::fixes;
 
-/// Most statements the engine rewrites itself in one call (`repair::requalified`,
-/// `repair::joined`, a doubt's `fix`): each fixes one column reference, one missing table or the
+/// Most statements the engine rewrites itself in one call (`fixes::requalified`,
+/// `fixes::joined`, a doubt's `fix`): each fixes one column reference, one missing table or the
 /// divisions, and a statement rarely has more wrong ones than this.
 const MAX_REWRITES: usize = 3;
 
@@ -51,13 +53,13 @@ pub fn find(
     rejected: &Attempt,
     rewrites: usize,
 ) -> Option<Rewrite> {
-    let (sql, shown) = (&rejected.sql, call.shown);
+    let (sql, shown) = (&rejected.sql, &call.shown);
     let fixed = rejection.filter(|_| rewrites < MAX_REWRITES).and_then(|r| match &r.fix {
         Some(fix) => Some(((**fix).clone(), true)),
-        None => repair::requalified(r, sql, shown)
-            .or_else(|| repair::joined(r, sql, shown))
-            .or_else(|| repair::disambiguated(r, sql, shown))
-            .or_else(|| repair::dealiased(r, sql))
+        None => fixes::requalified(r, sql, shown)
+            .or_else(|| fixes::joined(r, sql, shown))
+            .or_else(|| fixes::disambiguated(r, sql, shown))
+            .or_else(|| fixes::dealiased(r, sql))
             .map(|f| (f, false)),
     });
     let ((fixed, note), exact) = fixed?;

@@ -11,13 +11,13 @@
 use super::call::CallState;
 use super::repair_turn::MAX_ERROR_CHARS;
 use crate::generate::sampler::{Sampler, SamplerConfig};
-use crate::nl2sql::candidates::{self, Candidate, TokenScore};
-use crate::nl2sql::decode::StopReason;
-use crate::nl2sql::error::Nl2SqlError;
-use crate::nl2sql::progress::Progress;
-use crate::nl2sql::repair::cap_chars;
-use crate::nl2sql::seq::Seq as KvSeq;
-use crate::nl2sql::sqltext::{answer_complete, extract_sql};
+use crate::nl2sql::base::error::Nl2SqlError;
+use crate::nl2sql::base::progress::Progress;
+use crate::nl2sql::decode::candidates::{self, Candidate, TokenScore};
+use crate::nl2sql::decode::seq::Seq as KvSeq;
+use crate::nl2sql::decode::sql_decode::StopReason;
+use crate::nl2sql::repair::feedback::cap_chars;
+use crate::nl2sql::sql::sqltext::{answer_complete, extract_sql};
 use crate::platform::clock::ms_since;
 use std::time::Instant;
 
@@ -52,7 +52,7 @@ pub fn run(call: &mut CallState<'_, '_>, cands: &mut Vec<Candidate>) -> Result<(
     let cap = call.question_end + budget + 1;
     let mut seqs = Vec::with_capacity(n);
     for i in 0..n {
-        let kv = call.kv.fork(call.question_end, cap, model.config())?;
+        let kv = call.kv().fork(call.question_end, cap, model.config())?;
         let cfg = SamplerConfig {
             temperature: SAMPLE_TEMPERATURE,
             seed: i as u64,
