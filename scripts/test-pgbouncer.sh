@@ -48,7 +48,7 @@ bpid=""
 cleanup() {
     local rc=$?
     if [[ -n $bpid ]] && kill -0 "$bpid" 2>/dev/null; then
-        kill -INT "$bpid" 2>/dev/null || true # SIGINT: PgBouncer's "safe shutdown"
+        kill -TERM "$bpid" 2>/dev/null || true # SIGTERM: PgBouncer's immediate shutdown
         for _ in $(seq 1 50); do kill -0 "$bpid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$bpid" 2>/dev/null || true
     fi
