@@ -111,15 +111,21 @@ visibility() {
     echo "${out[*]}"
 }
 # examples_state CLUSTER DB: the store as a DBA would compare it: every row (relations as names),
-# the table's policies, its privileges, row security, the extension's version and its dumped tables.
+# the table's policies, each role's privileges on it (not the ACL: 17 adds MAINTAIN to the
+# owner's), row security, the extension's version and its dumped tables, the identity sequence.
 examples_state() {
     cl_psql "$1" -d "$2" <<'SQL'
 SELECT 'row ' || id || '|' || question || '|' || sql || '|' || relations::text || '|' || added_by || '|' || added_at
   FROM nl2sql_examples ORDER BY id;
 SELECT 'policy ' || policyname || '|' || permissive || '|' || roles::text || '|' || cmd || '|' || coalesce(qual, '-') || '|' || coalesce(with_check, '-')
   FROM pg_policies WHERE tablename = 'nl2sql_examples' ORDER BY policyname;
-SELECT 'acl ' || coalesce(relacl::text, 'default') || ' rls ' || relrowsecurity || ' forced ' || relforcerowsecurity
-  FROM pg_class WHERE relname = 'nl2sql_examples';
+SELECT 'privileges ' || string_agg(r || '=' || concat_ws(',',
+           CASE WHEN has_table_privilege(r, 'nl2sql_examples', 'SELECT') THEN 'SELECT' END,
+           CASE WHEN has_table_privilege(r, 'nl2sql_examples', 'INSERT') THEN 'INSERT' END,
+           CASE WHEN has_table_privilege(r, 'nl2sql_examples', 'UPDATE') THEN 'UPDATE' END,
+           CASE WHEN has_table_privilege(r, 'nl2sql_examples', 'DELETE') THEN 'DELETE' END), ' ' ORDER BY r)
+  FROM unnest(ARRAY['dba_sales', 'dba_support', 'dba_analyst', 'dba_outsider', 'dba_teacher', 'dba_contractor']) r;
+SELECT 'row security ' || relrowsecurity || ' forced ' || relforcerowsecurity FROM pg_class WHERE relname = 'nl2sql_examples';
 SELECT 'extension ' || extversion || ' dumps ' || coalesce(extconfig::regclass[]::text, 'none') FROM pg_extension WHERE extname = 'turboinfer';
 SELECT 'next id ' || (SELECT last_value FROM nl2sql_examples_id_seq) || ' called ' || (SELECT is_called FROM nl2sql_examples_id_seq);
 SQL
@@ -154,4 +160,71 @@ SET ROLE dba_teacher;
 SELECT id || CASE WHEN nl2sql_forget(id) THEN '' ELSE ' (not forgotten)' END
   FROM nl2sql_learn('How many payments are there?', 'SELECT count(*) FROM payments') id;
 SQL
+}
+# own_policies CLUSTER DB: CREATE POLICY statements for the policies a DBA added to
+# nl2sql_examples (all but the extension's nl2sql_examples_access), the query of docs/install.md:
+# pg_dump dumps only the privileges of an extension's tables, not their policies.
+own_policies() {
+    cl_psql "$1" -d "$2" <<'SQL'
+SELECT format('CREATE POLICY %I ON %I.%I AS %s FOR %s TO %s%s%s;', p.policyname, p.schemaname, p.tablename,
+              p.permissive, p.cmd,
+              (SELECT string_agg(CASE WHEN r = 'public' THEN 'PUBLIC' ELSE quote_ident(r) END, ', ') FROM unnest(p.roles) r),
+              ' USING (' || p.qual || ')', ' WITH CHECK (' || p.with_check || ')')
+  FROM pg_policies p
+ WHERE p.tablename = 'nl2sql_examples' AND p.policyname <> 'nl2sql_examples_access'
+ ORDER BY p.policyname;
+SQL
+}
+# stale_oid_probe CLUSTER DB: example 5 reads a table dropped in the source; its relations hold
+# that table's old OID, which pg_dump writes as a number and pg_restore reads back as is. In a
+# restored cluster the OID counter is behind it: large objects take OIDs up to the one before,
+# then a new table takes that OID, readable by dba_analyst. Prints "oid N: table T; dba_analyst
+# sees: IDS" (or why the probe could not take the OID).
+stale_oid_probe() {
+    cl_psql "$1" -d "$2" <<'SQL'
+SET client_min_messages = warning;
+DO $$
+DECLARE
+    stale oid := (SELECT relations[1]::oid FROM nl2sql_examples WHERE id = 5);
+    got oid;
+    los oid[] := '{}';
+BEGIN
+    IF EXISTS (SELECT FROM pg_class WHERE oid = stale) THEN
+        RAISE NOTICE 'probe: % already names %', stale, stale::regclass;
+        RETURN;
+    END IF;
+    LOOP
+        got := lo_create(0);
+        los := los || got;
+        EXIT WHEN got >= stale - 1 OR cardinality(los) > 100000;
+    END LOOP;
+    IF got = stale - 1 THEN
+        CREATE TABLE public.stale_probe (id integer);
+        GRANT SELECT ON public.stale_probe TO dba_analyst;
+    END IF;
+    PERFORM lo_unlink(l) FROM unnest(los) l;
+END $$;
+SELECT 'oid ' || (SELECT relations[1]::oid FROM nl2sql_examples WHERE id = 5) || ': table ' ||
+       coalesce((SELECT relations[1]::text FROM nl2sql_examples WHERE id = 5 AND EXISTS (SELECT FROM pg_class c WHERE c.oid = relations[1])), 'none');
+SET ROLE dba_analyst;
+SELECT 'dba_analyst sees: ' || coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM nl2sql_examples;
+SQL
+}
+
+# The column option pg_attver. PostgreSQL 15.20 (a minor release of November 2026) records it on
+# every column; 17.11 (this machine's 17: Debian's pool serves no newer one) does not know it, so
+# its pg_dump copies it and its server refuses it (ERROR: unrecognized parameter "pg_attver"):
+# pg_upgrade fails at "Restoring database schemas", and so does a restore of 17.11's pg_dump.
+# A server's pg_dump knows the option when the server records it (15.20's leaves it out of dumps).
+# attver_known MAJOR: true when that major's release here knows pg_attver.
+attver_known() { grep -qa 'pg_attver' "/usr/lib/postgresql/$1/bin/pg_dump"; }
+# attver_strip CLUSTER: removes pg_attver from the user columns of every database of the cluster
+# (a superuser's UPDATE of pg_attribute: the option cannot be RESET), so that an older minor
+# release of the new major can take them. A work-around for this machine, not a documented step.
+attver_strip() {
+    local db n=0
+    for db in $(cl_psql "$1" -c "SELECT datname FROM pg_database WHERE datallowconn"); do
+        n=$((n + $(cl_psql "$1" -d "$db" -c "WITH u AS (UPDATE pg_attribute SET attoptions = (SELECT array_agg(o) FROM unnest(attoptions) o WHERE o NOT LIKE 'pg_attver=%') WHERE attrelid >= 16384 AND attoptions::text LIKE '%pg_attver=%' RETURNING 1) SELECT count(*) FROM u")))
+    done
+    echo "$n"
 }

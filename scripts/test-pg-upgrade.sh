@@ -53,10 +53,10 @@ cleanup() {
             [[ -f $work/$n/log/postgresql.log ]] && { echo "$me: last lines of the $n cluster's log:"; tail -n 10 "$work/$n/log/postgresql.log" | sed 's/^/     | /'; }
         done
         ls "$work"/new/data/pg_upgrade_output.d/*/log/*.log >/dev/null 2>&1 &&
-            { echo "$me: pg_upgrade's logs:"; tail -n 10 "$work"/new/data/pg_upgrade_output.d/*/log/*.log | sed 's/^/     | /'; }
+            { echo "$me: pg_upgrade's errors:"; grep -h -B2 -A12 'error:' "$work"/new/data/pg_upgrade_output.d/*/log/*.log | head -n 60 | sed 's/^/     | /'; }
     fi
     cl_stop_all
-    rm -rf "$work"
+    [[ ${TURBOINFER_KEEP_WORK:-} == 1 ]] && say "kept $work (TURBOINFER_KEEP_WORK=1)" || rm -rf "$work"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -119,6 +119,11 @@ fi
 # settings, pg_upgrade --check while the old one runs, then stopped, pg_upgrade.
 cl_init new "$TO" "$NPORT"
 echo "$settings" >>"$work/new/data/postgresql.conf"
+# This machine's 17 may be an older minor release than its 15 (scripts/dbalib.sh, pg_attver).
+if attver_known "$FROM" && ! attver_known "$TO"; then
+    n=$(attver_strip old)
+    echo "note PostgreSQL $("${cl_bin[new]}/postgres" --version | awk '{print $3}') does not know the column option pg_attver of $(cl_psql old -c 'SHOW server_version' | awk '{print $1}'): removed from the old cluster's $n user columns first (pg_upgrade fails on it otherwise; a newer minor release of $TO is the fix, see docs/install.md)"
+fi
 install -d -m 755 -o postgres -g postgres "$work/upgrade"
 upgrade() {
     (cd "$work/upgrade" && as_pg "${cl_bin[new]}/pg_upgrade" -b "${cl_bin[old]}" -B "${cl_bin[new]}" \
@@ -181,7 +186,7 @@ else
 fi
 
 # The conversation lived in a backend of the old cluster: a follow-up now has nothing before it.
-out=$(cl_psql new -d "$DB" -c "SET ROLE dba_analyst" -c "SELECT coalesce(e->'follow_up'->>'dropped', 'null') || ' ' || jsonb_array_length(coalesce(e->'follow_up'->'turns', '[]')) FROM nl2sql_explain('by status?', follow_up => true) e" 2>&1) || true
+out=$(cl_psql new -d "$DB" -c "SET client_min_messages = warning" -c "SET ROLE dba_analyst" -c "SELECT coalesce(e->'follow_up'->>'dropped', 'null') || ' ' || jsonb_array_length(coalesce(e->'follow_up'->'turns', '[]')) FROM nl2sql_explain('by status?', follow_up => true) e" 2>&1) || true
 [[ $out == *" 0" && $out != null* ]] && ok "a session-local follow-up after the upgrade: nothing before it (${out% 0})" ||
     bad "a follow-up after the upgrade" "$out"
 if [[ -n $token ]]; then
