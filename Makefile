@@ -242,7 +242,7 @@ test-pg:
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
 ## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
 ## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch server's
-## exactness (engine) and the batch worker (PostgreSQL).
+## exactness (engine), the batch worker (PostgreSQL) and conversations behind PgBouncer.
 test-matrix:
 	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-aarch64
