@@ -3,7 +3,7 @@
 # index into a cache directory, once. Only a measuring stick: nothing of it is committed or linked.
 #   benches/llamacpp.sh build          -> prints the bin directory
 #   benches/llamacpp.sh bench MODEL    -> llama-bench -t 2 -r 3 (pp64, pp512, tg64) on MODEL.gguf
-# (llama-quantize and llama-perplexity too: the low-bit model and its perplexity, docs/performance.md)
+# (llama-quantize and llama-perplexity too: the low-bit model and its perplexity, docs/journal/issue-31-lookup-table-kernels.md)
 set -euo pipefail
 VERSION=11434.0.0   # llama.cpp build b11434, the build ../shared/fixtures were made with
 CACHE=${TURBOINFER_LLAMACPP_DIR:-/var/cache/turboinfer/llama.cpp}

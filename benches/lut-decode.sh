@@ -4,7 +4,7 @@
 # the run), alternating, and llama.cpp's llama-bench (tg64) on the same file between them; then the
 # shipped model for scale. Prints decode tok/s, prefill tok/s and a hash of the generated tokens
 # (every line of one model must show the same hash: the LUT changes no bit).
-#   benches/lut-decode.sh MODEL.gguf [RUNS=3]          (docs/performance.md, "The LUT in the forward pass")
+#   benches/lut-decode.sh MODEL.gguf [RUNS=3]          (docs/journal/issue-31-lookup-table-kernels.md, "The LUT in the forward pass")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 M=$(realpath "$1"); RUNS=${2:-3}

@@ -34,6 +34,9 @@ fi
 echo "lint: layer rule (no import circles between modules)"
 python3 tools/module_cycles.py
 
+echo "lint: docs links (every relative markdown link names a file and heading that exist)"
+python3 scripts/check-doc-links.py
+
 echo "lint: cargo clippy (engine, all targets)"
 cargo clippy --quiet --all-targets -- -D warnings
 echo "lint: cargo clippy (engine without the sparse FFN, all targets)"

@@ -1,7 +1,7 @@
 -- TurboInfer 0.3.0 -> 0.4.0. Run by ALTER EXTENSION turboinfer UPDATE (TO '0.4.0') once the 0.4.0
 -- library and scripts are installed. 0.4.0 builds for PostgreSQL 14 to 18 (one library per major,
--- the same SQL objects on each). Its one SQL change: nl2sql, nl2sql_run and nl2sql_explain take a
--- `follow_up` argument (below). scripts/test-install.sh checks, on each tested major, that an
+-- the same SQL objects on each). Its SQL changes: nl2sql, nl2sql_run and nl2sql_explain take a
+-- `follow_up` argument, and nl2sql_converse is new (below). scripts/test-install.sh checks, on each tested major, that an
 -- updated database and a fresh CREATE EXTENSION turboinfer have the same objects.
 \echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.4.0'" to load this file. \quit
 
@@ -39,3 +39,18 @@ CREATE  FUNCTION "nl2sql_explain"(
 VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_explain_sparse_wrapper';
+
+-- Conversations carried by the client (issue #80, src/pg/conversation.rs): a follow-up names the
+-- conversation it continues with the token returned with the previous answer, so that clients
+-- sharing a backend through a pooler never see each other's turns.
+CREATE  FUNCTION "nl2sql_converse"(
+	"question" TEXT, /* Option < Text > */
+	"previous" TEXT DEFAULT NULL /* Option < Text > */
+) RETURNS TABLE (
+	"sql" TEXT,  /* TextOut */
+	"conversation" TEXT,  /* String */
+	"follow_up" jsonb  /* Jsonb */
+)
+VOLATILE SECURITY INVOKER PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'nl2sql_converse_wrapper';

@@ -7,6 +7,7 @@ pub mod bench;
 #[cfg(feature = "sparse")]
 pub mod calibration;
 pub mod candidates;
+pub mod carried;
 pub mod constrain;
 mod conversation;
 pub mod decode;
@@ -43,6 +44,7 @@ mod values;
 mod vocab;
 
 pub use crate::generate::fingerprint::Fingerprint;
+pub use carried::{Carried, TokenError};
 pub use conversation::{Conversation, Dropped, FollowUp, Turn};
 pub use decode::{DecodeLimits, Decoded, SpecStats, StopReason};
 pub use engine::{Engine, Plan, MAX_QUESTION_CHARS};

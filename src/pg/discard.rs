@@ -1,11 +1,15 @@
-//! `DISCARD ALL` forgets the session's conversation (`conversation.rs`), as it forgets the
-//! session's prepared statements and temporary tables: a session-mode pooler (pgbouncer's
-//! `server_reset_query`) runs it before handing the backend to another client, whose follow-ups
-//! must not follow the previous client's questions.
+//! The statements that reset a session for its next client forget the session's conversation
+//! (`conversation.rs`), as they forget its prepared statements, settings or temporary tables:
+//! `DISCARD ALL` (pgbouncer's `server_reset_query`), `RESET ALL` and `SET`/`RESET SESSION
+//! AUTHORIZATION` (the reset of client-side pools that keep prepared statements:
+//! `SET SESSION AUTHORIZATION DEFAULT; RESET ALL; ...`). A pooler runs one of them before
+//! handing the backend to another client, whose follow-ups must not follow the previous
+//! client's questions.
 //!
 //! A `ProcessUtility_hook`, installed when the library is loaded (`_PG_init`): it runs every
-//! utility statement as before (the hook it replaced, or `standard_ProcessUtility`) and, after a
-//! `DISCARD ALL` that succeeded, drops the conversation. Nothing else is looked at or changed.
+//! utility statement as before (the hook it replaced, or `standard_ProcessUtility`) and, after
+//! one of these statements succeeded, drops the conversation (with the statement's transaction:
+//! a `RESET ALL` rolled back leaves it). Nothing else is looked at or changed.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -23,17 +27,34 @@ pub(super) fn install() {
     }
 }
 
-/// Whether `pstmt` is `DISCARD ALL`.
+/// Whether `pstmt` resets the session for another client: `DISCARD ALL`, `RESET ALL`, or
+/// `SET`/`RESET SESSION AUTHORIZATION` (any form: the grammar makes each a `VariableSetStmt`
+/// named `session_authorization`).
 ///
 /// # Safety
 ///
 /// `pstmt` is the statement PostgreSQL passes to the hook (a valid `PlannedStmt`).
-unsafe fn is_discard_all(pstmt: *mut pg_sys::PlannedStmt) -> bool {
+unsafe fn resets_session(pstmt: *mut pg_sys::PlannedStmt) -> bool {
     let stmt = unsafe { (*pstmt).utilityStmt };
-    if stmt.is_null() || unsafe { (*stmt).type_ } != pg_sys::NodeTag::T_DiscardStmt {
+    if stmt.is_null() {
         return false;
     }
-    unsafe { (*(stmt as *mut pg_sys::DiscardStmt)).target == pg_sys::DiscardMode::DISCARD_ALL }
+    match unsafe { (*stmt).type_ } {
+        pg_sys::NodeTag::T_DiscardStmt => unsafe {
+            (*(stmt as *mut pg_sys::DiscardStmt)).target == pg_sys::DiscardMode::DISCARD_ALL
+        },
+        pg_sys::NodeTag::T_VariableSetStmt => {
+            let set = unsafe { &*(stmt as *mut pg_sys::VariableSetStmt) };
+            if set.kind == pg_sys::VariableSetKind::VAR_RESET_ALL {
+                return true;
+            }
+            // SAFETY: a `VariableSetStmt`'s name is NULL (RESET ALL) or a NUL-terminated string.
+            !set.name.is_null()
+                && unsafe { std::ffi::CStr::from_ptr(set.name) }.to_bytes()
+                    == b"session_authorization"
+        }
+        _ => false,
+    }
 }
 
 #[pg_guard]
@@ -50,7 +71,7 @@ unsafe extern "C-unwind" fn process_utility(
 ) {
     // SAFETY: PostgreSQL's arguments, passed on unchanged; read before running it (the
     // statement is not freed by running it, but read first all the same).
-    let discard_all = unsafe { is_discard_all(pstmt) };
+    let resets = unsafe { resets_session(pstmt) };
     // SAFETY: as above; `PREVIOUS` was set once by `install`.
     unsafe {
         match PREVIOUS {
@@ -70,7 +91,7 @@ unsafe extern "C-unwind" fn process_utility(
         }
     }
     // Reached only when the statement succeeded (an ERROR unwinds past it).
-    if discard_all {
+    if resets {
         super::conversation::forget();
     }
 }

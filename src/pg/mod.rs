@@ -44,15 +44,18 @@ mod worker;
 
 /// Library initialisation (once per backend, when the library is first loaded): registers the
 /// settings, replaces pgrx's panic hook (no backtraces to clients, see `panic`), installs the
-/// hook that lets `DISCARD ALL` forget the session's conversation (see `discard`) and, when the
-/// library is preloaded, requests the shared memory of `turboinfer_stat` (see `stat`) and, with
-/// `turboinfer.batch_worker` on, registers the batch worker and its board (see `worker`). No threads
-/// are created and no model is loaded here: the postmaster may load the library before forking.
+/// hook that lets `DISCARD ALL` and the other session resets forget the session's conversation
+/// (see `discard`) and the transaction callbacks that take back a rolled-back turn (see
+/// `conversation`), and, when the library is preloaded, requests the shared memory of
+/// `turboinfer_stat` (see `stat`) and, with `turboinfer.batch_worker` on, registers the batch
+/// worker and its board (see `worker`). No threads are created and no model is loaded here: the
+/// postmaster may load the library before forking.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     panic::install();
     gucs::register();
     discard::install();
+    conversation::install();
     stat::init();
     worker::init();
 }

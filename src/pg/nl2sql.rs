@@ -152,6 +152,20 @@ struct Answer {
     /// Asked as a follow-up: the earlier turns it was given (the prompt shows the newest
     /// `outcome.follow_up.used`), or why there were none.
     follow_up: Option<Result<Vec<crate::nl2sql::Turn>, &'static str>>,
+    /// A client-carried conversation (`Follow::Carried`) after this call: what the token
+    /// returned with the answer holds.
+    carried: Option<conversation::History>,
+}
+
+/// The conversation a call follows.
+pub(super) enum Follow {
+    /// None: an answered question starts the session's conversation again.
+    Fresh,
+    /// The session's (`follow_up => true`).
+    Session,
+    /// The client's (`nl2sql_converse`): its token, or none to start one. The session's
+    /// conversation is neither read nor changed.
+    Carried(Option<String>),
 }
 
 /// What a forward pass reads and how (`turboinfer_info()`'s `weights`): the bytes of one pass,
@@ -171,18 +185,23 @@ fn weights_json(m: &crate::model::Model) -> serde_json::Value {
 /// The shared body of nl2sql() and nl2sql_explain(); `sparsity` overrides the setting. Every
 /// call, answered or raising an ERROR, is counted in turboinfer_stat and logged at
 /// turboinfer.log_queries here (`track`).
-/// With `follow_up`, the question follows the session's conversation (`conversation.rs`).
+/// `follow` says which conversation the question follows (`conversation.rs`).
 fn answer(
     question: &str,
     schemas: Option<Vec<String>>,
     sparsity: Option<f64>,
-    follow_up: bool,
+    follow: Follow,
 ) -> Answer {
-    track::track(
-        question,
-        || answer_untracked(question, schemas, sparsity, follow_up),
-        |a| &a.outcome,
-    )
+    track::track(question, || answer_untracked(question, schemas, sparsity, follow), |a| &a.outcome)
+}
+
+/// The session's conversation when `follow_up`, else none.
+fn session(follow_up: bool) -> Follow {
+    if follow_up {
+        Follow::Session
+    } else {
+        Follow::Fresh
+    }
 }
 
 /// [`answer`] without the bookkeeping.
@@ -190,12 +209,23 @@ fn answer_untracked(
     question: &str,
     schemas: Option<Vec<String>>,
     sparsity: Option<f64>,
-    follow_up: bool,
+    follow: Follow,
 ) -> Answer {
-    // Reject a blank question before loading anything.
+    // Reject a blank question and a malformed token before loading anything.
     if let Err(e) = Engine::clean_question(question) {
         report(e);
     }
+    let token = match &follow {
+        Follow::Carried(Some(t)) => Some(conversation::decode(t).unwrap_or_else(|e| {
+            raise(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("nl2sql_converse: {e}"),
+                None,
+                Some("Pass the conversation value returned with the previous answer unchanged, or NULL to start a new conversation.".into()),
+            )
+        })),
+        _ => None,
+    };
     let opts = options();
     // A model to (re)load loads on a worker while the catalog is read here (the two timings
     // overlap then).
@@ -242,7 +272,13 @@ fn answer_untracked(
             cache.set_file_dir(gucs::kv_file_dir());
             cache.set_transport(remote.filter(|_| engine.model().ffn_hook().is_none()));
             let model = path.display().to_string();
-            let history = follow_up.then(|| conversation::for_follow_up(&key, &model));
+            let history = match (&follow, token) {
+                (Follow::Session, _) => Some(conversation::for_follow_up(&key, &model)),
+                (Follow::Carried(_), Some(c)) => {
+                    Some(conversation::follow_carried(c, &key, &model))
+                }
+                _ => None,
+            };
             if let Some(Err(why)) = &history {
                 pgrx::notice!(
                     "turboinfer: nothing to follow up ({why}): the question is answered on its own"
@@ -250,10 +286,17 @@ fn answer_untracked(
             }
             let conv = history.as_ref().and_then(|h| h.as_ref().ok()).map(|h| h.conversation());
             let r = generate(engine, rt, cache, &schema, question, conv, &opts);
+            let mut carried = None;
             if let Ok(outcome) = &r {
                 let cleaned = Engine::clean_question(question).unwrap_or_default();
                 let continued = conv.is_some();
-                conversation::record(&cleaned, outcome, &key, &model, continued);
+                if let Follow::Carried(_) = follow {
+                    let previous = history.as_ref().and_then(|h| h.as_ref().ok()).cloned();
+                    carried =
+                        conversation::carried_after(previous, &cleaned, outcome, &key, &model);
+                } else {
+                    conversation::record(&cleaned, outcome, &key, &model, continued);
+                }
                 if let Some(d) = outcome.follow_up.dropped.filter(|_| continued) {
                     pgrx::notice!("turboinfer: the earlier questions were dropped ({}): the question is answered on its own", d.reason());
                 }
@@ -261,7 +304,7 @@ fn answer_untracked(
             let history = history.map(|h| h.map(|h| h.turns().to_vec()));
             log_cache_events(cache);
             let used = active.map(|a| (shown_path(&a.path), a.level, a.selector, a.summary()));
-            (r, model, used, packed_status(engine.model()), history)
+            (r, model, used, packed_status(engine.model()), history, carried)
         };
         if matches!(out.0, Err(Nl2SqlError::Model(ModelError::FileChanged { .. }))) {
             // The mapping holds garbage (zero pages over a truncated part, or a rewritten file):
@@ -273,7 +316,7 @@ fn answer_untracked(
     drop(slot);
     let source = if sparsity.is_some() { "argument" } else { "setting" };
     match result {
-        (Ok(outcome), model_path, active, packed, follow_up) => Answer {
+        (Ok(outcome), model_path, active, packed, follow_up, carried) => Answer {
             outcome,
             load_ms,
             reloaded,
@@ -284,6 +327,7 @@ fn answer_untracked(
             sparse: SparseUse { source, active },
             packed,
             follow_up,
+            carried,
         },
         (Err(e), ..) => report(e),
     }
@@ -294,7 +338,29 @@ fn answer_untracked(
 /// the session's earlier questions (`conversation.rs`). Never executes it.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
 fn nl2sql(question: Text, follow_up: default!(bool, false)) -> TextOut {
-    accepted(answer(&question.0, None, None, follow_up))
+    accepted(answer(&question.0, None, None, session(follow_up)))
+}
+
+/// `nl2sql_converse(question, previous DEFAULT NULL)`: a SQL query answering `question` as
+/// `nl2sql(question)` does, in the context of the conversation the client carries: `previous`
+/// is the `conversation` value returned with the previous answer (NULL starts a new
+/// conversation). One row: the SQL, the conversation to pass with the next follow-up, and the
+/// `follow_up` object of `nl2sql_explain`. The server keeps nothing between calls, so clients
+/// sharing backends through a pooler never see each other's turns (`conversation.rs`). A NULL
+/// question gives no rows.
+#[pg_extern(volatile, parallel_unsafe, security_invoker)]
+fn nl2sql_converse(
+    question: Option<Text>,
+    previous: default!(Option<Text>, "NULL"),
+) -> TableIterator<
+    'static,
+    (name!(sql, TextOut), name!(conversation, String), name!(follow_up, Jsonb)),
+> {
+    let Some(Text(question)) = question else { return TableIterator::new(Vec::new()) };
+    let a = answer(&question, None, None, Follow::Carried(previous.map(|p| p.0)));
+    let follow_up = follow_up_json(&a);
+    let token = a.carried.as_ref().map(conversation::to_token).unwrap_or_default();
+    TableIterator::once((accepted(a), token, Jsonb(follow_up)))
 }
 
 /// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR.
@@ -305,14 +371,14 @@ fn accepted(a: Answer) -> TextOut {
 /// The accepted SQL answering `question` over the search path, exactly as `nl2sql(question)`
 /// produces it (or raises its ERROR): for `nl2sql_run()` (run.rs).
 pub(super) fn accepted_sql(question: &str, follow_up: bool) -> String {
-    accepted(answer(question, None, None, follow_up)).0
+    accepted(answer(question, None, None, session(follow_up))).0
 }
 
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
 fn nl2sql_schemas(question: Text, schemas: TextArray) -> TextOut {
-    accepted(answer(&question.0, Some(schemas.0), None, false))
+    accepted(answer(&question.0, Some(schemas.0), None, Follow::Fresh))
 }
 
 /// The explain report of an answer.
@@ -451,7 +517,7 @@ fn nl2sql_explain_sparse(
     follow_up: default!(Option<bool>, false),
 ) -> Option<Jsonb> {
     let question = question?.0;
-    let a = answer(&question, schemas.map(|s| s.0), sparsity, follow_up.unwrap_or(false));
+    let a = answer(&question, schemas.map(|s| s.0), sparsity, session(follow_up.unwrap_or(false)));
     Some(Jsonb(explain_json(&question, &a)))
 }
 
