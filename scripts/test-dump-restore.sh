@@ -158,10 +158,11 @@ restored "B ($FROM -> $TO)" dst "$DB"
 # hold the dropped table's OID as a number; a table that later takes that OID in the new cluster
 # must not make it visible.
 out=$(stale_oid_probe dst "$DB" 2>&1) || true
+[[ $out == *"already names"* ]] && echo "note B: the dropped table's OID that example 5 holds names another relation of the restored cluster: $(grep -o 'already names.*' <<<"$out")"
 if [[ $out == *"dba_analyst sees: 1,2,3,4,6" ]]; then
-    ok "B: the example over a dropped table stays hidden when a new table takes its old OID (${out%%$'\n'*})"
+    ok "B: the example over a dropped table stays hidden for dba_analyst, with a table of its own at that OID if it was free ($(grep '^oid' <<<"$out"))"
 else
-    bad "B: the example over a dropped table, after a new table took its old OID in the restored cluster" "$out"
+    bad "B: the example over a dropped table became visible in the restored cluster" "$out"
 fi
 
 for n in src dst; do
