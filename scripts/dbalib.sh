@@ -190,7 +190,7 @@ DECLARE
     los oid[] := '{}';
 BEGIN
     IF EXISTS (SELECT FROM pg_class WHERE oid = stale) THEN
-        RAISE NOTICE 'probe: % already names %', stale, stale::regclass;
+        RAISE WARNING 'probe: % already names %', stale, stale::regclass;
         RETURN;
     END IF;
     LOOP
