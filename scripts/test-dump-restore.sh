@@ -8,15 +8,23 @@
 #   B. with 17's pg_dump (the newer major's client reads the older server) into a private
 #      PostgreSQL 17 cluster, the roles first (pg_dumpall --roles-only), the database created by
 #      pg_restore -C with its settings;
-# and after each, the documented `vacuumdb --analyze-only` (a dump holds no planner statistics
-# before 18, and nl2sql's prompt shows their values):
+# with the DBA's own policies on nl2sql_examples saved before pg_dump and re-created after
+# pg_restore (pg_dump dumps an extension table's rows and privileges, not its policies: a note says
+# how many were there before that step), and after each, the documented `vacuumdb --analyze-only`
+# (a dump holds no planner statistics before 18, and nl2sql's prompt shows their values):
 #   - pg_restore exits 0 and writes nothing to stderr (no error, no warning);
 #   - the same examples (every row, relations by name), policies (the extension's and the DBA's),
 #     privileges, row security, dumped tables and identity sequence (a new example gets the next id);
 #   - every role of the fixture sees exactly the examples it saw in the source;
 #   - nl2sql_explain answers the demo questions with the same SQL and shows the same examples,
 #     role by role;
+#   - B: the example over a dropped table (its relations hold the dropped table's OID, which the
+#     dump writes as a number) stays hidden in the restored cluster, also when a table of its own
+#     takes that OID there (large objects use up the OIDs before it);
 #   - no crash in either cluster's log.
+# When the newer major here is an older minor release than the source's (17.11 and 15.20), its
+# pg_dump's archive is restored into a scratch database to report the errors (a note), and the
+# source's own pg_dump makes the archive B restores (scripts/dbalib.sh, pg_attver).
 # Both clusters live in a temporary directory (sockets only, ports TURBOINFER_DUMPTEST_PORT,
 # default 54349, and that + 200), removed afterwards, also on failure.
 #   TURBOINFER_DUMP_FROM (15), TURBOINFER_DUMP_TO (17): the majors; the extension must be
