@@ -140,7 +140,9 @@ SHOP_QUESTIONS=(
     "dba_analyst|How many users live in Germany?"
 )
 # answers CLUSTER DB: one line per SHOP_QUESTIONS entry: role|question|the SQL (newlines as
-# spaces)|the examples shown (ids), from nl2sql_explain; an error in place of the SQL.
+# spaces)|the examples shown (ids)|the schema prefix's fingerprint (what the prompt shows before
+# the examples: tables, columns, comments, values from pg_stats), from nl2sql_explain; an error
+# in place of the SQL.
 answers() {
     local entry role q
     for entry in "${SHOP_QUESTIONS[@]}"; do
@@ -148,6 +150,7 @@ answers() {
         printf '%s|%s|%s\n' "$role" "$q" "$(cl_psql "$1" -d "$2" -v q="$q" 2>&1 <<SQL | tr '\n' ' ' | sed 's/ $//'
 SET ROLE $role;
 SELECT coalesce(replace(e->>'sql', E'\n', ' '), 'no SQL: ' || coalesce(e->>'error', '?')) || '|examples ' || jsonb_path_query_array(e->'examples', '\$[*].id')::text
+       || '|schema prefix ' || left(e->>'fingerprint', 16)
   FROM nl2sql_explain(:'q') e;
 SQL
 )"
