@@ -104,7 +104,7 @@ restored: $vis"
     next=$(learn_next "$c" "$db")
     [[ $next == 7 ]] && ok "$label: nl2sql_learn gets the next id (7)" || bad "$label: nl2sql_learn: '$next', expected id 7" "$next"
     ans=$(answers "$c" "$db")
-    [[ $ans == "$ans0" ]] && ok "$label: the same SQL and examples shown for all ${#SHOP_QUESTIONS[@]} questions, role by role" ||
+    [[ $ans == "$ans0" ]] && ok "$label: the same SQL, examples shown and schema prefix for all ${#SHOP_QUESTIONS[@]} questions, role by role" ||
         bad "$label: other answers than the source's" "$(diff <(echo "$ans0") <(echo "$ans") || true)"
 }
 # pg_restore_checked LABEL MAJOR ARGS...: pg_restore of that major; exit 0 and nothing on stderr.

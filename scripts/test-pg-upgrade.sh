@@ -183,7 +183,7 @@ next=$(learn_next new "$DB")
 t=$(date +%s)
 ans1=$(answers new "$DB")
 if [[ $ans1 == "$ans0" ]]; then
-    ok "the same SQL and examples shown for all ${#SHOP_QUESTIONS[@]} questions, role by role ($(($(date +%s) - t)) s)"
+    ok "the same SQL, examples shown and schema prefix for all ${#SHOP_QUESTIONS[@]} questions, role by role ($(($(date +%s) - t)) s)"
 else
     bad "other answers after the upgrade" "$(diff <(echo "$ans0") <(echo "$ans1") || true)"
 fi
