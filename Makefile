@@ -3,8 +3,8 @@
 #   make test        the contributor's run after `make demo` (engine tests with real models and every
 #                    kernel tier's logits, pg_regress, the quick script tests); about 15 min on 2 cores
 #   make test-full   CI's run: `make test`, then the matrix (pg_regress on other tiers, aarch64 under
-#                    QEMU, install elsewhere, package, standby, model swap, concurrency, batch worker),
-#                    then `make test-pg PG_MAJOR=17`
+#                    QEMU, install elsewhere, package, standby, model swap, concurrency, batch worker,
+#                    PgBouncer), then `make test-pg PG_MAJOR=17`, pg_upgrade 15 -> 17, pg_dump/pg_restore
 #   make install [PG_CONFIG=/path/to/pg_config]   build + install into that PostgreSQL (14 to 18),
 #                    fetch the default model
 #   make package [PG_MAJORS="15 17"]   Debian packages postgresql-NN-turboinfer, one per installed
@@ -68,7 +68,7 @@ TIMED := scripts/timed
 PSQL  := scripts/cluster.sh psql -X -q -v ON_ERROR_STOP=1
 
 .PHONY: help lint setup setup-pg test-pg test-same-answers fetch-model pack-models build install package test-package test-install cluster-start cluster-stop cluster-status demo-db \
-        demo test test-full test-matrix test-engine-remote test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker psql \
+        demo test test-full test-matrix test-engine-remote test-fetch test-cluster test-engine test-aarch64 installcheck installcheck-tiers test-backtrace test-standby test-memory-limit test-model-swap test-concurrency test-stat-shared test-batch-worker test-pgbouncer test-pg-upgrade test-dump-restore psql \
         scorecard scorecard-llamacpp test-scorecard sqleval sqleval-llamacpp
 
 help:
@@ -77,7 +77,7 @@ help:
 	@echo "               cluster-status demo-db installcheck installcheck-tiers test-fetch test-cluster test-engine"
 	@echo "               test-aarch64 test-matrix test-engine-remote"
 	@echo "               test-backtrace test-standby test-memory-limit test-model-swap test-concurrency"
-	@echo "               test-stat-shared test-batch-worker psql"
+	@echo "               test-stat-shared test-batch-worker test-pgbouncer test-pg-upgrade test-dump-restore psql"
 	@echo "               test-package test-install package test-pg test-same-answers lint scorecard sqleval"
 	@echo "               test-scorecard"
 	@echo "every target takes PG_MAJOR=14..18 (default 15): that PostgreSQL, its cluster"
@@ -215,11 +215,15 @@ test:
 	@$(MAKE) --no-print-directory test-stat-shared
 
 ## CI's run (.ci/run): `make test`, then the matrix (both on PostgreSQL 15), then the PostgreSQL
-## suites on CI_PG_MAJOR (17; see there).
+## suites on CI_PG_MAJOR (17; see there), then a DBA's moves between them: pg_upgrade 15 ->
+## CI_PG_MAJOR and pg_dump/pg_restore into 15 and CI_PG_MAJOR (both need the extension installed
+## in both majors, as test-pg left it).
 test-full:
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory test-matrix
 	@$(MAKE) --no-print-directory test-pg PG_MAJOR=$(CI_PG_MAJOR)
+	@$(MAKE) --no-print-directory test-pg-upgrade
+	@$(MAKE) --no-print-directory test-dump-restore
 
 ## What CI runs on a second major (PG_MAJOR=17 in test-full): that PostgreSQL set up, the
 ## extension built for it and installed (no model fetch: `make test` fetched them), its cluster
@@ -244,7 +248,7 @@ test-pg:
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
 ## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
 ## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch server's
-## exactness (engine) and the batch worker (PostgreSQL).
+## exactness (engine), the batch worker (PostgreSQL) and conversations behind PgBouncer.
 test-matrix:
 	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-aarch64
@@ -255,6 +259,7 @@ test-matrix:
 	@$(MAKE) --no-print-directory test-concurrency
 	@$(MAKE) --no-print-directory test-engine-remote
 	@$(MAKE) --no-print-directory test-batch-worker
+	@$(MAKE) --no-print-directory test-pgbouncer
 
 ## make install into another PostgreSQL of PG_MAJOR found through PG_CONFIG or PATH (a private,
 ## relocated copy of /usr/lib/postgresql/PG_MAJOR), then a fresh cluster of it: CREATE EXTENSION,
@@ -334,6 +339,25 @@ test-stat-shared:
 ## to in-process ones, eviction under a small budget, cancel, the worker terminated mid-call.
 test-batch-worker:
 	@$(TIMED) "batch worker" scripts/test-batch-worker.sh
+
+## Conversations behind Debian's PgBouncer (apt-get installs it when missing), run as postgres
+## on 127.0.0.1:54347 in front of a private cluster (port 54346): session mode with its default
+## server_reset_query, transaction mode with one server connection for two clients interleaving
+## nl2sql_converse conversations; a cancelled or failed call enters nothing (scripts/test-pgbouncer.sh).
+test-pgbouncer:
+	@$(TIMED) "conversations behind PgBouncer" scripts/test-pgbouncer.sh
+
+## pg_upgrade from 15 to CI_PG_MAJOR (17) with the extension installed into both (same version),
+## examples with row-level security and a conversation in use: docs/install.md's steps, then the
+## same examples per role and the same answers (scripts/test-pg-upgrade.sh; private clusters).
+test-pg-upgrade:
+	@$(TIMED) "pg_upgrade 15 -> $(CI_PG_MAJOR)" env TURBOINFER_UPGRADE_TO=$(CI_PG_MAJOR) scripts/test-pg-upgrade.sh
+
+## pg_dump -Fc / pg_restore of a database with the extension and examples into a new database of
+## 15 and into a CI_PG_MAJOR (17) cluster: docs/install.md's steps, then the same examples per
+## role, policies and answers, no error in the restore (scripts/test-dump-restore.sh).
+test-dump-restore:
+	@$(TIMED) "pg_dump/pg_restore 15 -> 15 and $(CI_PG_MAJOR)" env TURBOINFER_DUMP_TO=$(CI_PG_MAJOR) scripts/test-dump-restore.sh
 
 ## SQL regression tests with pg_regress (extension installed, cluster running).
 installcheck:

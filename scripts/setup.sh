@@ -3,7 +3,7 @@
 # checks first and is skipped when already done, so a second run takes about a second.
 #
 # Steps: Debian packages (PostgreSQL 15 + server headers, clang for bindgen, build tools, pip,
-# binutils and dpkg for `make package`), Rust toolchain (>= 1.95, via rustup only if cargo is
+# binutils and dpkg for `make package`, pgbouncer for `make test-pgbouncer`), Rust toolchain (>= 1.95, via rustup only if cargo is
 # missing), cargo-pgrx 0.18.0, `cargo pgrx init` against Debian's PostgreSQL 15. Each step prints its wall time; a failure prints one line
 # naming the step and exits 1.
 set -euo pipefail
@@ -12,7 +12,7 @@ PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PGRX_VERSION=0.18.0
 RUST_MIN=1.95
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config gcc libc6-dev make
-    ca-certificates curl python3 binutils dpkg)
+    ca-certificates curl python3 binutils dpkg pgbouncer)
 export PATH="$HOME/.cargo/bin:$PATH"
 export DEBIAN_FRONTEND=noninteractive
 
