@@ -15,8 +15,8 @@
 //! its own earlier turns, which it could as well have typed into its question; the schema
 //! shown, the validation and any execution still use the caller's privileges.
 
-use crate::nl2sql::plan::conversation::{Conversation, Turn};
 use crate::generate::fingerprint::Fingerprint;
+use crate::nl2sql::plan::conversation::{Conversation, Turn};
 use serde_json::{json, Value};
 
 /// The token's prefix: `tic1` = TurboInfer conversation, format 1 (a later format gets a new

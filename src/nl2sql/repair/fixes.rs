@@ -1,5 +1,6 @@
 //! The engine's own rewrites of a rejected statement, tried before a model round
-//! (`stages/rewrite.rs` calls them): a column on the wrong table that exactly one other table has,
+//! (`stages/rewrite.rs` calls them): mixed-case names written without their quotes, quoted
+//! ([`requoted`]); a column on the wrong table that exactly one other table has,
 //! requalified ([`requalified`]); a table used but not read, joined on its declared key
 //! ([`joined`]); an ambiguous column qualified ([`disambiguated`]); a reserved word used as an
 //! alias renamed ([`dealiased`]). Each returns the rewritten statement and a note of what it did.
@@ -15,6 +16,66 @@ use crate::nl2sql::schema::render::Renderer;
 use crate::nl2sql::schema::tables::{SchemaInfo, Table};
 use crate::nl2sql::sql::ident::quote_ident;
 use crate::nl2sql::sql::lexer::{self, Kind, Token};
+
+/// The deterministic repair of mixed-case names written without their double quotes: PostgreSQL
+/// folds an unquoted name to lower case, so `FROM Invoice` looks for `invoice` and fails when the
+/// table is `"Invoice"` (a schema made by a tool or another database keeps its names' case). When
+/// the server says a table or column does not exist, every unquoted word of the statement that
+/// is no name of the shown schema as PostgreSQL reads it, but is, ignoring case, exactly one
+/// table, column or schema name spelled with capitals, is written quoted in that spelling (what
+/// a DBA does first with such an error). Words followed by `(` (function calls) and words that
+/// fold to a name of the schema are left alone. Returns the new statement and a note; it still
+/// has to pass validation.
+pub fn requoted(rej: &Rejection, sql: &str, shown: &SchemaInfo) -> Option<(String, String)> {
+    let state = rej.sqlstate.as_deref();
+    if state != Some(state::UNDEFINED_TABLE) && state != Some(state::UNDEFINED_COLUMN) {
+        return None;
+    }
+    // Every name of the shown schema by its folded spelling: the spellings it has.
+    let mut names: std::collections::HashMap<String, Vec<&str>> = Default::default();
+    let all = shown.tables.iter().flat_map(|t| {
+        std::iter::once(t.name.as_str())
+            .chain(std::iter::once(t.schema.as_str()))
+            .chain(t.columns.iter().map(|c| c.name.as_str()))
+    });
+    for name in all {
+        let spellings = names.entry(name.to_lowercase()).or_default();
+        if !spellings.contains(&name) {
+            spellings.push(name);
+        }
+    }
+    let tokens: Vec<Token<'_>> = lexer::lex(sql).collect();
+    let mut out = sql.to_string();
+    let mut changed: Vec<&str> = Vec::new();
+    for (i, t) in tokens.iter().enumerate().rev() {
+        if t.kind != Kind::Ident {
+            continue;
+        }
+        let folded = t.text.to_lowercase();
+        let Some(spellings) = names.get(&folded) else { continue };
+        // A word that names something as written (folded) is right as it is.
+        if spellings.iter().any(|n| *n == folded) {
+            continue;
+        }
+        let [name] = spellings.as_slice() else { continue };
+        let call = tokens[i + 1..]
+            .iter()
+            .find(|n| !matches!(n.kind, Kind::LineComment | Kind::BlockComment))
+            .is_some_and(|n| n.text == "(");
+        if call {
+            continue;
+        }
+        out.replace_range(t.start..t.start + t.text.len(), &quote_ident(name));
+        if !changed.contains(name) {
+            changed.push(name);
+        }
+    }
+    (!changed.is_empty()).then(|| {
+        changed.reverse();
+        let quoted: Vec<String> = changed.iter().map(|n| quote_ident(n)).collect();
+        (out, format!("quoted the mixed-case names {}", quoted.join(", ")))
+    })
+}
 
 /// The deterministic repair of a column put on the wrong table: the server says `q.c` does not
 /// exist, and exactly one other table among the statement's FROM items has a column `c`, or
@@ -381,6 +442,66 @@ mod tests {
     use super::*;
     use crate::nl2sql::repair::feedback::tests::{rej, shop};
     use crate::nl2sql::schema::tables::{Table, TableKind};
+
+    /// A schema whose names keep their capitals (as a tool or another database made them).
+    fn music() -> SchemaInfo {
+        let track = Table::new("public", "Track", TableKind::Table)
+            .column("TrackId", "integer", false)
+            .column("Name", "text", false)
+            .column("GenreId", "integer", true)
+            .column("total", "numeric", true);
+        let genre = Table::new("public", "Genre", TableKind::Table)
+            .column("GenreId", "integer", false)
+            .column("Name", "text", true);
+        let both = Table::new("public", "odd", TableKind::Table)
+            .column("Size", "integer", true)
+            .column("SIZE", "integer", true)
+            .column("Total", "integer", true);
+        let mut s = SchemaInfo::new(vec![track, genre, both], Some("public"));
+        s.normalize();
+        s
+    }
+
+    #[test]
+    fn mixed_case_names_written_without_quotes_are_quoted() {
+        let s = music();
+        let sql = "SELECT COUNT(T1.TrackId), name(x) FROM Track AS T1 INNER JOIN Genre AS T2 ON T1.GenreId = T2.GenreId WHERE T2.Name = 'Rock' -- Track\n AND \"Track\".x = 1";
+        let (fixed, note) =
+            requoted(&rej(state::UNDEFINED_TABLE, "relation \"track\" does not exist"), sql, &s)
+                .expect("quoted");
+        assert_eq!(
+            fixed,
+            "SELECT COUNT(T1.\"TrackId\"), name(x) FROM \"Track\" AS T1 INNER JOIN \"Genre\" AS T2 ON T1.\"GenreId\" = T2.\"GenreId\" WHERE T2.\"Name\" = 'Rock' -- Track\n AND \"Track\".x = 1"
+        );
+        assert_eq!(
+            note,
+            "quoted the mixed-case names \"TrackId\", \"Track\", \"Genre\", \"GenreId\", \"Name\""
+        );
+        // An undefined column too; a word that is a name as folded (total, which one table has
+        // in lower case), or two spellings (Size, SIZE): left alone. Nothing to quote: None.
+        let sql = "SELECT total, size, Total FROM odd";
+        assert_eq!(
+            requoted(&rej(state::UNDEFINED_COLUMN, "column x does not exist"), sql, &s),
+            None
+        );
+        let sql = "SELECT TrackId FROM \"Track\"";
+        let (fixed, _) =
+            requoted(&rej(state::UNDEFINED_COLUMN, "column \"trackid\" does not exist"), sql, &s)
+                .expect("quoted");
+        assert_eq!(fixed, "SELECT \"TrackId\" FROM \"Track\"");
+        // Another error: nothing.
+        assert_eq!(requoted(&rej("42601", "syntax error"), sql, &s), None);
+        // A lower-case schema: nothing ever changes.
+        let plain = "SELECT Name FROM Customers";
+        assert_eq!(
+            requoted(
+                &rej(state::UNDEFINED_TABLE, "relation \"customers\" does not exist"),
+                plain,
+                &shop()
+            ),
+            None
+        );
+    }
 
     #[test]
     fn a_column_on_the_wrong_alias_is_requalified_when_one_other_table_has_it_or_joined_ones() {

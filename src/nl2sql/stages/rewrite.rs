@@ -1,6 +1,6 @@
 //! The engine's own rewrites of a rejected statement, instead of a model round: the fix a doubt
-//! carries (an integer ratio made exact), used when the fixed statement passes without doubt; a
-//! column on the wrong table that exactly one other table has, requalified
+//! carries (an integer ratio made exact), used when the fixed statement passes without doubt;
+//! mixed-case names written without quotes, quoted (`fixes::requoted`); a column on the wrong table that exactly one other table has, requalified
 //! (`fixes::requalified`), or a table used but not read, joined on its declared key
 //! (`fixes::joined`), an ambiguous column the tables having it are joined on qualified
 //! (`fixes::disambiguated`), or a reserved word used as a table alias renamed (`fixes::dealiased`),
@@ -56,7 +56,8 @@ pub fn find(
     let (sql, shown) = (&rejected.sql, &call.shown);
     let fixed = rejection.filter(|_| rewrites < MAX_REWRITES).and_then(|r| match &r.fix {
         Some(fix) => Some(((**fix).clone(), true)),
-        None => fixes::requalified(r, sql, shown)
+        None => fixes::requoted(r, sql, shown)
+            .or_else(|| fixes::requalified(r, sql, shown))
             .or_else(|| fixes::joined(r, sql, shown))
             .or_else(|| fixes::disambiguated(r, sql, shown))
             .or_else(|| fixes::dealiased(r, sql))
