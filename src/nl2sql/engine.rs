@@ -678,6 +678,7 @@ impl Engine {
                 tail
             });
             cache.tail = tail.unwrap_or_default();
+            let answer_logprob = super::verdict::answer_logprob(&answer);
             Ok(Outcome {
                 follow_up,
                 shaping: call.shaping.summary(),
@@ -693,6 +694,7 @@ impl Engine {
                 timings: call.timings,
                 memory,
                 refusal,
+                answer_logprob,
             })
         };
         pipeline().map_err(with_plan)

@@ -40,6 +40,7 @@ pub mod sqltext;
 mod stages;
 pub mod trim;
 mod values;
+pub mod verdict;
 mod vocab;
 
 pub use crate::generate::fingerprint::Fingerprint;

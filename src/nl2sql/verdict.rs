@@ -1,0 +1,510 @@
+//! The verdict of an accepted answer: *sure*, or *unsure, because …* with reasons a user can act
+//! on. A pure function of what the call already knows ([`Outcome`]) and of what the caller may
+//! add ([`Facts`]: the number of rows when it ran the answer); no model pass of its own.
+//!
+//! The signals ([`Signals`]), each a way an answer that looks right was found wrong on the
+//! development sets:
+//! - the first answer was rejected (the server's error or a doubt) and the answer is its repair,
+//!   the engine's rewrite of it, or a branch decoded to rescue it;
+//! - a doubt (`doubt.rs`) remained: the answer is a statement the repair could not better;
+//! - candidate answers that were executed returned different results;
+//! - few of the question's words are in the schema text the model was shown, or the model opened
+//!   its answer with little confidence (the refusal check's figures, `refusal.rs`);
+//! - the query returned no rows (known only when the caller ran it: `nl2sql_run`).
+//!
+//! Which signals count and their bars ([`Rule`]) were chosen on one side of a split of the
+//! development databases and judged on the other (`benches/sqleval/verdict.py`,
+//! docs/nl2sql-accuracy.md): answers marked sure should be right at least 85 % of the time.
+
+use super::candidates;
+use super::outcome::Outcome;
+use super::stages::Answer;
+
+/// What the caller knows about the answer beyond the call itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The rows the answer returned when the caller executed it (`None`: not executed). A
+    /// result cut at a row limit counts the rows returned (more than 0 either way).
+    pub rows: Option<usize>,
+}
+
+/// The figures of an answer the verdict weighs, read off an [`Outcome`] and [`Facts`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signals {
+    /// Model repair rounds the answer's line took (0: the first answer was accepted as is).
+    pub repair_rounds: usize,
+    /// How the engine rewrote a rejected statement into the answer, when it did.
+    pub rewritten: Option<String>,
+    /// The answer is a branch decoded to rescue a rejected or doubted first answer.
+    pub rescued: bool,
+    /// The doubt the answer still carries (the repair did no better), when it does.
+    pub doubt: Option<String>,
+    /// Executed candidates whose result the answer's shares, and executed candidates (`None`:
+    /// fewer than two were executed).
+    pub agreement: Option<(usize, usize)>,
+    /// Question words found in the schema text (`refusal::matched_words`), when the refusal
+    /// check ran.
+    pub matched_words: Option<usize>,
+    /// `log p` of the answer opening with a SQL fence, when it was read.
+    pub opening_logprob: Option<f32>,
+    /// The refusal check's margin minus its bar (how far from a refusal; negative), when the
+    /// check's turn ran.
+    pub refusal_gap: Option<f32>,
+    /// Mean `log p` per token of the answer's decode (`Outcome::answer_logprob`).
+    pub answer_logprob: Option<f32>,
+    /// Rows returned when executed.
+    pub rows: Option<usize>,
+}
+
+impl Signals {
+    /// The signals of an accepted `outcome` (a statement, not refused) and the caller's `facts`.
+    pub fn of(outcome: &Outcome, facts: Facts) -> Signals {
+        let attempts = &outcome.attempts;
+        // The attempt the answer is (a doubted one can be kept after a worse repair); the last
+        // attempt with that statement.
+        let answer = attempts.iter().rposition(|a| a.sql == outcome.sql);
+        let chosen = outcome.candidates.chosen.and_then(|i| outcome.candidates.weighed.get(i));
+        let rescued =
+            chosen.is_some_and(|c| c.branch.is_some() || c.sample.is_some()) && answer.is_none();
+        let upto = answer.map_or(attempts.len(), |i| i + 1);
+        let line = &attempts[..upto];
+        let repair_rounds = line.iter().skip(1).filter(|a| a.rewritten.is_none()).count();
+        let rewritten = line.iter().rev().find_map(|a| a.rewritten.clone());
+        let doubt = answer
+            .map(|i| &attempts[i])
+            .filter(|a| a.advisory && !rescued)
+            .and_then(|a| a.error.clone());
+        let executed: Vec<_> = outcome
+            .candidates
+            .weighed
+            .iter()
+            .filter(|c| c.error.is_none())
+            .filter_map(|c| c.digest)
+            .collect();
+        let agreement = match chosen.and_then(|c| c.digest) {
+            Some(d) if executed.len() >= 2 => {
+                Some((executed.iter().filter(|&&x| x == d).count(), executed.len()))
+            }
+            _ => None,
+        };
+        let check = outcome.refusal;
+        Signals {
+            repair_rounds,
+            rewritten,
+            rescued,
+            doubt,
+            agreement,
+            matched_words: check.map(|v| v.matched),
+            opening_logprob: check.and_then(|v| v.opening),
+            refusal_gap: check.and_then(|v| v.margin.map(|m| m - v.bar())),
+            answer_logprob: outcome.answer_logprob,
+            rows: facts.rows,
+        }
+    }
+}
+
+/// Which signals make an answer unsure, and their bars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// A repair round, a rewrite or a rescue branch (the first answer was rejected).
+    pub repaired: bool,
+    /// The engine's rewrite alone (integer division made exact, a column requalified): unsure
+    /// even when it was the only change.
+    pub rewritten: bool,
+    /// Fewer matched question words than this (when the check counted them).
+    pub min_words: usize,
+    /// An opening fence less likely than this `log p` (when it was read).
+    pub min_opening: f32,
+    /// A refusal check margin closer to its bar than this (when the check's turn ran).
+    pub min_refusal_gap: f32,
+    /// An answer whose tokens' mean `log p` is at or below this (when it was kept).
+    pub min_answer_logprob: f32,
+}
+
+/// The rule measured for Qwen2.5-Coder-1.5B-Instruct, the default model: see the module comment
+/// and docs/nl2sql-accuracy.md ("The verdict") for the split it was chosen and judged on.
+pub const DEFAULT_RULE: Rule = Rule {
+    repaired: true,
+    rewritten: true,
+    min_words: 2,
+    min_opening: -0.4,
+    min_refusal_gap: 1.0,
+    min_answer_logprob: f32::NEG_INFINITY,
+};
+
+/// Why an answer is unsure; each says what the user can do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// The query ran and returned no rows.
+    NoRows,
+    /// A doubt remained after repair.
+    Doubt(String),
+    /// The first answer was rejected; the answer is its repair (rounds) or a rescue branch.
+    Repaired { rounds: usize, rescued: bool },
+    /// The engine rewrote a rejected statement (how).
+    Rewritten(String),
+    /// Executed candidates disagreed: (agreeing with the answer, executed).
+    Disagreed(usize, usize),
+    /// Few of the question's words are in the schema (how many matched).
+    FewWords(usize),
+    /// The model opened its answer unsurely (`log p` of the fence).
+    UnsureOpening(f32),
+    /// The refusal check nearly refused (its margin's distance below the bar).
+    NearRefusal(f32),
+    /// The model wrote the answer's words unsurely (their mean `log p`).
+    UnsureWording(f32),
+}
+
+impl Reason {
+    /// A short stable name (for applications that branch on reasons).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::NoRows => "no_rows",
+            Reason::Doubt(_) => "doubt",
+            Reason::Repaired { .. } => "repaired",
+            Reason::Rewritten(_) => "rewritten",
+            Reason::Disagreed(..) => "candidates_disagree",
+            Reason::FewWords(_) => "few_schema_words",
+            Reason::UnsureOpening(_) => "unsure_opening",
+            Reason::NearRefusal(_) => "near_refusal",
+            Reason::UnsureWording(_) => "unsure_wording",
+        }
+    }
+
+    /// The reason as the user reads it: what happened, then what to do.
+    pub fn message(&self) -> String {
+        match self {
+            Reason::NoRows => "the query returned no rows: check the values the question filters on \
+                               (spelling, case, dates) against the data, or widen the question"
+                .into(),
+            Reason::Doubt(d) => format!(
+                "a doubt remained after repair ({d}): read the query before trusting its result"
+            ),
+            Reason::Repaired { rescued: true, .. } => "the first answer was rejected and this one \
+                is an alternative to it: check that its tables, columns and joins are the ones you mean"
+                .into(),
+            Reason::Repaired { rounds, .. } => format!(
+                "the first answer was rejected and repaired in {rounds} round{}: check that its \
+                 tables, columns and joins are the ones you mean",
+                if *rounds == 1 { "" } else { "s" }
+            ),
+            Reason::Rewritten(how) => format!(
+                "the engine corrected the model's query ({how}): check that the result is what you asked"
+            ),
+            Reason::Disagreed(agree, of) => format!(
+                "candidate answers returned different results ({agree} of {of} agree with this one): \
+                 the question may be read several ways; say which columns or filters you mean"
+            ),
+            Reason::FewWords(n) => format!(
+                "{} of the question's words appear{} in the schema: name the tables or columns you \
+                 mean, in the schema's words",
+                if *n == 0 { "none".to_string() } else { format!("only {n}") },
+                if *n == 1 { "s" } else { "" }
+            ),
+            Reason::UnsureOpening(lp) => format!(
+                "the model was unsure a query over these tables answers the question (log p of \
+                 opening a query {lp:.2}): rephrase the question with the schema's words"
+            ),
+            Reason::NearRefusal(gap) => format!(
+                "the model nearly judged that these tables do not hold what the question asks \
+                 about (log-odds {gap:.2} below the bar): check that the data is there"
+            ),
+            Reason::UnsureWording(lp) => format!(
+                "the model was unsure of the query's words (mean log p per token {lp:.2}): check \
+                 its columns and conditions, or rephrase the question more precisely"
+            ),
+        }
+    }
+}
+
+/// The verdict of an answer: sure, or the reasons it is not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The reasons the answer is unsure, most telling first; empty when it is sure.
+    pub reasons: Vec<Reason>,
+}
+
+impl Verdict {
+    /// Whether the answer is sure (no reason against it).
+    pub fn sure(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// The reasons' messages joined for one line ("" when sure).
+    pub fn summary(&self) -> String {
+        self.reasons.iter().map(Reason::message).collect::<Vec<_>>().join("; ")
+    }
+}
+
+impl Rule {
+    /// The verdict of an answer with signals `s`.
+    pub fn judge(&self, s: &Signals) -> Verdict {
+        let mut reasons = Vec::new();
+        if s.rows == Some(0) {
+            reasons.push(Reason::NoRows);
+        }
+        if let Some(d) = &s.doubt {
+            reasons.push(Reason::Doubt(d.clone()));
+        }
+        if self.repaired && (s.repair_rounds > 0 || s.rescued) {
+            reasons.push(Reason::Repaired { rounds: s.repair_rounds, rescued: s.rescued });
+        }
+        if let Some(how) = s.rewritten.as_ref().filter(|_| self.rewritten) {
+            reasons.push(Reason::Rewritten(how.clone()));
+        }
+        if let Some((agree, of)) = s.agreement.filter(|&(a, n)| a < n) {
+            reasons.push(Reason::Disagreed(agree, of));
+        }
+        if let Some(n) = s.matched_words.filter(|&n| n < self.min_words) {
+            reasons.push(Reason::FewWords(n));
+        }
+        if let Some(lp) = s.opening_logprob.filter(|&lp| lp <= self.min_opening) {
+            reasons.push(Reason::UnsureOpening(lp));
+        }
+        if let Some(gap) = s.refusal_gap.filter(|&g| g > -self.min_refusal_gap) {
+            reasons.push(Reason::NearRefusal(-gap));
+        }
+        if let Some(lp) = s.answer_logprob.filter(|&lp| lp <= self.min_answer_logprob) {
+            reasons.push(Reason::UnsureWording(lp));
+        }
+        Verdict { reasons }
+    }
+}
+
+/// Mean `log p` per token of the decode that wrote `answer`'s statement (`Outcome::answer_logprob`):
+/// the chosen candidate's when candidates were weighed, else the attempt's whose statement it is
+/// (the first or the last: the token scores of those two are kept); `None` for an engine rewrite
+/// or when no scores were kept.
+pub(super) fn answer_logprob(answer: &Answer) -> Option<f32> {
+    let lp = match answer.candidates.chosen {
+        Some(i) => answer.candidates.weighed.get(i)?.mean_logprob,
+        None => {
+            let at = answer.attempts.iter().rposition(|a| a.sql == answer.sql)?;
+            if answer.attempts[at].rewritten.is_some() {
+                return None;
+            }
+            let last = answer.attempts.len() - 1;
+            let scores = match at {
+                _ if at == last => &answer.last_scores,
+                0 => &answer.first_scores,
+                _ => return None,
+            };
+            candidates::mean_logprob(scores)
+        }
+    };
+    lp.is_finite().then_some(lp)
+}
+
+/// The verdict of an accepted `outcome` under [`DEFAULT_RULE`], with the caller's `facts`.
+pub fn verdict(outcome: &Outcome, facts: Facts) -> Verdict {
+    DEFAULT_RULE.judge(&Signals::of(outcome, facts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nl2sql::candidates::{Candidate, CandidateChoice};
+    use crate::nl2sql::outcome::{Attempt, PromptSummary};
+    use crate::nl2sql::refusal;
+    use crate::nl2sql::{Fingerprint, PrefixSource};
+
+    fn attempt(sql: &str, error: Option<&str>) -> Attempt {
+        Attempt {
+            raw: format!("```sql\n{sql}\n```"),
+            sql: sql.into(),
+            generated_tokens: 3,
+            ids: vec![1, 2, 3],
+            stop: crate::nl2sql::StopReason::EndOfStatement,
+            error: error.map(str::to_string),
+            advisory: false,
+            rewritten: None,
+            sqlstate: None,
+            feedback: String::new(),
+            spec: Default::default(),
+        }
+    }
+
+    /// An accepted outcome answering `sql` after `attempts`, the refusal check's figures
+    /// `check` (matched words, opening log p, margin).
+    fn outcome(sql: &str, attempts: Vec<Attempt>, check: Option<refusal::Verdict>) -> Outcome {
+        Outcome {
+            follow_up: Default::default(),
+            sql: sql.into(),
+            error: None,
+            prompt: PromptSummary {
+                text: String::new(),
+                fingerprint: Fingerprint([0; 32]),
+                shown: vec!["public.t".into()],
+                dropped: vec![],
+                examples: vec![],
+                linking: None,
+            },
+            prefix_source: PrefixSource::Computed,
+            tokens: Default::default(),
+            attempts,
+            speculation: Default::default(),
+            shaping: Default::default(),
+            candidates: CandidateChoice::default(),
+            repair_budget: Default::default(),
+            timings: Default::default(),
+            memory: Default::default(),
+            refusal: check,
+            answer_logprob: Some(-0.05),
+        }
+    }
+
+    /// The figures of a check whose turn was skipped: `matched` words, a fence at `opening`.
+    fn skipped(matched: usize, opening: f32) -> Option<refusal::Verdict> {
+        Some(refusal::Verdict {
+            margin: None,
+            opening: Some(opening),
+            matched,
+            threshold: refusal::DEFAULT_MARGIN,
+        })
+    }
+
+    const Q: &str = "SELECT count(*) FROM t";
+
+    fn codes(v: &Verdict) -> Vec<&'static str> {
+        v.reasons.iter().map(Reason::code).collect()
+    }
+
+    /// A first answer accepted as is, with a sure opening and the question's words in the
+    /// schema: sure, with no reason.
+    #[test]
+    fn a_plain_answer_is_sure() {
+        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        let v = verdict(&o, Facts::default());
+        assert!(v.sure(), "{:?}", v.reasons);
+        assert_eq!(v.summary(), "");
+        // Executed with rows: still sure; with none: unsure, and the reason says what to check.
+        assert!(verdict(&o, Facts { rows: Some(4) }).sure());
+        let v = verdict(&o, Facts { rows: Some(0) });
+        assert_eq!(codes(&v), ["no_rows"]);
+        assert!(v.summary().contains("returned no rows"), "{}", v.summary());
+    }
+
+    /// A repaired answer is unsure, and says how many rounds; a rewrite by the engine is its own
+    /// reason; a doubt kept after a worse repair is reported with its message.
+    #[test]
+    fn repairs_rewrites_and_doubts_are_reasons() {
+        let bad = "SELECT nope FROM t";
+        let o = outcome(
+            Q,
+            vec![attempt(bad, Some("column nope does not exist")), attempt(Q, None)],
+            skipped(3, -0.05),
+        );
+        let v = verdict(&o, Facts::default());
+        assert_eq!(codes(&v), ["repaired"]);
+        assert!(v.summary().contains("repaired in 1 round:"), "{}", v.summary());
+
+        let mut fixed = attempt("SELECT 1.0 * a / b FROM t", None);
+        fixed.rewritten = Some("integer division made exact".into());
+        let first = attempt("SELECT a / b FROM t", Some("a ratio of integers truncates"));
+        let o = outcome(&fixed.sql.clone(), vec![first, fixed], skipped(3, -0.05));
+        let s = Signals::of(&o, Facts::default());
+        assert_eq!(
+            (s.repair_rounds, s.rewritten.as_deref()),
+            (0, Some("integer division made exact"))
+        );
+        assert_eq!(codes(&verdict(&o, Facts::default())), ["rewritten"]);
+
+        // The doubted first answer is kept when the repair round was rejected outright.
+        let mut doubted = attempt(Q, Some("SUM over an identifier"));
+        doubted.advisory = true;
+        let o = outcome(Q, vec![doubted, attempt(bad, Some("syntax error"))], skipped(3, -0.05));
+        let v = verdict(&o, Facts::default());
+        assert_eq!(codes(&v), ["doubt"], "the answer is the first attempt: no repair in its line");
+        assert!(v.summary().contains("(SUM over an identifier)"), "{}", v.summary());
+    }
+
+    /// The refusal check's figures: few matched words, an unsure opening and a margin close to
+    /// the bar each make an answer unsure; figures the call did not read are no reason.
+    #[test]
+    fn the_checks_figures_are_weighed() {
+        let one = |check| verdict(&outcome(Q, vec![attempt(Q, None)], check), Facts::default());
+        assert_eq!(codes(&one(skipped(DEFAULT_RULE.min_words - 1, -0.05))), ["few_schema_words"]);
+        assert_eq!(codes(&one(skipped(3, DEFAULT_RULE.min_opening - 0.5))), ["unsure_opening"]);
+        let bar = refusal::DEFAULT_MARGIN;
+        let near = refusal::Verdict {
+            margin: Some(bar - DEFAULT_RULE.min_refusal_gap / 2.0),
+            opening: None,
+            matched: 3,
+            threshold: bar,
+        };
+        assert_eq!(codes(&one(Some(near))), ["near_refusal"]);
+        let far =
+            refusal::Verdict { margin: Some(bar - DEFAULT_RULE.min_refusal_gap - 1.0), ..near };
+        assert!(one(Some(far)).sure());
+        // No check (a follow-up, another model, refusal off): nothing to weigh.
+        assert!(one(None).sure());
+        let v = one(skipped(0, -0.05));
+        assert!(
+            v.summary().starts_with("none of the question's words appear in"),
+            "{}",
+            v.summary()
+        );
+    }
+
+    /// Candidates executed by the engine that returned other results make the answer unsure;
+    /// a branch that rescued a rejected first answer is a repair.
+    #[test]
+    fn candidates_disagreeing_or_rescuing() {
+        let cand = |sql: &str, branch: Option<usize>, digest: Option<u64>| Candidate {
+            sql: sql.into(),
+            branch,
+            sample: None,
+            mean_logprob: -0.1,
+            error: None,
+            doubted: false,
+            digest,
+        };
+        let mut o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        o.candidates = CandidateChoice {
+            weighed: vec![cand(Q, None, Some(1)), cand("SELECT 2", Some(4), Some(2))],
+            chosen: Some(0),
+        };
+        let v = verdict(&o, Facts::default());
+        assert_eq!(codes(&v), ["candidates_disagree"]);
+        assert!(v.summary().contains("1 of 2 agree"), "{}", v.summary());
+        o.candidates.weighed[1].digest = Some(1);
+        assert!(verdict(&o, Facts::default()).sure(), "the same result: agreement");
+
+        let bad = "SELECT nope FROM t";
+        let branch = "SELECT count(*) FROM t WHERE true";
+        let mut o = outcome(branch, vec![attempt(bad, Some("no such column"))], skipped(3, -0.05));
+        let mut rejected = cand(bad, None, None);
+        rejected.error = Some("no such column".into());
+        o.candidates = CandidateChoice {
+            weighed: vec![rejected, cand(branch, Some(2), None)],
+            chosen: Some(1),
+        };
+        let v = verdict(&o, Facts::default());
+        assert_eq!(codes(&v), ["repaired"]);
+        assert!(v.summary().contains("an alternative"), "{}", v.summary());
+    }
+
+    /// Every reason has a distinct code and a message that tells what to do (a colon, then
+    /// the advice).
+    #[test]
+    fn reasons_say_what_to_do() {
+        let all = [
+            Reason::NoRows,
+            Reason::Doubt("d".into()),
+            Reason::Repaired { rounds: 2, rescued: false },
+            Reason::Rewritten("r".into()),
+            Reason::Disagreed(1, 3),
+            Reason::FewWords(1),
+            Reason::UnsureOpening(-1.0),
+            Reason::NearRefusal(0.5),
+            Reason::UnsureWording(-0.4),
+        ];
+        let mut codes: Vec<_> = all.iter().map(Reason::code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), all.len());
+        for r in &all {
+            assert!(r.message().contains(": "), "{}", r.message());
+        }
+    }
+}
