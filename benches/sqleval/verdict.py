@@ -149,7 +149,7 @@ def reasons(rule, s, executed):
     if s["joins"] > rule["max_joins"]:
         out.append("joins")
     if rule["nested"] and s["nested"]:
-        out.append("nested")
+        out.append("subquery")
     return out
 
 
