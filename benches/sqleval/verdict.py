@@ -30,8 +30,8 @@ import sys
 from collections import OrderedDict
 
 # The rule in force: DEFAULT_RULE of src/nl2sql/verdict.rs (kept in step by hand).
-DEFAULT_RULE = dict(repaired=True, rewritten=True, min_words=2, min_opening=-0.4, min_refusal_gap=1.0,
-                    min_answer_logprob=-math.inf, dates=False, ratio=False, max_joins=99, nested=False)
+DEFAULT_RULE = dict(repaired=True, rewritten=False, min_words=1, min_opening=-math.inf, min_refusal_gap=0.0,
+                    min_answer_logprob=-math.inf, dates=True, ratio=False, max_joins=99, nested=True)
 
 # Side A of the default split: sql-eval's half A and the first sample database; side B the rest.
 DEFAULT_SIDE_A = "broker,car_dealership,chinook"
@@ -213,16 +213,50 @@ def complexity(rule):
             -rule["min_opening"], rule["min_refusal_gap"], -rule["min_answer_logprob"])
 
 
+def component_masks(recs):
+    """Per grid key and value, the bitmask (bit i: recs[i]) of the answers that component alone
+    makes unsure (explain view); and the masks of the answered and of the right answers. A
+    rule's unsure answers are the OR of its components' and of the reasons always weighed."""
+    answered = right = always = 0
+    masks = {k: {v: 0 for v in vals} for k, vals in GRID.items()}
+    off = dict(repaired=False, rewritten=False, min_words=0, min_opening=-math.inf, min_refusal_gap=0.0,
+               min_answer_logprob=-math.inf, dates=False, ratio=False, max_joins=99, nested=False)
+    for i, r in enumerate(recs):
+        s = r.get("_signals")
+        if s is None:
+            continue
+        bit = 1 << i
+        answered |= bit
+        if r.get("correct"):
+            right |= bit
+        if reasons(off, s, False):
+            always |= bit
+        for k, vals in GRID.items():
+            for v in vals:
+                if reasons(dict(off, **{k: v}), s, False):
+                    masks[k][v] |= bit
+    return answered, right, always, masks
+
+
 def choose(recs, target):
     """The rule of GRID with the largest coverage whose precision on recs (explain view) reaches
     target; the simpler on a tie; None when none does."""
+    answered, right, always, masks = component_masks(recs)
     best = None
+    keys = list(GRID)
     for values in itertools.product(*GRID.values()):
-        rule = dict(zip(GRID.keys(), values))
-        _, ans, _, sure, sr = score(rule, recs, False)
-        if not sure or sr / sure < target:
+        unsure = always
+        for k, v in zip(keys, values):
+            unsure |= masks[k][v]
+        sure = answered & ~unsure
+        n = bin(sure).count("1")
+        if not n:
             continue
-        key = (sure, sr, tuple(-x for x in complexity(rule)))
+        sr = bin(sure & right).count("1")
+        if sr < target * n:
+            continue
+        rule = dict(zip(keys, values))
+        key = (n, sr, tuple(-x for x in complexity(rule)))
         if best is None or key > best[0]:
             best = (key, rule)
     return best[1] if best else None

@@ -183,19 +183,31 @@ pub struct Rule {
     pub nested: bool,
 }
 
-/// The rule measured for Qwen2.5-Coder-1.5B-Instruct, the default model: see the module comment
-/// and docs/nl2sql-accuracy.md ("The verdict") for the split it was chosen and judged on.
+/// The rule measured for Qwen2.5-Coder-1.5B-Instruct, the default model, on the development
+/// sets' run records (`benches/sqleval/verdict.py`; docs/nl2sql-accuracy.md, "The verdict"):
+/// per signal, how often it fired on right and on wrong answers, and the rules chosen on one side
+/// of the split by database and judged on the other. Kept: a repair (9 right, 13 wrong), dates (14
+/// right, 17 wrong), a subquery (8, 8), a doubt left (1, 3), no rows (0, 5), and no question word
+/// in the schema (the issue's "words matched no column"; none on the development sets). Switched
+/// off because they fired on right answers as often or more: the engine's rewrite alone (11
+/// right, 10 wrong), an unsure opening or a near refusal (22 right, 11 wrong), the answer's mean
+/// log p (no bar gained precision on both sides), a division and the number of JOINs (no gain
+/// judged).
+/// Sure answers were right 78 % of the time on each side of the split by database (64 % for all
+/// answers) and were 54 % of the answers; the rules the grid chose on one side were right 70-73 % of
+/// the time judged on the other: short of the 85 % the issue asks, which these signals do not
+/// reach on databases they were not chosen on.
 pub const DEFAULT_RULE: Rule = Rule {
     repaired: true,
-    rewritten: true,
-    min_words: 2,
-    min_opening: -0.4,
-    min_refusal_gap: 1.0,
+    rewritten: false,
+    min_words: 1,
+    min_opening: f32::NEG_INFINITY,
+    min_refusal_gap: 0.0,
     min_answer_logprob: f32::NEG_INFINITY,
-    dates: false,
+    dates: true,
     ratio: false,
     max_joins: usize::MAX,
-    nested: false,
+    nested: true,
 };
 
 /// Why an answer is unsure; each says what the user can do about it.
@@ -510,7 +522,11 @@ mod tests {
             (s.repair_rounds, s.rewritten.as_deref()),
             (0, Some("integer division made exact"))
         );
-        assert_eq!(codes(&verdict(&o, Facts::default())), ["rewritten"]);
+        // A rewrite alone is no reason under the measured rule (right as often as not); a rule
+        // that weighs it says how.
+        assert!(verdict(&o, Facts::default()).sure());
+        let weighing = Rule { rewritten: true, ..DEFAULT_RULE };
+        assert_eq!(codes(&weighing.judge(&s)), ["rewritten"]);
 
         // The doubted first answer is kept when the repair round was rejected outright.
         let mut doubted = attempt(Q, Some("SUM over an identifier"));
@@ -521,26 +537,27 @@ mod tests {
         assert!(v.summary().contains("(SUM over an identifier)"), "{}", v.summary());
     }
 
-    /// The refusal check's figures: few matched words, an unsure opening and a margin close to
-    /// the bar each make an answer unsure; figures the call did not read are no reason.
+    /// The refusal check's figures: under the measured rule, no question word in the schema
+    /// makes an answer unsure; a rule with bars on the matched words, the opening and the margin
+    /// weighs each; figures the call did not read are no reason.
     #[test]
     fn the_checks_figures_are_weighed() {
-        let one = |check| verdict(&outcome(Q, vec![attempt(Q, None)], check), Facts::default());
-        assert_eq!(codes(&one(skipped(DEFAULT_RULE.min_words - 1, -0.05))), ["few_schema_words"]);
-        assert_eq!(codes(&one(skipped(3, DEFAULT_RULE.min_opening - 0.5))), ["unsure_opening"]);
+        let signals =
+            |check| Signals::of(&outcome(Q, vec![attempt(Q, None)], check), Facts::default());
+        let one = |check| DEFAULT_RULE.judge(&signals(check));
+        assert_eq!(codes(&one(skipped(0, -0.05))), ["few_schema_words"]);
+        assert!(one(skipped(1, -2.0)).sure(), "one word and an unsure opening: not weighed");
+        let strict = Rule { min_words: 2, min_opening: -0.4, min_refusal_gap: 1.0, ..DEFAULT_RULE };
+        assert_eq!(codes(&strict.judge(&signals(skipped(1, -0.05)))), ["few_schema_words"]);
+        assert_eq!(codes(&strict.judge(&signals(skipped(3, -0.9)))), ["unsure_opening"]);
         let bar = refusal::DEFAULT_MARGIN;
-        let near = refusal::Verdict {
-            margin: Some(bar - DEFAULT_RULE.min_refusal_gap / 2.0),
-            opening: None,
-            matched: 3,
-            threshold: bar,
-        };
-        assert_eq!(codes(&one(Some(near))), ["near_refusal"]);
-        let far =
-            refusal::Verdict { margin: Some(bar - DEFAULT_RULE.min_refusal_gap - 1.0), ..near };
-        assert!(one(Some(far)).sure());
+        let near =
+            refusal::Verdict { margin: Some(bar - 0.5), opening: None, matched: 3, threshold: bar };
+        assert_eq!(codes(&strict.judge(&signals(Some(near)))), ["near_refusal"]);
+        let far = refusal::Verdict { margin: Some(bar - 2.0), ..near };
+        assert!(strict.judge(&signals(Some(far))).sure());
         // No check (a follow-up, another model, refusal off): nothing to weigh.
-        assert!(one(None).sure());
+        assert!(strict.judge(&signals(None)).sure());
         let v = one(skipped(0, -0.05));
         assert!(
             v.summary().starts_with("none of the question's words appear in"),

@@ -480,9 +480,9 @@ pub const UNSURE: Setting = Setting {
     unit: None,
     ceiling: None,
     short: c"What an answer the verdict marks unsure does: notice (a NOTICE with the reasons), error (ERROR P0004 instead of the answer) or ignore.",
-    long: c"The verdict (nl2sql_explain's verdict) weighs repairs, doubts, rewrites, how many question words the schema holds, how surely the model began, and for nl2sql_run an empty result.",
+    long: c"The verdict (nl2sql_explain's verdict) weighs a repair, a doubt left, executed candidates that disagree, a question with no word in the schema, dates, a subquery, and for nl2sql_run an empty result.",
     default_note: None,
-    doc: "what an answer the verdict marks unsure does (`nl2sql_explain`'s `verdict`: repairs, a doubt left, the engine's rewrites, how many of the question's words the schema holds, how surely the model began, and for `nl2sql_run` an empty result); `notice`: `nl2sql` and `nl2sql_run` raise a NOTICE with the reasons and answer; `error`: they raise ERROR `P0004` with the reasons and the query instead of answering; `ignore`: no message (`nl2sql_explain` reports the verdict whatever the setting)",
+    doc: "what an answer the verdict marks unsure does (`nl2sql_explain`'s `verdict`: a repair, a doubt left, executed candidates that disagree, no question word in the schema, dates, a subquery, and for `nl2sql_run` an empty result); `notice`: `nl2sql` and `nl2sql_run` raise a NOTICE with the reasons and answer; `error`: they raise ERROR `P0004` with the reasons and the query instead of answering; `ignore`: no message (`nl2sql_explain` reports the verdict whatever the setting)",
 };
 
 /// How sure the model must be before nl2sql refuses with `turboinfer.refusal = on` (see
