@@ -4,7 +4,11 @@ per side of a split by database, the precision of *sure* (sure answers that are 
 coverage (sure answers among the answers given to the on-topic questions), for the rule in force
 and for the rule chosen on each side and judged on the other.
 
-    benches/sqleval/verdict.py RUN.jsonl... [--side-a DB,DB] [--target 0.85] [--rule-only]
+    benches/sqleval/verdict.py RUN.jsonl... [--side-a DB,DB] [--target 0.85] [--rule-only] [--reasons] [--logprob]
+
+A question in several files counts once, as the last file has it. --reasons: how often each
+reason of the rule in force fires on right and on wrong answers; --logprob: the grid includes a
+bar on the answer's mean log p (records of builds that report answer_logprob).
 
 RUN.jsonl: target/sqleval/<label>.jsonl of `benches/sqleval/run` (any number: sql-eval's 104
 questions, the sample databases' set, ...). Each record carries what nl2sql_explain reported
