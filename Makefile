@@ -52,7 +52,7 @@ MODELS_DIR   ?= $(or $(TURBOINFER_MODELS_DIR),/var/lib/turboinfer/models)
 PACK_MODELS  ?= $(MODEL)
 DEMO_DB      ?= turboinfer_demo
 # The SQL regression tests (tests/pg_regress/sql/NAME.sql + expected/NAME.out), in run order.
-REGRESS      := version cpu_features embed bench tiers nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_prepare nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_linking nl2sql_schema_cache nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_follow_up nl2sql_converse nl2sql_cancel stat
+REGRESS      := version cpu_features embed bench tiers nl2sql_api nl2sql_limits nl2sql_encoding nl2sql_validate nl2sql_semantic nl2sql_review nl2sql_repair nl2sql_refusal nl2sql_visibility nl2sql_cache_file nl2sql_prepare nl2sql_special_files nl2sql_timeout nl2sql_quality nl2sql_run nl2sql_examples nl2sql_linking nl2sql_schema_cache nl2sql_candidates nl2sql_speculation nl2sql_sparse nl2sql_follow_up nl2sql_converse nl2sql_verdict nl2sql_cancel stat
 # The suites `installcheck-tiers` runs on every other kernel tier this CPU has (a subset of
 # REGRESS): what a server on another tier could get wrong that the engine tests cannot see.
 # tests/tiers.rs already proves every tier's logits bitwise the scalar tier's on every model, and

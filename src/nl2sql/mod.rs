@@ -14,7 +14,8 @@
 //!   identifier constraints, candidates' token scores and choice;
 //! - `check/`: the refusal check, the validator's verdict, doubts, statement helpers;
 //! - `repair/`: a repair round's feedback and the engine's own rewrites;
-//! - `api/`: the caller's hooks, the call's outcome and the conversation a client carries;
+//! - `api/`: the caller's hooks, the call's outcome, the conversation a client carries and the
+//!   verdict on an answer;
 //! - `stages/`: the pipeline's stages over the call's state;
 //! - the root: `Engine` and its way in, [`Engine::answer`];
 //! - `support/` (not the pipeline): the benchmark, sparse calibration prompts, model paths,
@@ -39,6 +40,7 @@ pub use api::outcome::{
     Attempt, Dropped, FollowUp, Outcome, PhaseTimings, PromptSummary, RepairBudget, ShapingSummary,
     Speculation, TokenCounts,
 };
+pub use api::verdict;
 pub use base::error::Nl2SqlError;
 pub use base::memory_plan::MemoryPlan;
 pub use base::options::{

@@ -89,6 +89,7 @@ variables! {
     CANDIDATE_EXECUTION: Bool,
     REFUSAL: Enum(Refusal::Auto),
     REFUSAL_MARGIN: Real,
+    UNSURE: Enum(Unsure::Notice),
     SPECULATION: Bool,
     CACHE_DIR: Text,
     CACHE_MAX_MB: Int,
@@ -292,6 +293,20 @@ impl Refusal {
             Refusal::Off => RefusalMode::Off,
         }
     }
+}
+
+/// The values of `turboinfer.unsure`: what an answer the verdict marks unsure does.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Unsure {
+    /// A NOTICE with the reasons; the answer is returned.
+    #[name = c"notice"]
+    Notice,
+    /// An ERROR (P0004) with the reasons and the query, instead of the answer.
+    #[name = c"error"]
+    Error,
+    /// Nothing: the answer is returned without a message.
+    #[name = c"ignore"]
+    Ignore,
 }
 
 /// Values of `turboinfer.sparse_selector` (the engine's `sparse::Selector`).

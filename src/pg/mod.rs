@@ -37,6 +37,7 @@ mod stat;
 mod subxact;
 mod track;
 mod validate;
+mod verdict;
 mod worker;
 
 // The magic block tells the server which PostgreSQL major version this library was built for.

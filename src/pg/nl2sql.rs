@@ -8,9 +8,11 @@ use super::backend::{self, sparse, LoadError, Loaded};
 use super::encoding::{Jsonb, Text, TextArray, TextOut};
 use super::errors::{raise, report, shown_error, shown_path, SparseFailure};
 use super::{
-    catalog, catalog_cache, conversation, examples, gucs, progress, slots, track, validate, worker,
+    catalog, catalog_cache, conversation, examples, gucs, progress, slots, track, validate,
+    verdict, worker,
 };
 use crate::model::ModelError;
+use crate::nl2sql::verdict::Facts;
 use crate::nl2sql::{
     Conversation, Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
     MAX_QUESTION_CHARS,
@@ -363,15 +365,22 @@ fn nl2sql_converse(
     TableIterator::once((accepted(a), token, Jsonb(follow_up)))
 }
 
-/// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR.
+/// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR; an unsure
+/// answer raises what `turboinfer.unsure` asks (`verdict.rs`).
 fn accepted(a: Answer) -> TextOut {
-    TextOut(a.outcome.into_result().unwrap_or_else(|e| report(e)).sql, "the generated SQL")
+    let o = a.outcome.into_result().unwrap_or_else(|e| report(e));
+    verdict::raise("nl2sql", &verdict::of(&o, Facts::default()), &o.sql);
+    TextOut(o.sql, "the generated SQL")
 }
 
-/// The accepted SQL answering `question` over the search path, exactly as `nl2sql(question)`
-/// produces it (or raises its ERROR): for `nl2sql_run()` (run.rs).
-pub(super) fn accepted_sql(question: &str, follow_up: bool) -> String {
-    accepted(answer(question, None, None, session(follow_up))).0
+/// The accepted answer to `question` over the search path, exactly as `nl2sql(question)`
+/// produces it (or raises its ERROR), its verdict not yet reported: for `nl2sql_run()` (run.rs),
+/// which reports it once it knows the rows.
+pub(super) fn accepted_outcome(question: &str, follow_up: bool) -> Outcome {
+    answer(question, None, None, session(follow_up))
+        .outcome
+        .into_result()
+        .unwrap_or_else(|e| report(e))
 }
 
 /// `nl2sql(question, schemas)`: as `nl2sql(question)` over the given schemas (the first one is
@@ -390,6 +399,9 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "error": o.error,
         "refused": o.refused(),
         "refusal": o.refusal.filter(|v| v.refused()).map(|v| v.reason(o.prompt.shown.len())),
+        "answer_logprob": o.answer_logprob,
+        "verdict": (o.error.is_none() && !o.refused())
+            .then(|| verdict::json(&verdict::of(o, Facts::default()))),
         "refusal_check": o.refusal.map(|v| json!({
             "margin": v.margin, "matched_words": v.matched, "bar": v.bar(),
             "opening_logprob": v.opening, "skipped": v.margin.is_none(),

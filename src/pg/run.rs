@@ -11,6 +11,7 @@
 use super::encoding::{JsonbText, Text};
 use super::errors::{raise, report_run};
 use super::readonly::{self, MAX_ROW_LIMIT};
+use crate::nl2sql::verdict::Facts;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -41,8 +42,9 @@ fn nl2sql_run(
     follow_up: default!(bool, false),
 ) -> SetOfIterator<'static, JsonbText> {
     let limit = checked_limit(row_limit);
-    let sql = super::nl2sql::accepted_sql(&question.0, follow_up);
-    let rows = readonly::run_read_only(&sql, limit).unwrap_or_else(|e| report_run(e));
+    let outcome = super::nl2sql::accepted_outcome(&question.0, follow_up);
+    let sql = &outcome.sql;
+    let rows = readonly::run_read_only(sql, limit).unwrap_or_else(|e| report_run(e));
     if rows.truncated {
         ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -58,5 +60,8 @@ fn nl2sql_run(
         ))
         .report(PgLogLevel::NOTICE);
     }
+    // The verdict knows the rows now (none is one reason to be unsure): after the cut's NOTICE.
+    let facts = Facts { rows: Some(rows.rows.len()) };
+    super::verdict::raise("nl2sql_run", &super::verdict::of(&outcome, facts), sql);
     SetOfIterator::new(rows.rows.into_iter().map(JsonbText))
 }

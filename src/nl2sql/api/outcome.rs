@@ -43,6 +43,10 @@ pub struct Outcome {
     pub memory: MemoryPlan,
     /// The refusal check's verdict, when it ran; a refused call has no `sql` and no attempts.
     pub refusal: Option<Verdict>,
+    /// Mean `log p` per token of the answer's decode (how sure the model was of its words),
+    /// when the call kept token scores (`Options::candidates` > 1) and the answer was decoded,
+    /// not rewritten by the engine (`verdict.rs` weighs it).
+    pub answer_logprob: Option<f32>,
 }
 
 impl Outcome {

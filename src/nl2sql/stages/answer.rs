@@ -1,7 +1,7 @@
 //! What the stages of a call settle, stage by stage.
 
 use crate::nl2sql::api::outcome::{Attempt, RepairBudget};
-use crate::nl2sql::decode::candidates::{CandidateChoice, TokenScore};
+use crate::nl2sql::decode::candidates::{self, CandidateChoice, TokenScore};
 use crate::nl2sql::decode::sql_decode::StopReason;
 
 /// The answer as far as the stages have settled it.
@@ -27,6 +27,30 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Mean `log p` per token of the decode that wrote `answer`'s statement (`Outcome::answer_logprob`, weighed by `api/verdict.rs`):
+    /// the chosen candidate's when candidates were weighed, else the attempt's whose statement it is
+    /// (the first or the last: the token scores of those two are kept); `None` for an engine rewrite
+    /// or when no scores were kept.
+    pub fn mean_logprob(&self) -> Option<f32> {
+        let lp = match self.candidates.chosen {
+            Some(i) => self.candidates.weighed.get(i)?.mean_logprob,
+            None => {
+                let at = self.attempts.iter().rposition(|a| a.sql == self.sql)?;
+                if self.attempts[at].rewritten.is_some() {
+                    return None;
+                }
+                let last = self.attempts.len() - 1;
+                let scores = match at {
+                    _ if at == last => &self.last_scores,
+                    0 => &self.first_scores,
+                    _ => return None,
+                };
+                candidates::mean_logprob(scores)
+            }
+        };
+        lp.is_finite().then_some(lp)
+    }
+
     /// An answer not begun, under a repair budget of `repair_tokens` decoded tokens (0: none).
     pub fn new(repair_tokens: usize) -> Answer {
         Answer { budget: RepairBudget::new(repair_tokens), ..Answer::default() }

@@ -182,6 +182,7 @@ impl<'a, 'h> CallState<'a, 'h> {
     /// What the call reports once every stage ran.
     pub fn into_outcome(self) -> Outcome {
         let answer = self.answer;
+        let answer_logprob = answer.mean_logprob();
         Outcome {
             follow_up: self.follow_up,
             shaping: self.shaping.summary(),
@@ -197,6 +198,7 @@ impl<'a, 'h> CallState<'a, 'h> {
             timings: self.timings,
             memory: self.memory,
             refusal: self.refusal,
+            answer_logprob,
         }
     }
 }

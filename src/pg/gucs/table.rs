@@ -470,6 +470,21 @@ pub const REFUSAL: Setting = Setting {
     doc: "refuse a question the visible tables cannot answer (ERROR `P0002`) instead of writing a query; `auto`: with the margin measured for the loaded model (the default model has one; other models are not checked), skipping the check's turn when the answer surely opens a SQL block and two question words are in the schema; `on`: every model and every question, with `refusal_margin`; `off`: never",
 };
 
+/// What an unsure answer does (`nl2sql::verdict`): a NOTICE by default, so that an interactive
+/// user reads the reasons and an application runs on; `error` for an application that would
+/// rather not run an unsure query.
+pub const UNSURE: Setting = Setting {
+    name: c"turboinfer.unsure",
+    kind: Kind::Enum { default: "notice", values: &["notice", "error", "ignore"] },
+    context: Context::Userset,
+    unit: None,
+    ceiling: None,
+    short: c"What an answer the verdict marks unsure does: notice (a NOTICE with the reasons), error (ERROR P0004 instead of the answer) or ignore.",
+    long: c"The verdict (nl2sql_explain's verdict) weighs a repair, a doubt left, executed candidates that disagree, a question with no word in the schema, dates, a subquery, and for nl2sql_run an empty result.",
+    default_note: None,
+    doc: "what an answer the verdict marks unsure does (`nl2sql_explain`'s `verdict`: a repair, a doubt left, executed candidates that disagree, no question word in the schema, dates, a subquery, and for `nl2sql_run` an empty result); `notice`: `nl2sql` and `nl2sql_run` raise a NOTICE with the reasons and answer; `error`: they raise ERROR `P0004` with the reasons and the query instead of answering; `ignore`: no message (`nl2sql_explain` reports the verdict whatever the setting)",
+};
+
 /// How sure the model must be before nl2sql refuses with `turboinfer.refusal = on` (see
 /// `nl2sql::refusal`): a refusal needs `log p(no) - log p(yes)` above this value (and above it
 /// minus `refusal::NO_MATCH_ALLOWANCE` when no word of the question is in the schema).
@@ -659,6 +674,7 @@ pub const SETTINGS: &[&Setting] = &[
     &CANDIDATE_EXECUTION,
     &REFUSAL,
     &REFUSAL_MARGIN,
+    &UNSURE,
     &SPECULATION,
     &CACHE_DIR,
     &CACHE_MAX_MB,

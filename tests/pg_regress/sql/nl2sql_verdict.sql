@@ -1,0 +1,51 @@
+-- The verdict of an answer (src/nl2sql/verdict.rs, src/pg/verdict.rs): sure, or unsure with
+-- reasons a user can act on. nl2sql_explain reports it (`verdict`); nl2sql raises a NOTICE for
+-- an unsure answer; nl2sql_run does too, once it knows the rows (none is one more reason);
+-- turboinfer.unsure = error makes both raise ERROR P0004 instead of answering, ignore silences
+-- them. The figures behind it (answer_logprob, the refusal check's) are in the explain report.
+CREATE EXTENSION turboinfer;
+CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL, country text);
+CREATE TABLE orders (id integer PRIMARY KEY, customer_id integer REFERENCES customers,
+                     amount numeric(10,2), status text, ordered_at date);
+INSERT INTO customers VALUES (1, 'Ann', 'France'), (2, 'Bob', 'Spain'), (3, 'Cy', 'France');
+INSERT INTO orders VALUES (1, 1, 10.00, 'shipped', '2024-01-03'), (2, 1, 25.50, 'pending', '2024-02-11'),
+                          (3, 2, 7.25, 'shipped', '2024-02-20'), (4, 3, 40.00, 'cancelled', '2024-03-01');
+RESET turboinfer.model;
+SHOW turboinfer.unsure;
+-- A plain question: sure, no reason; nl2sql answers without a NOTICE.
+SELECT e->>'sql' AS sql, e->'verdict' AS verdict, e->'answer_logprob' IS NOT NULL AS scored
+FROM nl2sql_explain('How many orders are there?') e;
+SELECT nl2sql('How many orders are there?');
+-- Sure when run too: it returns rows.
+SELECT * FROM nl2sql_run('How many orders are there?');
+-- A question whose query computes with dates: unsure, with the reason and what to do.
+SELECT e->>'sql' AS sql, e->'verdict'->'sure' AS sure,
+       jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
+FROM nl2sql_explain('How many orders were placed in each month of 2024?') e;
+SELECT nl2sql('How many orders were placed in each month of 2024?');
+-- No row matches the filter: nl2sql_explain cannot know (it runs nothing) ...
+SELECT e->>'sql' AS sql, e->'verdict' AS verdict
+FROM nl2sql_explain('List the names of the customers from Germany') e;
+-- ... nl2sql_run does: a NOTICE with the reason.
+SELECT * FROM nl2sql_run('List the names of the customers from Germany');
+-- turboinfer.unsure = error: ERROR P0004 instead of the answer, the query in the DETAIL.
+SET turboinfer.unsure = error;
+SELECT nl2sql('How many orders were placed in each month of 2024?');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM nl2sql_run('List the names of the customers from Germany');
+\echo :LAST_ERROR_SQLSTATE
+-- A sure answer is returned as always.
+SELECT nl2sql('How many orders are there?');
+-- nl2sql_explain reports the verdict whatever the setting, and raises nothing.
+SELECT e->'verdict'->'sure' AS sure FROM nl2sql_explain('How many orders were placed in each month of 2024?') e;
+-- ignore: the answer without a message.
+SET turboinfer.unsure = ignore;
+SELECT nl2sql('How many orders were placed in each month of 2024?');
+SELECT * FROM nl2sql_run('List the names of the customers from Germany');
+RESET turboinfer.unsure;
+-- A value that is not one of the setting's.
+SET turboinfer.unsure = maybe;
+-- No accepted answer, no verdict: a refused question.
+SELECT e->>'refused' AS refused, e->'verdict' AS verdict FROM nl2sql_explain('Who painted the Mona Lisa?') e;
+DROP TABLE orders, customers;
+DROP EXTENSION turboinfer;
