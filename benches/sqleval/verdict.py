@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The verdict's calibration (src/nl2sql/verdict.rs): from sqleval run records, per database and
+"""The verdict's calibration (src/nl2sql/api/verdict.rs): from sqleval run records, per database and
 per side of a split by database, the precision of *sure* (sure answers that are right) and its
 coverage (sure answers among the answers given to the on-topic questions), for the rule in force
 and for the rule chosen on each side and judged on the other.
@@ -33,7 +33,7 @@ import re
 import sys
 from collections import OrderedDict
 
-# The rule in force: DEFAULT_RULE of src/nl2sql/verdict.rs (kept in step by hand).
+# The rule in force: DEFAULT_RULE of src/nl2sql/api/verdict.rs (kept in step by hand).
 DEFAULT_RULE = dict(repaired=True, rewritten=False, min_words=1, min_opening=-math.inf, min_refusal_gap=0.0,
                     min_answer_logprob=-math.inf, dates=True, ratio=False, max_joins=99, nested=True)
 
