@@ -199,9 +199,9 @@ BEGIN
     LOOP
         got := lo_create(0);
         los := los || got;
-        EXIT WHEN got >= stale - 1 OR cardinality(los) > 100000;
+        EXIT WHEN got::bigint >= stale::bigint - 1 OR cardinality(los) > 100000;
     END LOOP;
-    IF got = stale - 1 THEN
+    IF got::bigint = stale::bigint - 1 THEN
         CREATE TABLE public.stale_probe (id integer);
         GRANT SELECT ON public.stale_probe TO dba_analyst;
     END IF;
