@@ -74,7 +74,10 @@ GRANT SELECT ON users, countries, addresses, reviews, shipments TO dba_support;
 GRANT SELECT ON countries, users, addresses, categories, products, orders, order_items, payments, shipments, reviews
     TO dba_analyst, dba_teacher, dba_contractor;
 GRANT INSERT, DELETE ON nl2sql_examples TO dba_teacher, dba_contractor;
--- A table an example reads, dropped afterwards: that example is shown to nobody.
+-- A table an example reads, dropped afterwards: that example is shown to nobody. Its OID is put
+-- 5000 past the others (large objects created and removed take them), so that a restored cluster,
+-- whose OID counter starts again, has not reached it (stale_oid_probe below).
+SELECT count(lo_unlink(lo_create(0))) FROM generate_series(1, 5000);
 CREATE TABLE promo_notes (id integer PRIMARY KEY, note text);
 GRANT SELECT ON promo_notes TO dba_sales, dba_support, dba_analyst, dba_teacher;
 SET ROLE dba_teacher;
@@ -199,9 +202,9 @@ BEGIN
     LOOP
         got := lo_create(0);
         los := los || got;
-        EXIT WHEN got >= stale - 1 OR cardinality(los) > 100000;
+        EXIT WHEN got::bigint >= stale::bigint - 1 OR cardinality(los) > 100000;
     END LOOP;
-    IF got = stale - 1 THEN
+    IF got::bigint = stale::bigint - 1 THEN
         CREATE TABLE public.stale_probe (id integer);
         GRANT SELECT ON public.stale_probe TO dba_analyst;
     END IF;
