@@ -17,7 +17,7 @@
 # TURBOINFER_PGBOUNCERTEST_PORT, default 54346; +100 per major above 15) listens on its socket
 # only. Both are stopped and removed afterwards, also on failure.
 # Needs: the extension installed into the PostgreSQL of TURBOINFER_PG_MAJOR (default 15) with
-# nl2sql_converse (0.5.0), model $TURBOINFER_PGBOUNCER_MODEL (default qwen2.5-coder-1.5b). About
+# nl2sql_converse (0.4.0), model $TURBOINFER_PGBOUNCER_MODEL (default qwen2.5-coder-1.5b). About
 # a minute and a half on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
