@@ -215,13 +215,14 @@ test:
 	@$(MAKE) --no-print-directory test-stat-shared
 
 ## CI's run (.ci/run): `make test`, then the matrix (both on PostgreSQL 15), then the PostgreSQL
-## suites on CI_PG_MAJOR (17; see there). Not yet here: test-pg-upgrade (passes) and
-## test-dump-restore (fails: an example over a dropped table keeps its OID, which a restored
-## cluster may give to another relation; issue #80).
+## suites on CI_PG_MAJOR (17; see there), then what needs the extension in both majors:
+## pg_upgrade 15 -> 17 and pg_dump/pg_restore 15 -> 15 and 17 (about a minute each).
 test-full:
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory test-matrix
 	@$(MAKE) --no-print-directory test-pg PG_MAJOR=$(CI_PG_MAJOR)
+	@$(MAKE) --no-print-directory test-pg-upgrade
+	@$(MAKE) --no-print-directory test-dump-restore
 
 ## What CI runs on a second major (PG_MAJOR=17 in test-full): that PostgreSQL set up, the
 ## extension built for it and installed (no model fetch: `make test` fetched them), its cluster

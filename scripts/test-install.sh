@@ -202,7 +202,8 @@ wait "$hold_pid" 2>/dev/null || true
 # it names must still exist in the new library), ALTER EXTENSION UPDATE, and the objects the
 # extension then owns must be those of a fresh CREATE EXTENSION in another database, down to
 # each function's definition (arguments, defaults, result, volatility, strictness, security,
-# parallel safety, cost, C symbol), each table's columns, row-level security and policies,
+# parallel safety, cost, C symbol), each table's columns, row-level security and policies, each
+# event trigger's event, function and state,
 # comments, privileges and the tables pg_dump dumps (extconfig).
 version=$(awk -F'"' '/^\[/ { sect = $0 } sect == "[package]" && /^version *=/ { print $2; exit }' "$root/Cargo.toml")
 # Every released version: those whose install script is frozen in tests/upgrade/.
@@ -222,6 +223,8 @@ objects="SELECT pg_describe_object(d.classid, d.objid, d.objsubid) || E'\n' || c
                                                           || ' ' || coalesce(pg_get_expr(pol.polwithcheck, pol.polrelid), '-'), E'\n' ORDER BY pol.polname)
                                         FROM pg_policy pol WHERE pol.polrelid = c.oid), '')
                                      FROM pg_class c WHERE c.oid = d.objid)
+      WHEN 'pg_event_trigger'::regclass THEN (SELECT t.evtevent || ' ' || t.evtfoid::regprocedure::text || ' enabled ' || t.evtenabled::text
+                                              || ' tags ' || coalesce(t.evttags::text, 'all') FROM pg_event_trigger t WHERE t.oid = d.objid)
     END, '') || E'\n' || coalesce('comment: ' || obj_description(d.objid, d.classid::regclass::name), 'no comment')
   FROM pg_depend d JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
   WHERE e.extname = 'turboinfer' AND d.deptype = 'e'
@@ -245,7 +248,7 @@ for i in "${!releases[@]}"; do
         bad "CREATE EXTENSION VERSION '$from' + ALTER EXTENSION UPDATE" "$out"
     upgraded=$(q -d "$db" -c "$objects" 2>&1) || true
     if [[ $upgraded == "$fresh" && $n -gt 0 && $fresh == *"function nl2sql_run(text,integer,boolean)"* && $fresh == *"function nl2sql_learn(text,text)"* \
-          && $fresh == *"nl2sql_examples_access *"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
+          && $fresh == *"nl2sql_examples_access *"* && $fresh == *"event trigger turboinfer_examples_dropped"* && $fresh == *"dumps {nl2sql_examples,nl2sql_examples_id_seq}"* ]]; then
         ok "updated from $from and freshly created: the same $n functions and other objects, definitions, policies, comments and privileges"
     else
         bad "objects after ALTER EXTENSION UPDATE from $from differ from a fresh CREATE EXTENSION ($n functions)" "$(diff <(echo "$upgraded") <(echo "$fresh") || true)"
@@ -258,6 +261,18 @@ for i in "${!releases[@]}"; do
         ok "after the update from $from: nl2sql and nl2sql_run answer, nl2sql_learn stores (${out//$'\n'/ -> })"
     else
         bad "nl2sql / nl2sql_run / nl2sql_learn after ALTER EXTENSION UPDATE from $from" "$out"
+    fi
+    # A release with approved examples: an example over a relation dropped before the update has
+    # that OID cleared by the update (0, shown as '-'), and one dropped after by the event trigger.
+    if grep -q 'CREATE TABLE nl2sql_examples' "$root/tests/upgrade/turboinfer--$from.sql"; then
+        q -c "CREATE DATABASE dropped_${from//./_}"
+        out=$(q -d "dropped_${from//./_}" -c "CREATE EXTENSION turboinfer VERSION '$from'" \
+            -c "CREATE TABLE kept (n int)" -c "CREATE TABLE gone (n int)" \
+            -c "INSERT INTO nl2sql_examples (question, sql, relations) VALUES ('both', 'SELECT * FROM kept, gone', '{kept,gone}')" \
+            -c "DROP TABLE gone" -c "ALTER EXTENSION turboinfer UPDATE" -c "SELECT relations FROM nl2sql_examples" \
+            -c "DROP TABLE kept" -c "SELECT relations FROM nl2sql_examples" 2>&1) || true
+        [[ $out == $'{kept,-}\n{-,-}' ]] && ok "an example over a table dropped before the update from $from: cleared by the update, and its other table by the event trigger ($(tr '\n' ' ' <<<"$out"))" ||
+            bad "dropped relations in examples across the update from $from" "$out"
     fi
 done
 

@@ -141,7 +141,9 @@ explain() {
                                round((e #>> '{timings_ms,cache_file}')::numeric, 1)::text) t(k, v);"
 }
 field() { sed -n "s/^${1//./\\.}=//p" <<<"$2" | head -n 1; }  # field NAME OUTPUT: the line NAME=...
-errors() { grep -E '^(psql:[^ ]*: )?(ERROR|FATAL|PANIC|DETAIL|HINT):' <<<"$1"; }  # psql's error lines
+# psql's error lines and the DETAIL/HINT that follow them (a NOTICE's HINT, such as the verdict's
+# on an unsure answer, is not an error).
+errors() { grep -E -A3 '^(psql:[^ ]*: )?(ERROR|FATAL|PANIC):' <<<"$1"; }
 is_select() { grep -Eiq '^[[:space:]]*(\(?[[:space:]]*select|with)[[:space:]]' <<<"$1"; }
 resolve() { # resolve DATADIR SETTING: the directory a turboinfer.cache_dir setting names
     case $2 in "") echo "$1/turboinfer_cache" ;; /*) echo "$2" ;; *) echo "$1/$2" ;; esac

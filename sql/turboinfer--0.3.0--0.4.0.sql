@@ -1,7 +1,8 @@
 -- TurboInfer 0.3.0 -> 0.4.0. Run by ALTER EXTENSION turboinfer UPDATE (TO '0.4.0') once the 0.4.0
 -- library and scripts are installed. 0.4.0 builds for PostgreSQL 14 to 18 (one library per major,
 -- the same SQL objects on each). Its SQL changes: nl2sql, nl2sql_run and nl2sql_explain take a
--- `follow_up` argument, and nl2sql_converse is new (below). scripts/test-install.sh checks, on each tested major, that an
+-- `follow_up` argument, nl2sql_converse is new, and an event trigger clears dropped relations from
+-- the approved examples (below). scripts/test-install.sh checks, on each tested major, that an
 -- updated database and a fresh CREATE EXTENSION turboinfer have the same objects.
 \echo Use "ALTER EXTENSION turboinfer UPDATE TO '0.4.0'" to load this file. \quit
 
@@ -54,3 +55,45 @@ CREATE  FUNCTION "nl2sql_converse"(
 VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_converse_wrapper';
+
+-- Approved examples over dropped relations (issue #80, src/pg/examples.rs): the event trigger
+-- below clears a dropped relation's OID from "relations" from now on; the examples stored over
+-- relations dropped before this update are cleared the same way here, once.
+-- A dropped relation leaves no OID behind in "relations": it becomes 0 (shown as '-'), so the
+-- examples over it stay hidden from everyone, also where a new relation later takes that OID
+-- (pg_dump writes a dropped relation's OID as a number, which pg_restore may give to another
+-- table; OIDs also wrap around). SECURITY DEFINER (the extension's owner, a superuser): the role
+-- that drops a table need not be allowed to change the store. Read first: a DROP that no
+-- example names (nearly all) writes nothing and locks no row of the store.
+CREATE FUNCTION nl2sql_examples_forget_dropped() RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    gone oid[];
+BEGIN
+    SELECT pg_catalog.array_agg(d.objid) INTO gone
+      FROM pg_catalog.pg_event_trigger_dropped_objects() d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND d.objsubid OPERATOR(pg_catalog.=) 0;
+    IF gone IS NULL OR NOT EXISTS (SELECT FROM @extschema@.nl2sql_examples e
+                                    WHERE e.relations::pg_catalog.oid[] OPERATOR(pg_catalog.&&) gone) THEN
+        RETURN;
+    END IF;
+    UPDATE @extschema@.nl2sql_examples e
+       SET relations = ARRAY(SELECT (CASE WHEN r.oid OPERATOR(pg_catalog.=) ANY (gone) THEN 0 ELSE r.oid END)::pg_catalog.regclass
+                               FROM pg_catalog.unnest(e.relations::pg_catalog.oid[]) WITH ORDINALITY AS r(oid, n)
+                              ORDER BY r.n)
+     WHERE e.relations::pg_catalog.oid[] OPERATOR(pg_catalog.&&) gone;
+END
+$$;
+REVOKE ALL ON FUNCTION nl2sql_examples_forget_dropped() FROM PUBLIC;
+CREATE EVENT TRIGGER turboinfer_examples_dropped ON sql_drop
+    EXECUTE FUNCTION nl2sql_examples_forget_dropped();
+UPDATE @extschema@.nl2sql_examples e
+   SET relations = ARRAY(SELECT (CASE WHEN c.oid IS NULL THEN 0 ELSE r.oid END)::pg_catalog.regclass
+                           FROM pg_catalog.unnest(e.relations::pg_catalog.oid[]) WITH ORDINALITY AS r(oid, n)
+                           LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
+                          ORDER BY r.n)
+ WHERE EXISTS (SELECT FROM pg_catalog.unnest(e.relations::pg_catalog.oid[]) AS r(oid)
+                WHERE r.oid OPERATOR(pg_catalog.<>) 0
+                  AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) r.oid));

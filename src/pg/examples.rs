@@ -7,7 +7,9 @@
 //! * **Seeing** an example: SELECT on `nl2sql_examples` (granted to PUBLIC; revoke it to hide the
 //!   store) and, through row-level security, SELECT on every relation the example's SQL reads
 //!   (recorded when it was stored, in `relations`) and USAGE on their schemas. A relation
-//!   dropped since hides the example.
+//!   dropped since hides the example: the event trigger `turboinfer_examples_dropped` sets its
+//!   OID in `relations` to 0, so that no relation created later (after pg_restore, or OID
+//!   wrap-around) can take its place.
 //! * **Adding** one: INSERT on the table (granted to nobody: `GRANT INSERT, DELETE ON
 //!   nl2sql_examples TO some_role`). `nl2sql_learn` validates the SQL as nl2sql() validates its
 //!   own answers (one plain query, no side effects, every relation and column readable by the
@@ -223,6 +225,37 @@ CREATE POLICY nl2sql_examples_access ON nl2sql_examples
         AND relations::pg_catalog.oid[] OPERATOR(pg_catalog.=) @extschema@.nl2sql_example_relations(sql));
 REVOKE ALL ON nl2sql_examples FROM PUBLIC;
 GRANT SELECT ON nl2sql_examples TO PUBLIC;
+
+-- A dropped relation leaves no OID behind in "relations": it becomes 0 (shown as '-'), so the
+-- examples over it stay hidden from everyone, also where a new relation later takes that OID
+-- (pg_dump writes a dropped relation's OID as a number, which pg_restore may give to another
+-- table; OIDs also wrap around). SECURITY DEFINER (the extension's owner, a superuser): the role
+-- that drops a table need not be allowed to change the store. Read first: a DROP that no
+-- example names (nearly all) writes nothing and locks no row of the store.
+CREATE FUNCTION nl2sql_examples_forget_dropped() RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    gone oid[];
+BEGIN
+    SELECT pg_catalog.array_agg(d.objid) INTO gone
+      FROM pg_catalog.pg_event_trigger_dropped_objects() d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND d.objsubid OPERATOR(pg_catalog.=) 0;
+    IF gone IS NULL OR NOT EXISTS (SELECT FROM @extschema@.nl2sql_examples e
+                                    WHERE e.relations::pg_catalog.oid[] OPERATOR(pg_catalog.&&) gone) THEN
+        RETURN;
+    END IF;
+    UPDATE @extschema@.nl2sql_examples e
+       SET relations = ARRAY(SELECT (CASE WHEN r.oid OPERATOR(pg_catalog.=) ANY (gone) THEN 0 ELSE r.oid END)::pg_catalog.regclass
+                               FROM pg_catalog.unnest(e.relations::pg_catalog.oid[]) WITH ORDINALITY AS r(oid, n)
+                              ORDER BY r.n)
+     WHERE e.relations::pg_catalog.oid[] OPERATOR(pg_catalog.&&) gone;
+END
+$$;
+REVOKE ALL ON FUNCTION nl2sql_examples_forget_dropped() FROM PUBLIC;
+CREATE EVENT TRIGGER turboinfer_examples_dropped ON sql_drop
+    EXECUTE FUNCTION nl2sql_examples_forget_dropped();
 
 -- nl2sql_forget(id): removes an example the caller can see (needs DELETE on nl2sql_examples);
 -- true when it was there.

@@ -127,6 +127,18 @@ SELECT e->'examples' AS examples FROM nl2sql_explain('What is the count of gone?
 SET ROLE ex_reader;
 SELECT count(*) AS visible_to_reader FROM nl2sql_examples WHERE question = 'Count of gone';
 RESET ROLE;
+-- The dropped table's OID is cleared (0, shown as '-'): no relation created later, here or in a
+-- restored copy of this database, can take its place.
+SELECT relations FROM nl2sql_examples WHERE question = 'Count of gone';
+-- Also when the role that drops it may not change the store (the event trigger's function is
+-- SECURITY DEFINER), and the other relations of the example stay as they were.
+CREATE TABLE gone_too (n integer);
+ALTER TABLE gone_too OWNER TO ex_reader;
+SELECT nl2sql_learn('Orders and gone_too', 'SELECT count(*) FROM orders, gone_too') > 0 AS learned;
+SET ROLE ex_reader;
+DROP TABLE gone_too;
+RESET ROLE;
+SELECT relations FROM nl2sql_examples WHERE question = 'Orders and gone_too';
 
 -- What the examples are for: a convention the model cannot guess (status 'R' means refunded).
 -- Qwen2.5-Coder 0.5B, greedy: without an example it writes its own guess; with one stored
