@@ -274,6 +274,28 @@ for i in "${!releases[@]}"; do
         [[ $out == $'{kept,-}\n{-,-}' ]] && ok "an example over a table dropped before the update from $from: cleared by the update, and its other table by the event trigger ($(tr '\n' ' ' <<<"$out"))" ||
             bad "dropped relations in examples across the update from $from" "$out"
     fi
+    # The newest release: a DBA's REVOKE from PUBLIC and GRANT on the signatures 0.4.0 replaces
+    # carry over to the new ones, and pg_dump still dumps them as the DBA's (not as the
+    # extension's initial privileges).
+    if [[ $from == "${releases[-1]}" ]]; then
+        g="grants_${from//./_}"
+        q -c "CREATE DATABASE $g" -c "CREATE ROLE ti_app" -c "CREATE ROLE ti_other"
+        out=$(q -d "$g" -c "CREATE EXTENSION turboinfer VERSION '$from'" \
+            -c "REVOKE EXECUTE ON FUNCTION nl2sql(text) FROM PUBLIC" -c "GRANT EXECUTE ON FUNCTION nl2sql(text) TO ti_app" \
+            -c "ALTER EXTENSION turboinfer UPDATE" \
+            -c "SELECT has_function_privilege('ti_app', 'nl2sql(text,boolean)', 'EXECUTE') || ' ' ||
+                       has_function_privilege('ti_other', 'nl2sql(text,boolean)', 'EXECUTE') || ' ' ||
+                       has_function_privilege('ti_other', 'nl2sql_run(text,integer,boolean)', 'EXECUTE') || ' ' ||
+                       (SELECT count(*) FROM pg_init_privs WHERE objoid = 'nl2sql(text,boolean)'::regprocedure)" 2>&1) || true
+        dump=$("$bin/pg_dump" -h "$pc_run" -p "$pc_port" -U postgres -s "$g" 2>&1 | grep -E '^(GRANT|REVOKE) .*FUNCTION [a-z_.]*nl2sql\(' || true)
+        if [[ $(tail -n 1 <<<"$out") == "true false true 0" \
+              && $dump == *"REVOKE ALL ON FUNCTION"*"nl2sql(question text, follow_up boolean) FROM PUBLIC"* \
+              && $dump == *"GRANT ALL ON FUNCTION"*"nl2sql(question text, follow_up boolean) TO ti_app"* ]]; then
+            ok "the update from $from carries REVOKE FROM PUBLIC and GRANT on nl2sql(text) over to nl2sql(text, boolean), and pg_dump dumps them"
+        else
+            bad "privileges on the old signature after the update from $from" "$out"$'\n'"pg_dump: $dump"
+        fi
+    fi
 done
 
 loglines=$(cat "$log")

@@ -8,10 +8,11 @@
 
 -- Follow-up questions (issue #62, src/pg/conversation.rs): nl2sql, nl2sql_run and nl2sql_explain
 -- take `follow_up boolean DEFAULT false` as their last argument. A function's arguments cannot
--- change in place: each is dropped and created again as pgrx generates it for 0.4.0 (a view or
+-- change in place: each old one is renamed, the new one created as pgrx generates it for 0.4.0,
+-- the old one's privileges carried over to it (below), and the old one dropped (a view or
 -- function that called the old one by its old signature must be recreated: none of the
 -- extension's own objects does). Calls written as before mean what they meant.
-DROP FUNCTION "nl2sql"(TEXT);
+ALTER FUNCTION "nl2sql"(TEXT) RENAME TO "nl2sql_until_0_3_0";
 CREATE  FUNCTION "nl2sql"(
 	"question" TEXT, /* Text */
 	"follow_up" bool DEFAULT false /* bool */
@@ -20,7 +21,7 @@ STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_wrapper';
 
-DROP FUNCTION "nl2sql_run"(TEXT, INT);
+ALTER FUNCTION "nl2sql_run"(TEXT, INT) RENAME TO "nl2sql_run_until_0_3_0";
 CREATE  FUNCTION "nl2sql_run"(
 	"question" TEXT, /* Text */
 	"row_limit" INT DEFAULT 100, /* i32 */
@@ -30,7 +31,7 @@ STRICT VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_run_wrapper';
 
-DROP FUNCTION "nl2sql_explain"(TEXT, TEXT[], double precision);
+ALTER FUNCTION "nl2sql_explain"(TEXT, TEXT[], double precision) RENAME TO "nl2sql_explain_until_0_3_0";
 CREATE  FUNCTION "nl2sql_explain"(
 	"question" TEXT, /* Option < Text > */
 	"schemas" TEXT[] DEFAULT NULL, /* Option < TextArray > */
@@ -40,6 +41,45 @@ CREATE  FUNCTION "nl2sql_explain"(
 VOLATILE SECURITY INVOKER PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'nl2sql_explain_sparse_wrapper';
+
+-- A DBA's GRANT or REVOKE on an old signature carries over to the new one: where the old
+-- function had privileges of its own (proacl not NULL; NULL is the default, EXECUTE to PUBLIC,
+-- which the new one has too), the new one gets exactly those (PUBLIC revoked first, so a REVOKE
+-- from PUBLIC stays a REVOKE). Granted inside an extension script, privileges are recorded as the
+-- extension's initial ones (pg_init_privs), which pg_dump leaves out; those rows are removed so
+-- that pg_dump dumps them as the DBA's, as it did before the update.
+DO $$
+DECLARE
+    p record;
+    a record;
+BEGIN
+    FOR p IN
+        SELECT o.proacl, v.new
+          FROM (VALUES ('@extschema@.nl2sql_until_0_3_0(text)'::pg_catalog.regprocedure,
+                        '@extschema@.nl2sql(text, boolean)'::pg_catalog.regprocedure),
+                       ('@extschema@.nl2sql_run_until_0_3_0(text, integer)'::pg_catalog.regprocedure,
+                        '@extschema@.nl2sql_run(text, integer, boolean)'::pg_catalog.regprocedure),
+                       ('@extschema@.nl2sql_explain_until_0_3_0(text, text[], double precision)'::pg_catalog.regprocedure,
+                        '@extschema@.nl2sql_explain(text, text[], double precision, boolean)'::pg_catalog.regprocedure)) AS v(old, new)
+          JOIN pg_catalog.pg_proc o ON o.oid OPERATOR(pg_catalog.=) v.old
+         WHERE o.proacl IS NOT NULL
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', p.new);
+        FOR a IN SELECT * FROM pg_catalog.aclexplode(p.proacl) LOOP
+            EXECUTE pg_catalog.format('GRANT %s ON FUNCTION %s TO %s%s', a.privilege_type, p.new,
+                CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,
+                CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+        DELETE FROM pg_catalog.pg_init_privs i
+         WHERE i.objoid OPERATOR(pg_catalog.=) p.new
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass;
+    END LOOP;
+END
+$$;
+DROP FUNCTION "nl2sql_until_0_3_0"(TEXT);
+DROP FUNCTION "nl2sql_run_until_0_3_0"(TEXT, INT);
+DROP FUNCTION "nl2sql_explain_until_0_3_0"(TEXT, TEXT[], double precision);
 
 -- Conversations carried by the client (issue #80, src/pg/conversation.rs): a follow-up names the
 -- conversation it continues with the token returned with the previous answer, so that clients
