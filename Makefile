@@ -245,19 +245,15 @@ test-pg:
 	@if [[ "$(PG_MAJOR)" != 15 ]]; then $(MAKE) --no-print-directory test-same-answers; fi
 
 ## The matrix (needs what `make test` set up: models, install, cluster): pg_regress on every other
-## kernel tier, the aarch64 tiers under QEMU, install into another PostgreSQL, the Debian package,
-## a hot standby, a model file rewritten mid-call, 8 callers on 2 slots, the batch server's
-## exactness (engine), the batch worker (PostgreSQL) and conversations behind PgBouncer.
+## kernel tier, the aarch64 tiers under QEMU, 8 callers on 2 slots, the batch server's exactness
+## (engine) and conversations behind PgBouncer. What test-pg runs on every major (install into
+## another PostgreSQL, the Debian package, a hot standby, a model file rewritten mid-call, the
+## batch worker) runs once in test-full, on CI_PG_MAJOR; on 15: `make test-pg PG_MAJOR=15`.
 test-matrix:
 	@$(MAKE) --no-print-directory installcheck-tiers
 	@$(MAKE) --no-print-directory test-aarch64
-	@$(MAKE) --no-print-directory test-install
-	@$(MAKE) --no-print-directory test-package
-	@$(MAKE) --no-print-directory test-standby
-	@$(MAKE) --no-print-directory test-model-swap
 	@$(MAKE) --no-print-directory test-concurrency
 	@$(MAKE) --no-print-directory test-engine-remote
-	@$(MAKE) --no-print-directory test-batch-worker
 	@$(MAKE) --no-print-directory test-pgbouncer
 
 ## make install into another PostgreSQL of PG_MAJOR found through PG_CONFIG or PATH (a private,
