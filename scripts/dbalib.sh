@@ -234,3 +234,14 @@ attver_strip() {
     done
     echo "$n"
 }
+# dba_finish CLUSTER...: no crash in each cluster's log, then the count line; the exit status is
+# the test's (0 when nothing failed).
+dba_finish() {
+    local n crash
+    for n in "$@"; do
+        crash=$(cl_crashed "$n")
+        [[ -z $crash ]] && ok "no crash in the $n cluster's log" || bad "the $n cluster's log tells of a crash" "$crash"
+    done
+    echo "$me: $pass passed, $fail failed ($(($(date +%s) - t_all)) s)"
+    [[ $fail -eq 0 ]]
+}

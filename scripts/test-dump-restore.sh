@@ -186,9 +186,4 @@ else
     bad "B: the example over a dropped table became visible in the restored cluster" "$out"
 fi
 
-for n in src dst; do
-    crash=$(cl_crashed "$n")
-    [[ -z $crash ]] && ok "no crash in the $n cluster's log" || bad "the $n cluster's log tells of a crash" "$crash"
-done
-echo "$me: $pass passed, $fail failed ($(($(date +%s) - t_all)) s)"
-[[ $fail -eq 0 ]]
+dba_finish src dst

@@ -207,9 +207,4 @@ SQL
         bad "a token of nl2sql_converse from $FROM on $TO (exit $rc)" "$out"
     fi
 fi
-for n in old new; do
-    crash=$(cl_crashed "$n")
-    [[ -z $crash ]] && ok "no crash in the $n cluster's log" || bad "the $n cluster's log tells of a crash" "$crash"
-done
-echo "$me: $pass passed, $fail failed ($(($(date +%s) - t_all)) s)"
-[[ $fail -eq 0 ]]
+dba_finish old new

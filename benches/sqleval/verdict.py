@@ -4,11 +4,18 @@ per side of a split by database, the precision of *sure* (sure answers that are 
 coverage (sure answers among the answers given to the on-topic questions), for the rule in force
 and for the rule chosen on each side and judged on the other.
 
-    benches/sqleval/verdict.py RUN.jsonl... [--side-a DB,DB] [--target 0.85] [--rule-only] [--reasons] [--logprob]
+    benches/sqleval/verdict.py RUN.jsonl... [--side-a DB,DB] [--target 0.85] [--rule-only] [--reasons] [--logprob] [--values]
 
 A question in several files counts once, as the last file has it. --reasons: how often each
 reason of the rule in force fires on right and on wrong answers; --logprob: the grid includes a
-bar on the answer's mean log p (records of builds that report answer_logprob).
+bar on the answer's mean log p (records of builds that report answer_logprob); --values: for
+records of builds before the value lookup (src/pg/verdict.rs), look the values up here: each
+`column = 'value'` of the answer whose column is a text column of the record's database
+(sqleval_<db>, through scripts/cluster.sh psql, as a superuser) and that no row holds. A build
+that reports `value_not_found` needs no lookup: its records say it. --values also looks, for
+those records, for the joins that repeat rows (`repeated_rows`): an INNER JOIN of a table the
+query (without DISTINCT) uses only in its ON condition, on columns no unique index of that table
+covers (an approximation of src/pg/facts.rs's walk, on the SQL text).
 
 RUN.jsonl: target/sqleval/<label>.jsonl of `benches/sqleval/run` (any number: sql-eval's 104
 questions, the sample databases' set, ...). Each record carries what nl2sql_explain reported
@@ -29,7 +36,9 @@ import argparse
 import itertools
 import json
 import math
+import os
 import re
+import subprocess
 import sys
 from collections import OrderedDict
 
@@ -114,7 +123,11 @@ def signals(rec):
     if lp is not None and not math.isfinite(lp):
         lp = None
     dates, ratio, joins, nested = shape(sql)
+    recorded = rec.get("verdict")
+    codes = [x.get("code") for x in recorded.get("reasons") or []] if isinstance(recorded, dict) else []
     return dict(
+        missing_value="value_not_found" in codes,
+        repeated_rows="repeated_rows" in codes,
         dates=dates, ratio=ratio, joins=joins, nested=nested,
         answer_logprob=lp,
         repair_rounds=repair_rounds, rewritten=rewritten, rescued=rescued, doubt=doubt, agreement=agreement,
@@ -130,6 +143,10 @@ def reasons(rule, s, executed):
     out = []
     if executed and s["rows"] == 0:
         out.append("no_rows")
+    if s["missing_value"]:
+        out.append("value_not_found")
+    if s["repeated_rows"]:
+        out.append("repeated_rows")
     if s["doubt"] is not None:
         out.append("doubt")
     if rule["repaired"] and (s["repair_rounds"] > 0 or s["rescued"]):
@@ -155,6 +172,80 @@ def reasons(rule, s, executed):
     if rule["nested"] and s["nested"]:
         out.append("subquery")
     return out
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# `column = 'value'` as the model writes it (qualified or not, quoted or not): the approximation
+# of the server's parse analysis (src/pg/facts.rs) that records of older builds need.
+VALUE_FILTER = re.compile(r'(?:(?:\w+|"[^"]+")\.)?("[^"]+"|\b\w+)\s*=\s*\'((?:[^\']|\'\')*)\'')
+
+
+def psql(db, query):
+    out = subprocess.run([os.path.join(ROOT, "scripts", "cluster.sh"), "psql", "-X", "-At", "-d", db, "-c", query],
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def lookup_values(recs):
+    """--values: `_missing_values` of each accepted answer of a record without a reported
+    value lookup: the values it compares a text column with that no row of that column holds
+    (a column name found in several tables counts as found when any holds the value)."""
+    columns = {}
+    for r in recs:
+        if r.get("_signals") is None or r["_signals"]["missing_value"]:
+            continue
+        db = "sqleval_" + str(r.get("db"))
+        if db not in columns:
+            cols = {}
+            for line in psql(db, "SELECT table_schema || '|' || table_name || '|' || column_name FROM information_schema.columns "
+                                 "WHERE data_type IN ('text', 'character varying', 'character') "
+                                 "AND table_schema NOT IN ('pg_catalog', 'information_schema')").splitlines():
+                sc, t, c = line.split("|")
+                cols.setdefault(c.lower(), []).append((sc, t, c))
+            columns[db] = cols
+        missing = []
+        for m in VALUE_FILTER.finditer(r["sql"]):
+            col, value = m.group(1), m.group(2).replace("''", "'")
+            name = col[1:-1] if col.startswith('"') else col.lower()
+            found = [x for x in columns[db].get(name.lower(), []) if col.startswith('"') and x[2] == name or not col.startswith('"')]
+            if not found:
+                continue
+            lit = "'" + value.replace("'", "''") + "'"
+            probe = " OR ".join(f'EXISTS (SELECT 1 FROM "{sc}"."{t}" WHERE "{c}" = {lit})' for sc, t, c in found)
+            if psql(db, "SELECT " + probe) == "f":
+                missing.append(f"{value!r} in {name}")
+        if missing:
+            r["_missing_values"] = missing
+            r["_signals"]["missing_value"] = True
+        if not r["_signals"]["repeated_rows"] and repeating_join(db, r["sql"]):
+            r["_signals"]["repeated_rows"] = True
+
+
+# `[INNER] JOIN table [AS] alias ON condition` up to the next clause (not a LEFT/RIGHT/FULL join).
+JOIN_CLAUSE = re.compile(r'(?<!LEFT )(?<!RIGHT )(?<!FULL )(?<!OUTER )\bJOIN\s+((?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)'
+                         r'(?:\s+(?:AS\s+)?(?!ON\b)("[^"]+"|\w+))?\s+ON\s+(.*?)'
+                         r'(?=\b(?:JOIN|INNER|LEFT|RIGHT|FULL|CROSS|WHERE|GROUP|ORDER|HAVING|LIMIT|UNION)\b|\)|;|$)', re.I | re.S)
+
+
+def repeating_join(db, sql):
+    """Whether `sql` inner-joins a table it uses only in that join's ON condition, on columns no
+    unique index of the table covers (top query without DISTINCT; see --values)."""
+    if re.match(r'\s*SELECT\s+DISTINCT\b', sql, re.I):
+        return False
+    for m in JOIN_CLAUSE.finditer(sql):
+        table, alias, on = m.group(1), m.group(2) or m.group(1).split(".")[-1], m.group(3)
+        ref = re.compile(r'(?<![\w"])' + re.escape(alias) + r'\.("[^"]+"|\w+)', re.I)
+        if not ref.search(on) or len(ref.findall(sql)) != len(ref.findall(on)):
+            continue
+        cols = sorted({c[1:-1] if c.startswith('"') else c.lower() for c in ref.findall(on)})
+        name = ".".join(p if p.startswith('"') else p.lower() for p in table.split("."))
+        arr = ", ".join("'" + c.replace("'", "''") + "'" for c in cols)
+        q = ("SELECT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass($n$" + name + "$n$) AND i.indisunique "
+             "AND i.indpred IS NULL AND i.indexprs IS NULL AND (SELECT array_agg(a.attname::text) FROM unnest(i.indkey) k "
+             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k) <@ ARRAY[" + arr + "]::text[])")
+        if psql(db, q) == "f":
+            return True
+    return False
 
 
 def load(paths):
@@ -293,10 +384,13 @@ def main():
     ap.add_argument("--rule-only", action="store_true", help="only the rule in force, no search")
     ap.add_argument("--reasons", action="store_true", help="how often each reason fires, right and wrong answers")
     ap.add_argument("--logprob", action="store_true", help="search the answer's mean log p too (records with answer_logprob)")
+    ap.add_argument("--values", action="store_true", help="look up the filtered values of records of builds before the value lookup")
     args = ap.parse_args()
     if args.logprob:
         GRID["min_answer_logprob"] = LOGPROB_GRID
     recs = load(args.runs)
+    if args.values:
+        lookup_values(recs)
     side_a = {d.strip().lower() for d in args.side_a.split(",") if d.strip()}
     side = lambda r: "A" if str(r.get("db", "")).lower() in side_a else "B"
     sides = OrderedDict((k, [r for r in recs if side(r) == k]) for k in ("A", "B"))
@@ -325,7 +419,7 @@ def main():
         print("| reason | fires on right answers | fires on wrong answers |\n|---|---|---|")
         counts = OrderedDict()
         for r in recs:
-            s = signals(r)
+            s = r.get("_signals")
             if s is None:
                 continue
             for code in reasons(DEFAULT_RULE, s, True):

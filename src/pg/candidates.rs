@@ -46,6 +46,12 @@ unsafe extern "C-unwind" fn candidate_timeout() {
 /// ([`CANDIDATE_TIMEOUT_MS`]), or why it did not run; `None` when it ran out of its time. The
 /// user's cancel, the statement_timeout and resource errors are re-raised.
 pub(super) fn run_timed(sql: &str, row_limit: usize) -> Option<Result<Rows, RunError>> {
+    run_within(sql, row_limit, CANDIDATE_TIMEOUT_MS)
+}
+
+/// [`run_timed`] under a timer of `ms` milliseconds (a probe that must cost less than a
+/// candidate: the verdict's value lookups).
+pub(super) fn run_within(sql: &str, row_limit: usize, ms: c_int) -> Option<Result<Rows, RunError>> {
     // Registered once per backend: PostgreSQL has 10 user timeout slots, and a backend that
     // asks for an eleventh ends with FATAL.
     let timer = TIMER.with(|t| match t.get() {
@@ -59,7 +65,7 @@ pub(super) fn run_timed(sql: &str, row_limit: usize) -> Option<Result<Rows, RunE
     });
     // SAFETY: backend thread; the timer is disabled on every path out (an ERROR that leaves this
     // function also ends the statement, whose error recovery disables all timeouts).
-    unsafe { enable_timeout_after(timer, CANDIDATE_TIMEOUT_MS) };
+    unsafe { enable_timeout_after(timer, ms) };
     let ran = PgTryBuilder::new(|| Some(run_read_only(sql, row_limit)))
         .catch_others(|e| {
             // SAFETY: backend thread.

@@ -4,8 +4,9 @@
 //! Read inside the validation's rolled-back subtransaction; calls nothing of the statement.
 
 use super::nodes::list_ptrs;
-use crate::nl2sql::doubt::{ColumnRef, Division, QueryFacts};
+use crate::nl2sql::doubt::{ColumnRef, Division, QueryFacts, UnusedJoin};
 use pgrx::pg_sys;
+use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 
 /// Facts of the analysed statement `query` (the top query).
@@ -25,9 +26,122 @@ pub(super) unsafe fn query_facts(query: *mut pg_sys::Query) -> QueryFacts {
             && !q.hasWindowFuncs;
     }
     w.facts.repeated_outputs = repeated_outputs(query);
+    w.facts.unused_joins = unused_joins(query);
     tables_of((*query).rtable, &mut w.facts.tables);
     pg_sys::query_tree_walker(query, Some(facts_walk), &mut w as *mut FactsWalk as *mut c_void, 0);
     w.facts
+}
+
+/// The tables the top query inner-joins and uses nowhere but in their own join's ON condition
+/// (none when the query has DISTINCT: there a join that only filters repeats nothing).
+unsafe fn unused_joins(query: *mut pg_sys::Query) -> Vec<UnusedJoin> {
+    let q = &*query;
+    if !q.distinctClause.is_null() || q.jointree.is_null() {
+        return Vec::new();
+    }
+    // Every reference to a top-level range table entry, anywhere (sub-queries too).
+    let mut all = VarCounts::default();
+    let flags = pg_sys::QTW_IGNORE_JOINALIASES as i32;
+    pg_sys::query_tree_walker(
+        query,
+        Some(count_vars),
+        &mut all as *mut VarCounts as *mut c_void,
+        flags,
+    );
+    let mut joins = Vec::new();
+    for item in list_ptrs((*q.jointree).fromlist) {
+        inner_joins(item as *mut pg_sys::Node, &mut joins);
+    }
+    let rtable = list_ptrs(q.rtable);
+    let mut out = Vec::new();
+    for j in joins {
+        let rarg = (*j).rarg;
+        if rarg.is_null() || (*rarg).type_ != pg_sys::NodeTag::T_RangeTblRef {
+            continue;
+        }
+        let Ok(index) = usize::try_from((*(rarg as *mut pg_sys::RangeTblRef)).rtindex) else {
+            continue;
+        };
+        let Some(&rte) = index.checked_sub(1).and_then(|i| rtable.get(i)) else { continue };
+        let rte = rte as *mut pg_sys::RangeTblEntry;
+        if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            continue;
+        }
+        let mut on = VarCounts::default();
+        count_vars((*j).quals, &mut on as *mut VarCounts as *mut c_void);
+        let used_on = on.counts.get(&index).copied().unwrap_or(0);
+        if used_on == 0 || all.counts.get(&index).copied().unwrap_or(0) != used_on {
+            continue;
+        }
+        let relid = (*rte).relid;
+        let (Some(table), Some(schema)) = (
+            text(pg_sys::get_rel_name(relid)),
+            text(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid))),
+        ) else {
+            continue;
+        };
+        let mut columns: Vec<String> = Vec::new();
+        for attno in on.columns.get(&index).into_iter().flatten() {
+            if let Some(c) = text(pg_sys::get_attname(relid, *attno, true)) {
+                if !columns.contains(&c) {
+                    columns.push(c);
+                }
+            }
+        }
+        out.push(UnusedJoin { schema, table, columns });
+    }
+    out
+}
+
+/// The inner joins in a FROM item, nested ones included.
+unsafe fn inner_joins(node: *mut pg_sys::Node, out: &mut Vec<*mut pg_sys::JoinExpr>) {
+    if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_JoinExpr {
+        return;
+    }
+    let j = node as *mut pg_sys::JoinExpr;
+    inner_joins((*j).larg, out);
+    inner_joins((*j).rarg, out);
+    if (*j).jointype == pg_sys::JoinType::JOIN_INNER && !(*j).quals.is_null() {
+        out.push(j);
+    }
+}
+
+/// References to the top query's range table entries (by index), and the columns referenced.
+#[derive(Default)]
+struct VarCounts {
+    /// How many query levels down the walk is (a sub-query's reference to the top query has
+    /// `varlevelsup` equal to it).
+    depth: u32,
+    counts: HashMap<usize, usize>,
+    columns: HashMap<usize, Vec<pg_sys::AttrNumber>>,
+}
+
+/// Counts the references to the top query's range table entries under `node`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn count_vars(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let w = &mut *(ctx as *mut VarCounts);
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Var => {
+            let v = node as *mut pg_sys::Var;
+            if let (true, Ok(varno)) = ((*v).varlevelsup == w.depth, usize::try_from((*v).varno)) {
+                *w.counts.entry(varno).or_default() += 1;
+                w.columns.entry(varno).or_default().push((*v).varattno);
+            }
+            false
+        }
+        pg_sys::NodeTag::T_Query => {
+            w.depth += 1;
+            let flags = pg_sys::QTW_IGNORE_JOINALIASES as i32;
+            let stop =
+                pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(count_vars), ctx, flags);
+            w.depth -= 1;
+            stop
+        }
+        _ => pg_sys::expression_tree_walker(node, Some(count_vars), ctx),
+    }
 }
 
 /// A parse location (byte offset in the statement, -1 when unknown).
@@ -222,7 +336,7 @@ unsafe extern "C-unwind" fn outside_aggregates(node: *mut pg_sys::Node, ctx: *mu
 }
 
 /// Walks every query level and expression: SUM/AVG arguments, column equalities, integer
-/// divisions by something other than a constant.
+/// divisions by something other than a constant, text columns compared with a string.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
@@ -288,11 +402,43 @@ unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void
                         }
                     }
                 }
+                if let Some(filter) = value_filter(w, a, b).or_else(|| value_filter(w, b, a)) {
+                    if !w.facts.value_filters.contains(&filter) {
+                        w.facts.value_filters.push(filter);
+                    }
+                }
             }
         }
         _ => {}
     }
     pg_sys::expression_tree_walker(node, Some(facts_walk), ctx)
+}
+
+/// `column = 'value'` when `var` is a text column of a base table and `constant` a string
+/// constant that is not NULL (both stripped of relabelling casts: a `varchar` column compared
+/// with a `text` constant).
+unsafe fn value_filter(
+    w: &FactsWalk,
+    var: *mut pg_sys::Node,
+    constant: *mut pg_sys::Node,
+) -> Option<(ColumnRef, String)> {
+    if var.is_null() || constant.is_null() {
+        return None;
+    }
+    if (*var).type_ != pg_sys::NodeTag::T_Var || (*constant).type_ != pg_sys::NodeTag::T_Const {
+        return None;
+    }
+    let c = constant as *mut pg_sys::Const;
+    let text_like =
+        |t: pg_sys::Oid| t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID || t == pg_sys::BPCHAROID;
+    if (*c).constisnull || !text_like((*c).consttype) || !text_like(pg_sys::exprType(var)) {
+        return None;
+    }
+    let column = w.column(var as *mut pg_sys::Var)?;
+    // text, varchar and bpchar are varlena: text_to_cstring detoasts and copies (palloc'd in
+    // the current memory context, freed with it).
+    let value = text(pg_sys::text_to_cstring((*c).constvalue.cast_mut_ptr()))?;
+    Some((column, value))
 }
 
 /// The columns whose values an aggregate's argument adds up: the argument itself, through

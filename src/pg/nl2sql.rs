@@ -12,7 +12,6 @@ use super::{
     verdict, worker,
 };
 use crate::model::ModelError;
-use crate::nl2sql::verdict::Facts;
 use crate::nl2sql::{
     Conversation, Engine, ExecuteFn, Hooks, Nl2SqlError, Options, Outcome, PrefixCache, SchemaInfo,
     MAX_QUESTION_CHARS,
@@ -369,7 +368,7 @@ fn nl2sql_converse(
 /// answer raises what `turboinfer.unsure` asks (`verdict.rs`).
 fn accepted(a: Answer) -> TextOut {
     let o = a.outcome.into_result().unwrap_or_else(|e| report(e));
-    verdict::raise("nl2sql", &verdict::of(&o, Facts::default()), &o.sql);
+    verdict::raise("nl2sql", &o, None);
     TextOut(o.sql, "the generated SQL")
 }
 
@@ -401,7 +400,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "refusal": o.refusal.filter(|v| v.refused()).map(|v| v.reason(o.prompt.shown.len())),
         "answer_logprob": o.answer_logprob,
         "verdict": (o.error.is_none() && !o.refused())
-            .then(|| verdict::json(&verdict::of(o, Facts::default()))),
+            .then(|| verdict::json(&verdict::of(o, None))),
         "refusal_check": o.refusal.map(|v| json!({
             "margin": v.margin, "matched_words": v.matched, "bar": v.bar(),
             "opening_logprob": v.opening, "skipped": v.margin.is_none(),

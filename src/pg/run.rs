@@ -11,7 +11,6 @@
 use super::encoding::{JsonbText, Text};
 use super::errors::{raise, report_run};
 use super::readonly::{self, MAX_ROW_LIMIT};
-use crate::nl2sql::verdict::Facts;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -61,7 +60,6 @@ fn nl2sql_run(
         .report(PgLogLevel::NOTICE);
     }
     // The verdict knows the rows now (none is one reason to be unsure): after the cut's NOTICE.
-    let facts = Facts { rows: Some(rows.rows.len()) };
-    super::verdict::raise("nl2sql_run", &super::verdict::of(&outcome, facts), sql);
+    super::verdict::raise("nl2sql_run", &outcome, Some(rows.rows.len()));
     SetOfIterator::new(rows.rows.into_iter().map(JsonbText))
 }

@@ -2,21 +2,97 @@
 //! `verdict` object, and for `nl2sql` and `nl2sql_run` a NOTICE with the reasons of an unsure
 //! answer, or an ERROR instead of the answer (`turboinfer.unsure`).
 
+use super::candidates::run_within;
 use super::errors::{error_report, report};
 use super::gucs::{self, Unsure};
-use crate::nl2sql::verdict::{self, Facts, Verdict};
+use super::validate;
+use crate::nl2sql::doubt::QueryFacts;
+use crate::nl2sql::ident::{quote_ident, quote_literal};
+use crate::nl2sql::verdict::{self, Facts, MissingValue, Verdict};
 use crate::nl2sql::Outcome;
 use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pgrx::{PgLogLevel, PgSqlErrorCode, Spi};
 use serde_json::json;
 
 /// The SQLSTATE of an unsure answer under `turboinfer.unsure = error`: P0004 (assert_failure,
 /// PL/pgSQL's class, as the refusal's P0002): the application asserted that answers are sure.
 pub const UNSURE: PgSqlErrorCode = PgSqlErrorCode::ERRCODE_ASSERT_FAILURE;
 
-/// The verdict of an accepted `outcome` with the caller's `facts`.
-pub fn of(outcome: &Outcome, facts: Facts) -> Verdict {
+/// Most values looked up per answer: each is one read-only query, and an answer rarely filters
+/// on more values that matter.
+const MAX_VALUES_PROBED: usize = 3;
+
+/// Most time one value lookup may take (milliseconds): an index or a small table answers in
+/// well under a millisecond; a lookup that outlasts this (a large table scanned) tells nothing.
+const VALUE_PROBE_MS: i32 = 200;
+
+/// The verdict of an accepted `outcome`; `rows`: what the answer returned when the caller ran it.
+/// Looks up, as the caller, the values the answer compares text columns with, and asks the
+/// catalog whether the tables it joins without using them are joined on unique columns.
+pub fn of(outcome: &Outcome, rows: Option<usize>) -> Verdict {
+    let facts = match validate::analyze(&outcome.sql) {
+        Ok(f) => {
+            Facts { rows, missing_values: missing_values(&f), repeating_joins: repeating_joins(&f) }
+        }
+        Err(_) => Facts { rows, ..Facts::default() },
+    };
     verdict::verdict(outcome, facts)
+}
+
+/// The tables of `facts.unused_joins` joined on columns no unique index of theirs covers (a
+/// unique index, without a predicate, on a subset of the joined columns makes each row match at
+/// most once): as the user writes their names.
+fn repeating_joins(facts: &QueryFacts) -> Vec<String> {
+    let mut out = Vec::new();
+    for j in &facts.unused_joins {
+        let relation =
+            quote_literal(&format!("{}.{}", quote_ident(&j.schema), quote_ident(&j.table)));
+        let columns = j.columns.iter().map(|c| quote_literal(c)).collect::<Vec<_>>().join(", ");
+        let query = format!(
+            "SELECT EXISTS (SELECT FROM pg_catalog.pg_index i \
+              WHERE i.indrelid OPERATOR(pg_catalog.=) {relation}::pg_catalog.regclass AND i.indisunique \
+                AND i.indpred IS NULL AND i.indexprs IS NULL \
+                AND (SELECT pg_catalog.array_agg(a.attname::text) FROM pg_catalog.unnest(i.indkey) k \
+                     JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid \
+                      AND a.attnum OPERATOR(pg_catalog.=) k) OPERATOR(pg_catalog.<@) ARRAY[{columns}]::text[])"
+        );
+        // Through the read-only SPI path (`select`), as catalog.rs reads the catalog.
+        let unique = Spi::connect(|c| c.select(&query, Some(1), &[])?.first().get_one::<bool>());
+        if let Ok(Some(false)) = unique {
+            out.push(quote_ident(&j.table));
+        }
+    }
+    out
+}
+
+/// The values `facts` compares a text column with (`c = 'value'`) that no row of the column
+/// holds, as the caller sees the table (privileges, row-level security): each looked up with
+/// `SELECT 1 FROM t WHERE c = 'value' LIMIT 1`, read-only under a short timer. A value whose
+/// lookup fails or outlasts the timer is not reported.
+fn missing_values(facts: &QueryFacts) -> Vec<MissingValue> {
+    let mut missing = Vec::new();
+    for (c, value) in facts.value_filters.iter().take(MAX_VALUES_PROBED) {
+        if value.contains('\u{fffd}') {
+            continue; // not representable as read back (lossy conversion): do not guess
+        }
+        let probe = format!(
+            "SELECT 1 FROM {}.{} WHERE {} = {} LIMIT 1",
+            quote_ident(&c.schema),
+            quote_ident(&c.table),
+            quote_ident(&c.column),
+            quote_literal(value)
+        );
+        if let Some(Ok(rows)) = run_within(&probe, 1, VALUE_PROBE_MS) {
+            if rows.rows.is_empty() {
+                missing.push(MissingValue {
+                    value: value.clone(),
+                    table: quote_ident(&c.table),
+                    column: quote_ident(&c.column),
+                });
+            }
+        }
+    }
+    missing
 }
 
 /// `nl2sql_explain`'s `verdict`: `{"sure": bool, "reasons": [{"code", "message"}]}`.
@@ -30,15 +106,22 @@ pub fn json(v: &Verdict) -> serde_json::Value {
 /// What to do about an unsure answer: nothing, or the hint for a user who wants it anyway.
 const HINT: &str = "Act on the reasons (rephrase the question with the schema's words, check the filtered values), or read the query before using it; SET turboinfer.unsure = ignore silences this message.";
 
-/// Raises what `turboinfer.unsure` asks for an unsure answer `sql` of function `who` (`nl2sql`
-/// or `nl2sql_run`): a NOTICE with the reasons, or an ERROR (P0004) with the reasons and the
-/// query, which does not return. Nothing for a sure answer.
-pub fn raise(who: &str, v: &Verdict, sql: &str) {
+/// Raises what `turboinfer.unsure` asks for an unsure accepted answer `outcome` of function
+/// `who` (`nl2sql` or `nl2sql_run`, which passes the `rows` it returned): a NOTICE with the
+/// reasons, or an ERROR (P0004) with the reasons and the query, which does not return. Nothing
+/// for a sure answer, and nothing computed under `ignore`.
+pub fn raise(who: &str, outcome: &Outcome, rows: Option<usize>) {
+    let setting = gucs::UNSURE.get();
+    if matches!(setting, Unsure::Ignore) {
+        return; // no verdict needed, no value looked up
+    }
+    let v = of(outcome, rows);
     if v.sure() {
         return;
     }
+    let sql = &outcome.sql;
     let reasons = v.summary();
-    match gucs::UNSURE.get() {
+    match setting {
         Unsure::Ignore => {}
         Unsure::Notice => {
             let r = error_report(

@@ -265,24 +265,31 @@ impl Turn {
     }
 }
 
+/// An attempt of three generated tokens that stopped at the end of its statement, for tests of
+/// what reads attempts (this module's, the verdict's).
+#[cfg(test)]
+pub(crate) fn test_attempt(raw: &str, sql: &str, error: Option<&str>) -> Attempt {
+    Attempt {
+        raw: raw.into(),
+        sql: sql.into(),
+        generated_tokens: 3,
+        ids: vec![1, 2, 3],
+        stop: StopReason::EndOfStatement,
+        error: error.map(str::to_string),
+        advisory: false,
+        rewritten: None,
+        sqlstate: None,
+        feedback: String::new(),
+        spec: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn attempt(raw: &str, sql: &str, error: Option<&str>) -> Attempt {
-        Attempt {
-            raw: raw.into(),
-            sql: sql.into(),
-            generated_tokens: 3,
-            ids: vec![1, 2, 3],
-            stop: crate::nl2sql::StopReason::EndOfStatement,
-            error: error.map(str::to_string),
-            advisory: false,
-            rewritten: None,
-            sqlstate: None,
-            feedback: String::new(),
-            spec: Default::default(),
-        }
+        test_attempt(raw, sql, error)
     }
 
     #[test]

@@ -11,7 +11,13 @@
 //! - candidate answers that were executed returned different results;
 //! - few of the question's words are in the schema text the model was shown, or the model opened
 //!   its answer with little confidence (the refusal check's figures, `check/refusal.rs`);
-//! - the query returned no rows (known only when the caller ran it: `nl2sql_run`).
+//! - the query returned no rows (known only when the caller ran it: `nl2sql_run`);
+//! - a value the query compares a column with (`c = 'value'`) is in no row of that column, as
+//!   the caller sees the table (the caller looks, `src/pg/verdict.rs`): the value of the question
+//!   sought in the wrong column, or spelled otherwise than the data;
+//! - a table is joined and none of its columns is used, on columns that are not unique in it:
+//!   each row it is joined to is repeated once per match (counts, sums, averages and top-N
+//!   change), the join the small model adds by habit (the caller asks the catalog).
 //!
 //! Which signals count and their bars ([`Rule`]) were chosen on one side of a split of the
 //! development databases and judged on the other (`benches/sqleval/verdict.py`,
@@ -21,11 +27,28 @@ use crate::nl2sql::api::outcome::Outcome;
 use crate::nl2sql::sql::lexer::{self, Kind};
 
 /// What the caller knows about the answer beyond the call itself.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// The rows the answer returned when the caller executed it (`None`: not executed). A
     /// result cut at a row limit counts the rows returned (more than 0 either way).
     pub rows: Option<usize>,
+    /// The values the answer looks for in a column that no row of the column holds (empty: none,
+    /// or the caller did not look).
+    pub missing_values: Vec<MissingValue>,
+    /// Tables the answer joins, uses no column of, and joins on columns that are not unique in
+    /// them (names as the user writes them; empty: none, or the caller did not look).
+    pub repeating_joins: Vec<String>,
+}
+
+/// A value compared with a column (`c = 'value'`) that no row of the column holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingValue {
+    /// The value as the statement writes it (the string constant).
+    pub value: String,
+    /// The column's table, as the user writes it (quoted where it must be).
+    pub table: String,
+    /// The column, as the user writes it.
+    pub column: String,
 }
 
 /// Functions, key words and types that compute with dates and times: the arithmetic the small
@@ -104,6 +127,10 @@ pub struct Signals {
     pub answer_logprob: Option<f32>,
     /// Rows returned when executed.
     pub rows: Option<usize>,
+    /// Values the answer looks for that their columns do not hold.
+    pub missing_values: Vec<MissingValue>,
+    /// Tables joined only to repeat rows ([`Facts::repeating_joins`]).
+    pub repeating_joins: Vec<String>,
     /// The answer's shape.
     pub shape: Shape,
 }
@@ -151,6 +178,8 @@ impl Signals {
             refusal_gap: check.and_then(|v| v.margin.map(|m| m - v.bar())),
             answer_logprob: outcome.answer_logprob,
             rows: facts.rows,
+            missing_values: facts.missing_values,
+            repeating_joins: facts.repeating_joins,
             shape: Shape::of(&outcome.sql),
         }
     }
@@ -214,6 +243,10 @@ pub const DEFAULT_RULE: Rule = Rule {
 pub enum Reason {
     /// The query ran and returned no rows.
     NoRows,
+    /// Values the query looks for are in no row of their columns.
+    ValueNotFound(Vec<MissingValue>),
+    /// Tables joined, not used, and repeating the rows they join to.
+    RepeatedRows(Vec<String>),
     /// A doubt remained after repair.
     Doubt(String),
     /// The first answer was rejected; the answer is its repair (rounds) or a rescue branch.
@@ -245,6 +278,8 @@ impl Reason {
     pub fn code(&self) -> &'static str {
         match self {
             Reason::NoRows => "no_rows",
+            Reason::ValueNotFound(_) => "value_not_found",
+            Reason::RepeatedRows(_) => "repeated_rows",
             Reason::Doubt(_) => "doubt",
             Reason::Repaired { .. } => "repaired",
             Reason::Rewritten(_) => "rewritten",
@@ -266,6 +301,23 @@ impl Reason {
             Reason::NoRows => "the query returned no rows: check the values the question filters on \
                                (spelling, case, dates) against the data, or widen the question"
                 .into(),
+            Reason::ValueNotFound(missing) => format!(
+                "no row holds the value{} the query looks for ({}): check the spelling and case \
+                 against the data, and that the value is sought in the right column",
+                if missing.len() == 1 { "" } else { "s" },
+                missing
+                    .iter()
+                    .map(|m| format!("'{}' in {}.{}", m.value, m.table, m.column))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Reason::RepeatedRows(tables) => format!(
+                "the query joins {} but uses none of {} columns: each row it joins to is repeated \
+                 once per match, which changes counts, sums, averages and top-N; unless that is \
+                 meant, drop the join (or filter with EXISTS)",
+                tables.join(" and "),
+                if tables.len() == 1 { "its" } else { "their" }
+            ),
             Reason::Doubt(d) => format!(
                 "a doubt remained after repair ({d}): read the query before trusting its result"
             ),
@@ -344,6 +396,12 @@ impl Rule {
         if s.rows == Some(0) {
             reasons.push(Reason::NoRows);
         }
+        if !s.missing_values.is_empty() {
+            reasons.push(Reason::ValueNotFound(s.missing_values.clone()));
+        }
+        if !s.repeating_joins.is_empty() {
+            reasons.push(Reason::RepeatedRows(s.repeating_joins.clone()));
+        }
         if let Some(d) = &s.doubt {
             reasons.push(Reason::Doubt(d.clone()));
         }
@@ -399,19 +457,7 @@ mod tests {
     use crate::nl2sql::{Fingerprint, PrefixSource};
 
     fn attempt(sql: &str, error: Option<&str>) -> Attempt {
-        Attempt {
-            raw: format!("```sql\n{sql}\n```"),
-            sql: sql.into(),
-            generated_tokens: 3,
-            ids: vec![1, 2, 3],
-            stop: crate::nl2sql::StopReason::EndOfStatement,
-            error: error.map(str::to_string),
-            advisory: false,
-            rewritten: None,
-            sqlstate: None,
-            feedback: String::new(),
-            spec: Default::default(),
-        }
+        crate::nl2sql::api::outcome::test_attempt(&format!("```sql\n{sql}\n```"), sql, error)
     }
 
     /// An accepted outcome answering `sql` after `attempts`, the refusal check's figures
@@ -468,10 +514,47 @@ mod tests {
         assert!(v.sure(), "{:?}", v.reasons);
         assert_eq!(v.summary(), "");
         // Executed with rows: still sure; with none: unsure, and the reason says what to check.
-        assert!(verdict(&o, Facts { rows: Some(4) }).sure());
-        let v = verdict(&o, Facts { rows: Some(0) });
+        assert!(verdict(&o, Facts { rows: Some(4), ..Facts::default() }).sure());
+        let v = verdict(&o, Facts { rows: Some(0), ..Facts::default() });
         assert_eq!(codes(&v), ["no_rows"]);
         assert!(v.summary().contains("returned no rows"), "{}", v.summary());
+    }
+
+    /// A value the answer looks for that its column does not hold: unsure, whether or not the
+    /// query returned rows (a count over no match is one row), and the reason names the value
+    /// and the column.
+    #[test]
+    fn a_value_no_row_holds_is_a_reason() {
+        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        let missing = vec![MissingValue {
+            value: "Protected AAC".into(),
+            table: "\"MediaType\"".into(),
+            column: "\"Name\"".into(),
+        }];
+        for rows in [None, Some(1)] {
+            let v =
+                verdict(&o, Facts { rows, missing_values: missing.clone(), ..Facts::default() });
+            assert_eq!(codes(&v), ["value_not_found"]);
+            assert!(
+                v.summary().starts_with("no row holds the value the query looks for ('Protected AAC' in \"MediaType\".\"Name\")"),
+                "{}",
+                v.summary()
+            );
+        }
+    }
+
+    /// A table joined only to repeat rows: unsure, the reason names it and what to do.
+    #[test]
+    fn a_join_that_repeats_rows_is_a_reason() {
+        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        let facts = Facts { repeating_joins: vec!["countrylanguage".into()], ..Facts::default() };
+        let v = verdict(&o, facts);
+        assert_eq!(codes(&v), ["repeated_rows"]);
+        assert!(
+            v.summary().starts_with("the query joins countrylanguage but uses none of its columns"),
+            "{}",
+            v.summary()
+        );
     }
 
     /// A repaired answer is unsure, and says how many rounds; a rewrite by the engine is its own

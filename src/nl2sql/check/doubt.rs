@@ -72,6 +72,22 @@ pub struct QueryFacts {
     pub tables: Vec<(String, String)>,
     /// Divisions of two integers by a divisor that is not a constant, at any level.
     pub integer_divisions: Vec<Division>,
+    /// A text column compared for equality with a string constant (`c = 'value'`), at any
+    /// level, each pair once: the values the verdict looks for in their columns.
+    pub value_filters: Vec<(ColumnRef, String)>,
+    /// Tables the top query (without DISTINCT) inner-joins and uses nowhere but in the ON
+    /// condition of their own join: each row they join to is repeated once per matching row
+    /// unless the columns they are joined on are unique (the verdict asks the catalog).
+    pub unused_joins: Vec<UnusedJoin>,
+}
+
+/// A table joined and used only in its join's ON condition ([`QueryFacts::unused_joins`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnusedJoin {
+    pub schema: String,
+    pub table: String,
+    /// Its columns the ON condition names, each once.
+    pub columns: Vec<String>,
 }
 
 /// Where an integer division is written: its dividend's first token and its `/` operator.

@@ -172,6 +172,18 @@ pub fn is_non_unreserved_keyword(ident: &str) -> bool {
     NON_UNRESERVED_KEYWORDS.binary_search(&ident).is_ok()
 }
 
+/// `value` as a SQL string literal, the way PostgreSQL's `quote_literal()` writes it: in single
+/// quotes with `'` doubled, and as an escape string `E'...'` with `\` doubled when it holds a
+/// backslash (read back the same whatever `standard_conforming_strings` is).
+pub fn quote_literal(value: &str) -> String {
+    let quoted = value.replace('\'', "''");
+    if value.contains('\\') {
+        format!("E'{}'", quoted.replace('\\', "\\\\"))
+    } else {
+        format!("'{quoted}'")
+    }
+}
+
 /// Quotes `ident` the way PostgreSQL's `quote_ident()` does: unquoted when it is all lowercase
 /// ASCII letters, digits and underscores, starts with a letter or underscore and is not a
 /// non-unreserved keyword; otherwise in double quotes with `"` doubled. Names holding control
@@ -286,6 +298,14 @@ pub fn sanitize_question(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quote_literal_as_postgres_writes_it() {
+        assert_eq!(quote_literal("Germany"), "'Germany'");
+        assert_eq!(quote_literal("O'Neil"), "'O''Neil'");
+        assert_eq!(quote_literal(r"a\b'c"), r"E'a\\b''c'");
+        assert_eq!(quote_literal(""), "''");
+    }
 
     #[test]
     fn keyword_table_is_sorted_and_complete_enough() {

@@ -23,11 +23,32 @@ SELECT e->>'sql' AS sql, e->'verdict'->'sure' AS sure,
        jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
 FROM nl2sql_explain('How many orders were placed in each month of 2024?') e;
 SELECT nl2sql('How many orders were placed in each month of 2024?');
--- No row matches the filter: nl2sql_explain cannot know (it runs nothing) ...
-SELECT e->>'sql' AS sql, e->'verdict' AS verdict
+-- A value no row of its column holds: nl2sql_explain looks up, as the caller, the values the
+-- query compares text columns with (value_not_found) ...
+SELECT e->>'sql' AS sql, e->'verdict'->'sure' AS sure,
+       jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
 FROM nl2sql_explain('List the names of the customers from Germany') e;
--- ... nl2sql_run does: a NOTICE with the reason.
+-- ... nl2sql_run too, and it knows the rows: none is one more reason.
 SELECT * FROM nl2sql_run('List the names of the customers from Germany');
+-- A count over no match is one row (0): the missing value is what tells.
+SELECT * FROM nl2sql_run('How many customers are from Germany?');
+-- A value that is there: no such reason.
+SELECT e->>'sql' AS sql, jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
+FROM nl2sql_explain('How many customers are from France?') e;
+-- Looked up as the caller: under row-level security that hides those rows from a role, the
+-- value is not there for it.
+CREATE ROLE verdict_reader;
+GRANT SELECT ON customers, orders TO verdict_reader;
+ALTER TABLE customers ENABLE ROW LEVEL SECURITY;
+CREATE POLICY spain_only ON customers FOR SELECT TO verdict_reader USING (country = 'Spain');
+SET ROLE verdict_reader;
+SELECT e->>'sql' AS sql, jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
+FROM nl2sql_explain('How many customers are from France?') e;
+RESET ROLE;
+DROP POLICY spain_only ON customers;
+ALTER TABLE customers DISABLE ROW LEVEL SECURITY;
+REVOKE ALL ON customers, orders FROM verdict_reader;
+DROP ROLE verdict_reader;
 -- turboinfer.unsure = error: ERROR P0004 instead of the answer, the query in the DETAIL.
 SET turboinfer.unsure = error;
 SELECT nl2sql('How many orders were placed in each month of 2024?');
