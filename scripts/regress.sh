@@ -48,6 +48,20 @@ fi
 chmod -R a+rX "$WORK/in"
 install -d -m 755 -o postgres -g postgres "$WORK/out" 2>/dev/null || install -d -m 755 "$WORK/out"
 
+# Roles are the cluster's, not the database's: a run stopped mid-suite (Ctrl-C, a killed job)
+# leaves the roles its suite created, and the next run's CREATE ROLE fails. pg_regress recreates
+# only the database; drop it here first (it holds everything those roles may own), then every role
+# the suites about to run create.
+roles=$(for t in "$@"; do sed -nE 's/^CREATE ROLE ([a-z_][a-z0-9_]*).*/\1/p' "$src/sql/$t.sql"; done | sort -u)
+if [[ -n $roles ]]; then
+    {
+        echo "SET client_min_messages = warning;"
+        echo "DROP DATABASE IF EXISTS turboinfer_regress;"
+        for r in $roles; do echo "DROP ROLE IF EXISTS $r;"; done
+    } | "$PGBIN/psql" -X -q -h "$RUN" -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+        || die "could not drop the roles a previous run left ($(echo $roles)); drop them by hand"
+fi
+
 # A backend that crashes makes the postmaster restart every session (and pg_regress may still
 # pass the suites that ran before): the run fails if the postmaster's pid changed or its log
 # reports a process terminated by a signal.
