@@ -3,6 +3,10 @@
 # index into a cache directory, once. Only a measuring stick: nothing of it is committed or linked.
 #   benches/llamacpp.sh build          -> prints the bin directory
 #   benches/llamacpp.sh bench MODEL    -> llama-bench -t 2 -r 3 (pp64, pp512, tg64) on MODEL.gguf
+#   benches/llamacpp.sh widths MODEL [DEPTH]
+#                                      -> a forward pass's cost by the tokens it feeds (1..8) after DEPTH
+#                                         (1300) cached positions, TurboInfer and llama.cpp on this machine,
+#                                         and the peer's one-token decode at -t 1 and -t 2 (is it at its best?)
 # (llama-quantize and llama-perplexity too: the low-bit model and its perplexity, docs/journal/issue-31-lookup-table-kernels.md)
 set -euo pipefail
 VERSION=11434.0.0   # llama.cpp build b11434, the build ../shared/fixtures were made with
@@ -58,5 +62,29 @@ case "${1:-}" in
   bench)
     bin=$(build)
     "$bin/llama-bench" -m "$2" -t 2 -r "${REPS:-3}" -p 64,512 -n 64 -o md ;;
-  *) echo "usage: $0 build | bench MODEL.gguf" >&2; exit 2 ;;
+  widths)
+    # One table, one machine, back to back (compare only on an otherwise idle machine). Ours:
+    # `benches/e2e --verify`, one sequence fed W tokens (a draft being verified). llama.cpp's:
+    # llama-batched-bench with W sequences sharing the DEPTH-token prompt (-pps, one unified
+    # cache), each fed one token a step: one pass over W tokens too (its attention reads W
+    # sequences' rows, ours one's; at this depth the weights dominate either way).
+    bin=$(build)
+    model=$2 depth=${3:-1300} reps=${REPS:-3}
+    here=$(cd "$(dirname "$0")/.." && pwd)
+    echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) vCPUs"
+    ours=$(cd "$here" && cargo bench --quiet --bench e2e -- --verify 1,2,3,4,5,6,7,8 --depth "$depth" \
+      --reps "$reps" "$model" 2>/dev/null | awk -F'|' '/ @ d/ {split($3, w, " "); gsub(/ /, "", $4); print w[1], $4}')
+    peer=$("$bin/llama-batched-bench" -m "$model" -c $((depth + 512)) -b 2048 -ub 512 -npp "$depth" \
+      -ntg 16 -npl 1,2,3,4,5,6,7,8 -pps -kvu -t 2 2>/dev/null |
+      awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {gsub(/ /, "", $4); gsub(/ /, "", $8); printf "%s %.1f\n", $4, $8 * 1000 / 16}')
+    echo
+    echo "| tokens fed (after $depth cached) | TurboInfer ms a pass | llama.cpp ms a pass | TurboInfer / llama.cpp |"
+    echo "|---|---|---|---|"
+    join <(echo "$ours" | sort -n) <(echo "$peer" | sort -n) | sort -n |
+      awk '{printf "| %s | %.1f | %.1f | %.2f |\n", $1, $2, $3, $2 / $3}'
+    echo
+    echo "llama.cpp's one-token decode at this depth (llama-bench tg32 @ d$depth, -t 1 and -t 2): the"
+    echo "peer at its best is the faster; llama-server's ms a token in a run should be near it."
+    "$bin/llama-bench" -m "$model" -t 1,2 -p 0 -n 32 -d "$depth" -r "$reps" -o md 2>/dev/null | grep '^|' ;;
+  *) echo "usage: $0 build | bench MODEL.gguf | widths MODEL.gguf [DEPTH]" >&2; exit 2 ;;
 esac

@@ -983,13 +983,14 @@ fn a_skipped_check_gives_the_answer_of_no_check_and_a_run_check_the_verdict_of_o
         candidates: 1,
         ..Options::default()
     };
-    let run = |e: &Engine, refusal: RefusalMode| {
-        let opts = Options { refusal, ..base };
+    let run_with = |e: &Engine, refusal: RefusalMode, keep_rows: bool| {
+        let opts = Options { refusal, keep_rows, ..base };
         let mut accept = |_: &str| Ok(());
         let mut go = |_: Progress| true;
         // A fresh cache each time: every run prefills the same prefix, then the question.
         e.run(&rt, &mut PrefixCache::new(), &schema, q, &opts, &mut go, &mut accept).unwrap()
     };
+    let run = |e: &Engine, refusal: RefusalMode| run_with(e, refusal, true);
     let off = run(&e, RefusalMode::Off);
     let on = run(&e, RefusalMode::Margin(100.0));
     let checked = on.refusal.unwrap();
@@ -1012,4 +1013,21 @@ fn a_skipped_check_gives_the_answer_of_no_check_and_a_run_check_the_verdict_of_o
     assert_eq!(w.margin.map(f32::to_bits), checked.margin.map(f32::to_bits));
     assert_eq!(w.opening.map(f32::to_bits), v.opening.map(f32::to_bits));
     assert_eq!(run_check.sql, off.sql);
+    assert_eq!(run_check.tokens.generated, off.tokens.generated);
+    assert_eq!(run_check.answer_logprob.map(f32::to_bits), off.answer_logprob.map(f32::to_bits));
+
+    // The assistant's opening the probe computed is put back after the check's turn, not
+    // prefilled again: the same answer, bitwise, with fewer prompt tokens through the model than
+    // when rows are not kept (the opening prefilled once more, as on a remote sequence).
+    let again = run_with(&e, RefusalMode::Auto, false);
+    assert_eq!(again.refusal.unwrap().margin.map(f32::to_bits), w.margin.map(f32::to_bits));
+    assert_eq!(again.sql, run_check.sql);
+    assert_eq!(again.tokens.generated, run_check.tokens.generated);
+    assert_eq!(again.answer_logprob.map(f32::to_bits), run_check.answer_logprob.map(f32::to_bits));
+    assert!(
+        run_check.tokens.prefill < again.tokens.prefill,
+        "{} < {}",
+        run_check.tokens.prefill,
+        again.tokens.prefill
+    );
 }

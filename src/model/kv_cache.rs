@@ -217,37 +217,55 @@ impl KvCache {
         if n > other.capacity {
             return Err(ModelError::ContextFull { needed: n, capacity: other.capacity });
         }
-        if self.shape() != other.shape() || self.elem_bytes() != other.elem_bytes() {
+        copy_positions(self, 0, other, 0, n)?;
+        other.len = n;
+        Ok(())
+    }
+
+    /// Sets aside the rows of positions `from..len()` of every layer (none when `from` is past
+    /// the end): computed once, they can be put back with [`KvCache::restore_rows`] after other
+    /// rows were computed at those positions and cut off again (the refusal check's turn, which
+    /// follows the question where the answer's opening also does).
+    pub fn save_rows(&self, from: usize) -> KvRows {
+        let from = from.min(self.len);
+        let n = self.len - from;
+        let mut rows = KvCache {
+            n_layers: self.n_layers,
+            n_kv_heads: self.n_kv_heads,
+            head_dim: self.head_dim,
+            capacity: n,
+            len: n,
+            store: match self.store {
+                Store::F32 { .. } => Store::F32 {
+                    k: vec![vec![0.0; self.n_kv_heads * n * self.head_dim]; self.n_layers],
+                    v: vec![vec![0.0; self.n_kv_heads * n * self.head_dim]; self.n_layers],
+                },
+                Store::F16 { .. } => Store::F16 {
+                    k: vec![
+                        vec![f16::from_bits(0); self.n_kv_heads * n * self.head_dim];
+                        self.n_layers
+                    ],
+                    v: vec![
+                        vec![f16::from_bits(0); self.n_kv_heads * n * self.head_dim];
+                        self.n_layers
+                    ],
+                },
+            },
+        };
+        copy_positions(self, from, &mut rows, 0, n).expect("same shape and element type");
+        KvRows { at: from, rows }
+    }
+
+    /// Puts back rows set aside by [`KvCache::save_rows`] at the positions they were taken
+    /// from; the cache must hold exactly the positions before them (`CacheMismatch` otherwise,
+    /// nothing changed): its length becomes the end of the restored rows.
+    pub fn restore_rows(&mut self, saved: &KvRows) -> Result<(), ModelError> {
+        if self.len != saved.at {
             return Err(ModelError::CacheMismatch);
         }
-        let hd = self.head_dim;
-        fn copy<T: Copy>(
-            src: &[Vec<T>],
-            dst: &mut [Vec<T>],
-            heads: usize,
-            caps: (usize, usize),
-            len: usize,
-        ) {
-            for (s, d) in src.iter().zip(dst) {
-                for h in 0..heads {
-                    let (a, b) = (h * caps.0, h * caps.1);
-                    d[b..b + len].copy_from_slice(&s[a..a + len]);
-                }
-            }
-        }
-        let caps = (self.capacity * hd, other.capacity * hd);
-        match (&self.store, &mut other.store) {
-            (Store::F32 { k, v }, Store::F32 { k: k2, v: v2 }) => {
-                copy(k, k2, self.n_kv_heads, caps, n * hd);
-                copy(v, v2, self.n_kv_heads, caps, n * hd);
-            }
-            (Store::F16 { k, v }, Store::F16 { k: k2, v: v2 }) => {
-                copy(k, k2, self.n_kv_heads, caps, n * hd);
-                copy(v, v2, self.n_kv_heads, caps, n * hd);
-            }
-            _ => return Err(ModelError::CacheMismatch),
-        }
-        other.len = n;
+        self.check_room(saved.rows.len)?;
+        copy_positions(&saved.rows, 0, self, saved.at, saved.rows.len)?;
+        self.len += saved.rows.len;
         Ok(())
     }
 
@@ -256,6 +274,74 @@ impl KvCache {
         assert!(self.len + n <= self.capacity);
         self.len += n;
     }
+}
+
+/// Rows of a [`KvCache`] set aside ([`KvCache::save_rows`]): positions `at..at + n` of every
+/// layer, kept as a cache of their own (`rows`, positions `0..n`).
+#[derive(Debug, Clone)]
+pub struct KvRows {
+    at: usize,
+    rows: KvCache,
+}
+
+impl KvRows {
+    /// Number of positions set aside.
+    pub fn len(&self) -> usize {
+        self.rows.len
+    }
+
+    /// True when no position was set aside.
+    pub fn is_empty(&self) -> bool {
+        self.rows.len == 0
+    }
+}
+
+/// Copies positions `from..from + n` of every layer of `src` to positions `to..to + n` of `dst`
+/// (lengths unchanged): the two caches must have the same shape and element type
+/// (`CacheMismatch`) and the positions must exist in each buffer.
+fn copy_positions(
+    src: &KvCache,
+    from: usize,
+    dst: &mut KvCache,
+    to: usize,
+    n: usize,
+) -> Result<(), ModelError> {
+    if src.shape() != dst.shape() || src.elem_bytes() != dst.elem_bytes() {
+        return Err(ModelError::CacheMismatch);
+    }
+    assert!(from + n <= src.capacity && to + n <= dst.capacity);
+    let hd = src.head_dim;
+    // One layer's buffers are `[n_kv_heads, capacity, head_dim]`: each head's run of positions
+    // is contiguous.
+    fn copy<T: Copy>(
+        src: &[Vec<T>],
+        dst: &mut [Vec<T>],
+        heads: usize,
+        caps: (usize, usize),
+        offsets: (usize, usize),
+        len: usize,
+    ) {
+        for (s, d) in src.iter().zip(dst) {
+            for h in 0..heads {
+                let (a, b) = (h * caps.0 + offsets.0, h * caps.1 + offsets.1);
+                d[b..b + len].copy_from_slice(&s[a..a + len]);
+            }
+        }
+    }
+    let caps = (src.capacity * hd, dst.capacity * hd);
+    let offsets = (from * hd, to * hd);
+    match (&src.store, &mut dst.store) {
+        (Store::F32 { k, v }, Store::F32 { k: k2, v: v2 }) => {
+            copy(k, k2, src.n_kv_heads, caps, offsets, n * hd);
+            copy(v, v2, src.n_kv_heads, caps, offsets, n * hd);
+        }
+        (Store::F16 { k, v }, Store::F16 { k: k2, v: v2 }) => {
+            copy(k, k2, src.n_kv_heads, caps, offsets, n * hd);
+            copy(v, v2, src.n_kv_heads, caps, offsets, n * hd);
+        }
+        _ => return Err(ModelError::CacheMismatch),
+    }
+    Ok(())
 }
 
 /// Prefix export/import: the first `n` positions of every layer, as the bytes a cache file holds.
@@ -464,6 +550,55 @@ mod prefix_io_tests {
             assert!(b.import_prefix(5, &payload[1..]).is_err());
             assert!(b.import_prefix(9, &payload).is_err());
             assert_eq!(b.len(), 5);
+        }
+    }
+
+    /// The payload of a cache's first `n` positions (all layers, keys then values).
+    fn payload(c: &KvCache, n: usize) -> Vec<u8> {
+        let mut p = Vec::new();
+        c.export_prefix(n, &mut |b| {
+            p.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        p
+    }
+
+    /// Stores `n` positions whose values depend on `seed` in every layer.
+    fn fill(a: &mut KvCache, c: &Config, n: usize, seed: usize) {
+        let row = c.n_kv_heads * c.head_dim;
+        for l in 0..c.n_layers {
+            let k: Vec<f32> =
+                (0..n * row).map(|i| (i + 100 * l + 1000 * seed) as f32 * 0.25).collect();
+            let v: Vec<f32> = k.iter().map(|x| -x).collect();
+            a.store(l, &k, &v);
+        }
+        a.advance(n);
+    }
+
+    #[test]
+    fn rows_set_aside_come_back_where_they_were() {
+        for dtype in [KvDtype::F32, KvDtype::F16] {
+            let c = cfg();
+            let mut a = KvCache::with_dtype(&c, 16, dtype);
+            fill(&mut a, &c, 5, 1);
+            fill(&mut a, &c, 3, 2);
+            let want = payload(&a, 8);
+            let saved = a.save_rows(5);
+            assert_eq!(saved.len(), 3);
+            // Other rows at the same positions, then cut off again.
+            a.truncate(5);
+            fill(&mut a, &c, 6, 3);
+            assert_ne!(payload(&a, 8), want);
+            // Not at the positions they were taken from: refused, nothing changed.
+            assert!(matches!(a.restore_rows(&saved), Err(ModelError::CacheMismatch)));
+            assert_eq!(a.len(), 11);
+            a.truncate(5);
+            a.restore_rows(&saved).unwrap();
+            assert_eq!(a.len(), 8);
+            assert_eq!(payload(&a, 8), want);
+            // Nothing to set aside past the end.
+            assert!(a.save_rows(9).is_empty());
         }
     }
 }

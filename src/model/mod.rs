@@ -14,7 +14,7 @@ pub use config::{Arch, Config};
 pub use error::ModelError;
 pub use ffn_hook::FfnHook;
 pub use forward::{Logits, Model, SeqStep, DEFAULT_READAHEAD};
-pub use kv_cache::{KvCache, KvDtype};
+pub use kv_cache::{KvCache, KvDtype, KvRows};
 pub use options::ModelOptions;
 pub use packed::{PackStatus, PackedError, PackedFile};
 pub use weights::{LayerWeights, Matrix, ReadFrom, Weights};

@@ -12,7 +12,7 @@
 //! sequence's alone (`serve`'s contract), and both sides use the model's default cache type.
 
 use crate::generate::speculate::Positions;
-use crate::model::{Config, KvCache, ModelError};
+use crate::model::{Config, KvCache, KvRows, ModelError};
 use crate::nl2sql::base::error::Nl2SqlError;
 use crate::serve::{Request, SeqId, ServeError};
 use std::rc::Rc;
@@ -171,6 +171,21 @@ impl Seq {
                 other.tokens = r.tokens[..n.min(r.tokens.len())].to_vec();
                 Ok(Seq::Remote(other))
             }
+        }
+    }
+
+    /// Sets aside the rows of positions `from..len()` to put back later with
+    /// [`Seq::restore_rows`] ([`KvCache::save_rows`]); `None` for a remote sequence, whose server
+    /// keeps rows only as the tokens' (put back, they would be computed again).
+    pub fn save_rows(&self, from: usize) -> Option<KvRows> {
+        self.local().map(|kv| kv.save_rows(from))
+    }
+
+    /// Puts back rows set aside by [`Seq::save_rows`] right after the positions they followed.
+    pub fn restore_rows(&mut self, saved: &KvRows) -> Result<(), ModelError> {
+        match self {
+            Seq::Local(kv) => kv.restore_rows(saved),
+            Seq::Remote(_) => Err(ModelError::CacheMismatch),
         }
     }
 

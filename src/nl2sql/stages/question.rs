@@ -13,12 +13,16 @@
 //! without the check, gives first logits that open a SQL fence surely and two question words are
 //! in the schema: the answer starts from those logits. Otherwise the cache is cut back to the end
 //! of the user turn and the check runs as above; its verdict is the same as without the skip rule
-//! (the same rows, batch = sequential), for the assistant's opening prefilled once more.
+//! (the same rows, batch = sequential). The assistant's opening the probe computed is set aside
+//! over the check's turn (`KvCache::save_rows`) and put back after it, with its logits: they are
+//! what a prefill of the opening would compute (batch = sequential), so the answer starts as
+//! after a skipped check, one pass over the opening fewer (a remote sequence, or a forward pass
+//! that is not batch-invariant, prefills the opening once more).
 //!
-//! The question's last tokens (the assistant's opening after the check; the last prefill chunk
-//! without it) are left pending when `pending` is asked: the first decode pass feeds them with
-//! its first draft (`speculate::Start::Pending`), so the answer's first token often costs no
-//! pass of its own. Same tokens, same logits.
+//! The question's last tokens (the assistant's opening after an unprobed check; the last
+//! prefill chunk without it) are left pending when `pending` is asked: the first decode pass
+//! feeds them with its first draft (`speculate::Start::Pending`), so the answer's first token
+//! often costs no pass of its own. Same tokens, same logits.
 
 use super::call::CallState;
 use crate::nl2sql::api::outcome::PhaseTimings;
@@ -46,6 +50,10 @@ pub struct Check<'a> {
     /// When the check's turn may be skipped (`turboinfer.refusal = auto` and a model measured
     /// for it).
     pub skip: Option<Skip>,
+    /// Whether rows computed once may be kept instead of computed again (the forward pass is
+    /// batch-invariant: `CallState::keep_rows`): the assistant's opening that a skip probe
+    /// computed is then set aside over the check's turn and put back, not prefilled once more.
+    pub keep_rows: bool,
 }
 
 /// Prefills the question after the prefix (the rows a follow-up kept aside), checked first when
@@ -60,6 +68,7 @@ pub fn run(call: &mut CallState<'_, '_>) -> Result<(), Nl2SqlError> {
             question: &call.question,
             // Only with the measured margin (`auto`): `on` checks every question.
             skip: call.refusal_skip.filter(|_| opts.refusal == RefusalMode::Auto),
+            keep_rows: call.keep_rows,
         },
     );
     // The question's last tokens wait for the first draft (speculation on); sampled candidates
@@ -132,6 +141,9 @@ fn prefill(
     // check judges another prompt than the answer's) and with enough matched words.
     let (mut opening, mut probed) = (None, 0);
     let mut ids = checked[..split].to_vec();
+    // The assistant's opening as the probe computed it (its rows and the logits of its last
+    // position), when they may be put back after the check's turn.
+    let mut kept = None;
     if let Some(skip) = check.skip.filter(|s| plain.is_none() && matched >= s.words) {
         let row = forward.prefill(kv, question_ids, progress)?;
         opening = refusal::opening_logprob(forward.tok, &row)?;
@@ -140,7 +152,11 @@ fn prefill(
             let verdict = Verdict { margin: None, opening, matched, threshold: check.threshold };
             return Ok((Start::Logits(row), Some(verdict), question_ids.len()));
         }
-        // Not sure enough: the user turn stays, the check's turn follows it.
+        // Not sure enough: the user turn stays, the check's turn follows it; the opening's
+        // rows are set aside (the check's turn takes their positions).
+        if check.keep_rows {
+            kept = kv.save_rows(user_end).map(|rows| (rows, row));
+        }
         kv.truncate(user_end);
         (probed, ids) = (question_ids.len(), Vec::new());
     }
@@ -158,6 +174,11 @@ fn prefill(
     let mut prefilled = probed + ids.len();
     let start = if verdict.refused() {
         Start::Logits(Vec::new())
+    } else if let Some((rows, row)) = kept {
+        // The rows and logits a prefill of the opening would compute (batch = sequential): the
+        // answer starts as after a skipped check.
+        kv.restore_rows(&rows)?;
+        Start::Logits(row)
     } else {
         let rest = if plain.is_some() { question_ids } else { &question_ids[split..] };
         prefilled += rest.len();
