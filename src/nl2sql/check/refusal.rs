@@ -148,8 +148,31 @@ impl AnswerTokens {
     /// `log p(no) - log p(yes)` from the logits of the check's first answer token (a full
     /// vocabulary row): the log-sum-exp of each answer's spellings.
     pub fn margin(&self, row: &[f32]) -> f32 {
+        self.margin_by(|id| row[id as usize])
+    }
+
+    /// The vocabulary rows [`AnswerTokens::margin`] reads, ascending: every spelling of both
+    /// answers. The check's last position needs only these rows of the LM head (the full row
+    /// reads the whole output matrix, ~190 MB for the 1.5B).
+    pub fn rows(&self) -> Vec<u32> {
+        let mut v = [self.yes.as_slice(), self.no.as_slice()].concat();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// [`AnswerTokens::margin`] from the logits of [`AnswerTokens::rows`] only (`sub`, in that
+    /// order): bitwise the same, since the LM head's entries for a subset of the vocabulary are
+    /// those of the full row (`Model::forward_rows`).
+    pub fn margin_of_rows(&self, sub: &[f32]) -> f32 {
+        let rows = self.rows();
+        self.margin_by(|id| rows.binary_search(&id).map_or(f32::NAN, |i| sub[i]))
+    }
+
+    /// The margin with each answer id's logit from `logit`.
+    fn margin_by(&self, logit: impl Fn(u32) -> f32) -> f32 {
         let lse = |ids: &[u32]| {
-            let xs: Vec<f64> = ids.iter().map(|&i| row[i as usize] as f64).collect();
+            let xs: Vec<f64> = ids.iter().map(|&i| logit(i) as f64).collect();
             let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             m + math::ln_f64(xs.iter().map(|&x| math::exp_f64(x - m)).sum())
         };
@@ -294,5 +317,8 @@ mod tests {
         let row = [0.0f32, 1.0, 1.0, 0.5];
         let want = 0.5 - (1.0f64 + 2.0f64.ln()) as f32;
         assert!((t.margin(&row) - want).abs() < 1e-6, "{}", t.margin(&row));
+        // From the answer rows alone: the same bits.
+        assert_eq!(t.rows(), vec![1, 2, 3]);
+        assert_eq!(t.margin_of_rows(&[1.0, 1.0, 0.5]).to_bits(), t.margin(&row).to_bits());
     }
 }

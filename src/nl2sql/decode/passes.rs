@@ -45,6 +45,19 @@ impl Forward<'_> {
         n: usize,
         between_layers: &mut dyn FnMut() -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
+        self.logits_of(kv, tokens, n, None, between_layers)
+    }
+
+    /// [`Forward::logits`] of the vocabulary entries `rows` only (ascending; `None`: all):
+    /// `[n, rows.len()]`, bitwise those entries of the full rows.
+    fn logits_of(
+        &self,
+        kv: &mut Seq,
+        tokens: &[u32],
+        n: usize,
+        rows: Option<&[u32]>,
+        between_layers: &mut dyn FnMut() -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
         let kv = match kv {
             Seq::Local(kv) => kv,
             Seq::Remote(r) => {
@@ -52,11 +65,11 @@ impl Forward<'_> {
                 if !between_layers() {
                     return Err(Nl2SqlError::Cancelled);
                 }
-                let mut out = seq::remote_step(&mut [(r, tokens, n, None)])?;
+                let mut out = seq::remote_step(&mut [(r, tokens, n, rows)])?;
                 return Ok(out.pop().unwrap_or_default());
             }
         };
-        let step = SeqStep { cache: kv, tokens, logits: n, rows: None };
+        let step = SeqStep { cache: kv, tokens, logits: n, rows };
         checked(self.model.forward_batch(self.rt, &mut [step], between_layers))
     }
 
@@ -113,6 +126,21 @@ impl Forward<'_> {
         self.prefill_part(kv, ids, ids.len(), true, on_progress)
     }
 
+    /// [`Forward::prefill`], with the last token's logits of the vocabulary entries `rows`
+    /// only (ascending): `[rows.len()]`, bitwise those entries of the full row. For a caller
+    /// that reads a few tokens' logits (the refusal check's yes and no): the LM head's product
+    /// then skips the rest of the output matrix.
+    pub fn prefill_rows(
+        &self,
+        kv: &mut Seq,
+        ids: &[u32],
+        rows: &[u32],
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
+        kv.check_room(ids.len())?;
+        self.prefill_chunks(kv, ids, ids.len(), true, Some(rows), on_progress)
+    }
+
     /// [`Forward::prefill`] of `ids`, the first part of a prompt of `total` tokens (progress
     /// is reported against `total`); the last token's logits only when `last_logits`.
     fn prefill_part(
@@ -123,6 +151,20 @@ impl Forward<'_> {
         last_logits: bool,
         on_progress: &mut dyn FnMut(Progress) -> bool,
     ) -> Result<Vec<f32>, Nl2SqlError> {
+        self.prefill_chunks(kv, ids, total, last_logits, None, on_progress)
+    }
+
+    /// [`Forward::prefill_part`], the last token's logits of the vocabulary entries `rows`
+    /// (`None`: all).
+    fn prefill_chunks(
+        &self,
+        kv: &mut Seq,
+        ids: &[u32],
+        total: usize,
+        last_logits: bool,
+        rows: Option<&[u32]>,
+        on_progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<f32>, Nl2SqlError> {
         kv.check_room(ids.len())?;
         let mut logits = Vec::new();
         let n_chunks = ids.len().div_ceil(PREFILL_CHUNK);
@@ -131,8 +173,8 @@ impl Forward<'_> {
             let progress = Progress::Prefill { done: k * PREFILL_CHUNK, total };
             // Only the last chunk's logits are read: the others skip the LM head, whose one-row
             // product reads the whole output matrix (~190 MB for the 1.5B, ~10 ms a chunk).
-            let rows = usize::from(last_logits && k + 1 == n_chunks);
-            logits = self.logits(kv, chunk, rows, &mut || on_progress(progress))?;
+            let n = usize::from(last_logits && k + 1 == n_chunks);
+            logits = self.logits_of(kv, chunk, n, rows, &mut || on_progress(progress))?;
         }
         Ok(logits)
     }

@@ -161,9 +161,10 @@ fn prefill(
         (probed, ids) = (question_ids.len(), Vec::new());
     }
     ids.extend_from_slice(&turn);
-    let row = forward.prefill(kv, &ids, progress)?;
+    // Only the answers' rows of the LM head: the margin reads nothing else.
+    let sub = forward.prefill_rows(kv, &ids, &answers.rows(), progress)?;
     let verdict = Verdict {
-        margin: Some(answers.margin(&row)),
+        margin: Some(answers.margin_of_rows(&sub)),
         opening,
         matched,
         threshold: check.threshold,
