@@ -93,7 +93,9 @@ else ok "source: ${#SHOP_QUESTIONS[@]} questions answered, e.g. $(head -n 1 <<<"
 
 # as_client MAJOR TOOL ARGS...: a client tool of that major, as postgres, its stderr in $err.
 err=$work/dumps/stderr
-as_client() { local m=$1 tool=$2; shift 2; as_pg "/usr/lib/postgresql/$m/bin/$tool" "$@" 2>"$err"; }
+# From $work (0755): the clone's directory may be one the postgres user cannot enter (a
+# mktemp -d, /root), and the client tools then warn "could not change directory" on stderr.
+as_client() { local m=$1 tool=$2; shift 2; (cd "$work" && as_pg "/usr/lib/postgresql/$m/bin/$tool" "$@") 2>"$err"; }
 # restored LABEL CLUSTER DB: the checks on a restored database (after its vacuumdb).
 restored() {
     local label=$1 c=$2 db=$3 out
