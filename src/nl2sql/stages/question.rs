@@ -14,10 +14,12 @@
 //! in the schema: the answer starts from those logits. Otherwise the cache is cut back to the end
 //! of the user turn and the check runs as above; its verdict is the same as without the skip rule
 //! (the same rows, batch = sequential). The assistant's opening the probe computed is set aside
-//! over the check's turn (`KvCache::save_rows`) and put back after it, with its logits: they are
-//! what a prefill of the opening would compute (batch = sequential), so the answer starts as
-//! after a skipped check, one pass over the opening fewer (a remote sequence, or a forward pass
-//! that is not batch-invariant, prefills the opening once more).
+//! over the check's turn (`KvCache::save_rows`) and put back after it: they are what a prefill of
+//! the opening would compute (batch = sequential). With `pending`, all but the opening's last
+//! token are put back and that one rides with the first draft (whose habit opening is drafted
+//! only while nothing of the answer is decoded); without, the answer starts from the probe's
+//! logits. A remote sequence, or a forward pass that is not batch-invariant, prefills the
+//! opening once more.
 //!
 //! The question's last tokens (the assistant's opening after an unprobed check; the last
 //! prefill chunk without it) are left pending when `pending` is asked: the first decode pass
@@ -176,10 +178,19 @@ fn prefill(
     let start = if verdict.refused() {
         Start::Logits(Vec::new())
     } else if let Some((rows, row)) = kept {
-        // The rows and logits a prefill of the opening would compute (batch = sequential): the
-        // answer starts as after a skipped check.
+        // The rows and logits a prefill of the opening would compute (batch = sequential).
         kv.restore_rows(&rows)?;
-        Start::Logits(row)
+        match question_ids.last().filter(|_| pending && !rows.is_empty()) {
+            // The opening's last token is fed again with the first draft, which then rides
+            // with it as after an unprobed check (the answer's first draft is the model's habit
+            // only while nothing of it is decoded): its row is computed once more, the rest kept.
+            Some(&last) => {
+                kv.truncate(kv.len() - 1);
+                prefilled += 1;
+                Start::Pending(vec![last])
+            }
+            None => Start::Logits(row),
+        }
     } else {
         let rest = if plain.is_some() { question_ids } else { &question_ids[split..] };
         prefilled += rest.len();
