@@ -499,13 +499,7 @@ mod tests {
 
     /// The payload bytes of `kv`'s first `n` positions.
     fn payload(kv: &KvCache, n: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        kv.export_prefix(n, &mut |b| {
-            out.extend_from_slice(b);
-            Ok(())
-        })
-        .unwrap();
-        out
+        kv.prefix_payload(n)
     }
 
     /// A fresh empty directory under the target's temp dir.

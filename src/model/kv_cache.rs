@@ -368,6 +368,18 @@ impl KvCache {
         2 * self.n_layers * self.n_kv_heads * n * self.head_dim * self.elem_bytes()
     }
 
+    /// The whole payload of the first `n` positions in one buffer (tests compare caches by it).
+    #[cfg(test)]
+    pub(crate) fn prefix_payload(&self, n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.export_prefix(n, &mut |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("writing to a Vec cannot fail");
+        out
+    }
+
     /// Calls `sink` with consecutive pieces of the payload of the first `n` positions (at most
     /// `len()`), in file order. Pieces are one head's keys or values: `[n, head_dim]`.
     pub fn export_prefix(
@@ -553,15 +565,8 @@ mod prefix_io_tests {
         }
     }
 
-    /// The payload of a cache's first `n` positions (all layers, keys then values).
     fn payload(c: &KvCache, n: usize) -> Vec<u8> {
-        let mut p = Vec::new();
-        c.export_prefix(n, &mut |b| {
-            p.extend_from_slice(b);
-            Ok(())
-        })
-        .unwrap();
-        p
+        c.prefix_payload(n)
     }
 
     /// Stores `n` positions whose values depend on `seed` in every layer.
