@@ -128,6 +128,8 @@ def signals(rec):
     return dict(
         missing_value="value_not_found" in codes,
         repeated_rows="repeated_rows" in codes,
+        needless_join="needless_join" in codes,
+        self_join="self_join" in codes,
         dates=dates, ratio=ratio, joins=joins, nested=nested,
         answer_logprob=lp,
         repair_rounds=repair_rounds, rewritten=rewritten, rescued=rescued, doubt=doubt, agreement=agreement,
@@ -147,6 +149,10 @@ def reasons(rule, s, executed):
         out.append("value_not_found")
     if s["repeated_rows"]:
         out.append("repeated_rows")
+    if s["needless_join"]:
+        out.append("needless_join")
+    if s["self_join"]:
+        out.append("self_join")
     if s["doubt"] is not None:
         out.append("doubt")
     if rule["repaired"] and (s["repair_rounds"] > 0 or s["rescued"]):
@@ -217,8 +223,12 @@ def lookup_values(recs):
         if missing:
             r["_missing_values"] = missing
             r["_signals"]["missing_value"] = True
-        if not r["_signals"]["repeated_rows"] and repeating_join(db, r["sql"]):
-            r["_signals"]["repeated_rows"] = True
+        if not r["_signals"]["repeated_rows"] and not r["_signals"]["needless_join"]:
+            unique = unused_join(db, r["sql"])
+            r["_signals"]["repeated_rows"] = unique is False
+            r["_signals"]["needless_join"] = unique is True
+        if not r["_signals"]["self_join"] and self_join(r["sql"]):
+            r["_signals"]["self_join"] = True
 
 
 # `[INNER] JOIN table [AS] alias ON condition` up to the next clause (not a LEFT/RIGHT/FULL join).
@@ -227,11 +237,14 @@ JOIN_CLAUSE = re.compile(r'(?<!LEFT )(?<!RIGHT )(?<!FULL )(?<!OUTER )\bJOIN\s+((
                          r'(?=\b(?:JOIN|INNER|LEFT|RIGHT|FULL|CROSS|WHERE|GROUP|ORDER|HAVING|LIMIT|UNION)\b|\)|;|$)', re.I | re.S)
 
 
-def repeating_join(db, sql):
-    """Whether `sql` inner-joins a table it uses only in that join's ON condition, on columns no
-    unique index of the table covers (top query without DISTINCT; see --values)."""
+def unused_join(db, sql):
+    """Whether `sql` inner-joins a table it uses only in that join's ON condition (top query
+    without DISTINCT; see --values): False when on columns no unique index of the table covers
+    (`repeated_rows`; the first such join decides), True when one covers them
+    (`needless_join`), None when there is no such join."""
     if re.match(r'\s*SELECT\s+DISTINCT\b', sql, re.I):
-        return False
+        return None
+    needless = None
     for m in JOIN_CLAUSE.finditer(sql):
         table, alias, on = m.group(1), m.group(2) or m.group(1).split(".")[-1], m.group(3)
         ref = re.compile(r'(?<![\w"])' + re.escape(alias) + r'\.("[^"]+"|\w+)', re.I)
@@ -243,7 +256,32 @@ def repeating_join(db, sql):
         q = ("SELECT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass($n$" + name + "$n$) AND i.indisunique "
              "AND i.indpred IS NULL AND i.indexprs IS NULL AND (SELECT array_agg(a.attname::text) FROM unnest(i.indkey) k "
              "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k) <@ ARRAY[" + arr + "]::text[])")
-        if psql(db, q) == "f":
+        found = psql(db, q)
+        if found == "f":
+            return False
+        if found == "t":
+            needless = True
+    return needless
+
+
+# `FROM|JOIN table [AS] alias`: the entries of a statement (an approximation of parse analysis).
+ENTRY = re.compile(r'\b(?:FROM|JOIN)\s+((?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)(?:\s+(?:AS\s+)?(?!(?:ON|JOIN|WHERE|INNER|LEFT|'
+                   r'RIGHT|FULL|CROSS|GROUP|ORDER|LIMIT|HAVING|UNION)\b)("[^"]+"|\w+))?', re.I)
+# `a.x = b.y` between two qualified columns.
+COLUMN_EQUALITY = re.compile(r'("[^"]+"|\w+)\.("[^"]+"|\w+)\s*=\s*("[^"]+"|\w+)\.("[^"]+"|\w+)')
+
+
+def self_join(sql):
+    """Whether `sql` equates columns of two aliases of one table (`self_join`; an approximation
+    of src/pg/facts.rs's `self_joins` on the SQL text, for records of builds before it)."""
+    name = lambda x: x[1:-1] if x.startswith('"') else x.lower()
+    table_of = {}
+    for m in ENTRY.finditer(sql):
+        table = name(m.group(1).split(".")[-1])
+        table_of[name(m.group(2)) if m.group(2) else table] = table
+    for m in COLUMN_EQUALITY.finditer(sql):
+        a, b = name(m.group(1)), name(m.group(3))
+        if a != b and a in table_of and b in table_of and table_of[a] == table_of[b]:
             return True
     return False
 

@@ -394,6 +394,10 @@ unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void
                         (*va).varno == (*vb).varno && (*va).varlevelsup == (*vb).varlevelsup;
                     if !same_entry {
                         if let (Some(ca), Some(cb)) = (w.column(va), w.column(vb)) {
+                            let one_table = ca.schema == cb.schema && ca.table == cb.table;
+                            if one_table && (*va).varlevelsup == (*vb).varlevelsup {
+                                w.facts.self_joins.push((ca.clone(), cb.clone()));
+                            }
                             w.facts.equalities.push((ca, cb));
                         }
                     } else if (*va).varattno == (*vb).varattno {

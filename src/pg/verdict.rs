@@ -32,18 +32,26 @@ const VALUE_PROBE_MS: i32 = 200;
 pub fn of(outcome: &Outcome, rows: Option<usize>) -> Verdict {
     let facts = match validate::analyze(&outcome.sql) {
         Ok(f) => {
-            Facts { rows, missing_values: missing_values(&f), repeating_joins: repeating_joins(&f) }
+            let (repeating_joins, needless_joins) = unused_joins(&f);
+            Facts {
+                rows,
+                missing_values: missing_values(&f),
+                repeating_joins,
+                needless_joins,
+                self_joins: f.self_joins.clone(),
+            }
         }
         Err(_) => Facts { rows, ..Facts::default() },
     };
     verdict::verdict(outcome, facts)
 }
 
-/// The tables of `facts.unused_joins` joined on columns no unique index of theirs covers (a
+/// The tables of `facts.unused_joins`, as the user writes their names: those joined on columns
+/// no unique index of theirs covers (they repeat rows), and those joined on columns one covers (a
 /// unique index, without a predicate, on a subset of the joined columns makes each row match at
-/// most once): as the user writes their names.
-fn repeating_joins(facts: &QueryFacts) -> Vec<String> {
-    let mut out = Vec::new();
+/// most once: they only drop rows). A table the catalog does not answer for is in neither.
+fn unused_joins(facts: &QueryFacts) -> (Vec<String>, Vec<String>) {
+    let (mut repeating, mut needless) = (Vec::new(), Vec::new());
     for j in &facts.unused_joins {
         let relation =
             quote_literal(&format!("{}.{}", quote_ident(&j.schema), quote_ident(&j.table)));
@@ -58,11 +66,13 @@ fn repeating_joins(facts: &QueryFacts) -> Vec<String> {
         );
         // Through the read-only SPI path (`select`), as catalog.rs reads the catalog.
         let unique = Spi::connect(|c| c.select(&query, Some(1), &[])?.first().get_one::<bool>());
-        if let Ok(Some(false)) = unique {
-            out.push(quote_ident(&j.table));
+        match unique {
+            Ok(Some(false)) => repeating.push(quote_ident(&j.table)),
+            Ok(Some(true)) => needless.push(quote_ident(&j.table)),
+            _ => {}
         }
     }
-    out
+    (repeating, needless)
 }
 
 /// The values `facts` compares a text column with (`c = 'value'`) that no row of the column

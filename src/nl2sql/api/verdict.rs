@@ -17,13 +17,19 @@
 //!   sought in the wrong column, or spelled otherwise than the data;
 //! - a table is joined and none of its columns is used, on columns that are not unique in it:
 //!   each row it is joined to is repeated once per match (counts, sums, averages and top-N
-//!   change), the join the small model adds by habit (the caller asks the catalog).
+//!   change), the join the small model adds by habit (the caller asks the catalog);
+//! - a table is joined and none of its columns is used, on a unique key of it: the join only
+//!   drops the rows with no match (the caller asks the catalog), a join nobody asked for;
+//! - a table is joined with itself (`e.manager_id = m.id`, or `a.code = b.code`): the small model
+//!   reverses who refers to whom, or joins a table to itself for nothing (parse analysis).
 //!
 //! Which signals count and their bars ([`Rule`]) were chosen on one side of a split of the
 //! development databases and judged on the other (`benches/sqleval/verdict.py`,
 //! docs/nl2sql-accuracy.md): answers marked sure should be right at least 85 % of the time.
 
 use crate::nl2sql::api::outcome::Outcome;
+use crate::nl2sql::check::doubt::ColumnRef;
+use crate::nl2sql::ident::quote_ident;
 use crate::nl2sql::sql::lexer::{self, Kind};
 
 /// What the caller knows about the answer beyond the call itself.
@@ -38,6 +44,12 @@ pub struct Facts {
     /// Tables the answer joins, uses no column of, and joins on columns that are not unique in
     /// them (names as the user writes them; empty: none, or the caller did not look).
     pub repeating_joins: Vec<String>,
+    /// Tables the answer joins, uses no column of, and joins on a unique key of theirs (names as
+    /// the user writes them; empty: none, or the caller did not look).
+    pub needless_joins: Vec<String>,
+    /// Equalities between columns of two entries of one table at one query level (parse
+    /// analysis, `QueryFacts::self_joins`; empty: none, or the caller did not look).
+    pub self_joins: Vec<(ColumnRef, ColumnRef)>,
 }
 
 /// A value compared with a column (`c = 'value'`) that no row of the column holds.
@@ -131,6 +143,10 @@ pub struct Signals {
     pub missing_values: Vec<MissingValue>,
     /// Tables joined only to repeat rows ([`Facts::repeating_joins`]).
     pub repeating_joins: Vec<String>,
+    /// Tables joined only to drop rows ([`Facts::needless_joins`]).
+    pub needless_joins: Vec<String>,
+    /// Tables joined with themselves ([`Facts::self_joins`]).
+    pub self_joins: Vec<(ColumnRef, ColumnRef)>,
     /// The answer's shape.
     pub shape: Shape,
 }
@@ -180,6 +196,8 @@ impl Signals {
             rows: facts.rows,
             missing_values: facts.missing_values,
             repeating_joins: facts.repeating_joins,
+            needless_joins: facts.needless_joins,
+            self_joins: facts.self_joins,
             shape: Shape::of(&outcome.sql),
         }
     }
@@ -247,6 +265,10 @@ pub enum Reason {
     ValueNotFound(Vec<MissingValue>),
     /// Tables joined, not used, and repeating the rows they join to.
     RepeatedRows(Vec<String>),
+    /// Tables joined on a unique key of theirs and not used: the join only drops rows.
+    NeedlessJoin(Vec<String>),
+    /// A table joined with itself (the equalities that join it).
+    SelfJoin(Vec<(ColumnRef, ColumnRef)>),
     /// A doubt remained after repair.
     Doubt(String),
     /// The first answer was rejected; the answer is its repair (rounds) or a rescue branch.
@@ -280,6 +302,8 @@ impl Reason {
             Reason::NoRows => "no_rows",
             Reason::ValueNotFound(_) => "value_not_found",
             Reason::RepeatedRows(_) => "repeated_rows",
+            Reason::NeedlessJoin(_) => "needless_join",
+            Reason::SelfJoin(_) => "self_join",
             Reason::Doubt(_) => "doubt",
             Reason::Repaired { .. } => "repaired",
             Reason::Rewritten(_) => "rewritten",
@@ -317,6 +341,24 @@ impl Reason {
                  meant, drop the join (or filter with EXISTS)",
                 tables.join(" and "),
                 if tables.len() == 1 { "its" } else { "their" }
+            ),
+            Reason::NeedlessJoin(tables) => format!(
+                "the query joins {} but uses none of {} columns: the join only drops the rows \
+                 with no match there; unless that is meant, drop it",
+                tables.join(" and "),
+                if tables.len() == 1 { "its" } else { "their" }
+            ),
+            Reason::SelfJoin(pairs) => format!(
+                "the query joins a table with itself ({}): check which side is which (who refers \
+                 to whom) and that the join is needed at all",
+                pairs
+                    .iter()
+                    .map(|(a, b)| {
+                        let t = quote_ident(&a.table);
+                        format!("{t}.{} = {t}.{}", quote_ident(&a.column), quote_ident(&b.column))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Reason::Doubt(d) => format!(
                 "a doubt remained after repair ({d}): read the query before trusting its result"
@@ -401,6 +443,12 @@ impl Rule {
         }
         if !s.repeating_joins.is_empty() {
             reasons.push(Reason::RepeatedRows(s.repeating_joins.clone()));
+        }
+        if !s.needless_joins.is_empty() {
+            reasons.push(Reason::NeedlessJoin(s.needless_joins.clone()));
+        }
+        if !s.self_joins.is_empty() {
+            reasons.push(Reason::SelfJoin(s.self_joins.clone()));
         }
         if let Some(d) = &s.doubt {
             reasons.push(Reason::Doubt(d.clone()));
@@ -555,6 +603,40 @@ mod tests {
             "{}",
             v.summary()
         );
+    }
+
+    /// A table joined on its unique key and not used, and a table joined with itself, are
+    /// reasons of their own, each naming what it saw (quoted as the user writes it).
+    #[test]
+    fn a_needless_join_and_a_self_join_are_reasons() {
+        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        let facts = Facts { needless_joins: vec!["orders".into()], ..Facts::default() };
+        let v = verdict(&o, facts);
+        assert_eq!(codes(&v), ["needless_join"]);
+        assert!(v.summary().starts_with("the query joins orders but uses none of its columns: the join only drops"), "{}", v.summary());
+
+        let pair = (
+            ColumnRef::new("public", "Employee", "EmployeeId"),
+            ColumnRef::new("public", "Employee", "ReportsTo"),
+        );
+        let facts = Facts { self_joins: vec![pair], ..Facts::default() };
+        let v = verdict(&o, facts);
+        assert_eq!(codes(&v), ["self_join"]);
+        assert!(
+            v.summary().contains(r#"("Employee"."EmployeeId" = "Employee"."ReportsTo")"#),
+            "{}",
+            v.summary()
+        );
+        // Both at once, in the order of the rule: the needless join first.
+        let facts = Facts {
+            needless_joins: vec!["orders".into()],
+            self_joins: vec![(
+                ColumnRef::new("public", "country", "code"),
+                ColumnRef::new("public", "country", "code"),
+            )],
+            ..Facts::default()
+        };
+        assert_eq!(codes(&verdict(&o, facts)), ["needless_join", "self_join"]);
     }
 
     /// A repaired answer is unsure, and says how many rounds; a rewrite by the engine is its own

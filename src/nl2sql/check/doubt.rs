@@ -79,6 +79,10 @@ pub struct QueryFacts {
     /// condition of their own join: each row they join to is repeated once per matching row
     /// unless the columns they are joined on are unique (the verdict asks the catalog).
     pub unused_joins: Vec<UnusedJoin>,
+    /// Equalities between columns of two entries of one base table at the same query level (a
+    /// table joined with itself: `e.manager_id = m.id`, or `a.code = b.code`), at any level.
+    /// Correlated subqueries are not counted (their columns are of another level).
+    pub self_joins: Vec<(ColumnRef, ColumnRef)>,
 }
 
 /// A table joined and used only in its join's ON condition ([`QueryFacts::unused_joins`]).

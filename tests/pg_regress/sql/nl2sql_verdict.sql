@@ -49,6 +49,18 @@ DROP POLICY spain_only ON customers;
 ALTER TABLE customers DISABLE ROW LEVEL SECURITY;
 REVOKE ALL ON customers, orders FROM verdict_reader;
 DROP ROLE verdict_reader;
+-- Joins the catalog can judge: a table joined on its unique key and not used (the join only
+-- drops rows: needless_join), a table joined with itself (self_join: which side is which?).
+-- Approved examples of the very questions make the model write those joins.
+SELECT nl2sql_learn('Which customers live in the same country as Ann?',
+  $$SELECT c2.name FROM customers c1 JOIN customers c2 ON c2.country = c1.country WHERE c1.name = 'Ann' AND c2.id <> c1.id$$) > 0 AS learned;
+SELECT nl2sql_learn('List the amounts of the orders of known customers',
+  $$SELECT o.amount FROM orders o JOIN customers c ON c.id = o.customer_id$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "self_join")') AS reason
+FROM nl2sql_explain('Which customers live in the same country as Ann?') e;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "needless_join")') AS reason
+FROM nl2sql_explain('List the amounts of the orders of known customers') e;
+SELECT count(nl2sql_forget(id)) AS forgotten FROM nl2sql_examples;
 -- turboinfer.unsure = error: ERROR P0004 instead of the answer, the query in the DETAIL.
 SET turboinfer.unsure = error;
 SELECT nl2sql('How many orders were placed in each month of 2024?');
