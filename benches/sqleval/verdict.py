@@ -44,7 +44,8 @@ from collections import OrderedDict
 
 # The rule in force: DEFAULT_RULE of src/nl2sql/api/verdict.rs (kept in step by hand).
 DEFAULT_RULE = dict(repaired=True, rewritten=False, min_words=1, min_opening=-math.inf, min_refusal_gap=0.0,
-                    min_answer_logprob=-math.inf, dates=True, ratio=False, max_joins=99, nested=True)
+                    min_answer_logprob=-math.inf, dates=True, ratio=False, max_joins=99, nested=True,
+                    and_or=True)
 
 # Side A of the default split: sql-eval's half A and the first sample database; side B the rest.
 DEFAULT_SIDE_A = "broker,car_dealership,chinook"
@@ -64,6 +65,7 @@ GRID = dict(
     ratio=[False, True],
     max_joins=[99, 3, 2, 1],
     nested=[False, True],
+    and_or=[False, True],
 )
 # The answer's mean log p per token (answer_logprob, reported by builds after the verdict's):
 # searched only over records that have it (--logprob), -0.5..-0.02.
@@ -78,16 +80,50 @@ DATE_WORDS = {"extract", "date_trunc", "date_part", "interval", "now", "current_
 TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|[A-Za-z_][A-Za-z0-9_$]*|\d+(?:\.\d*)?|[-+*/<>=~!@#%^&|`?]+|\S", re.S)
 
 
+# Words that end one condition and start another clause (or a CASE's branch) at their depth.
+CLAUSE_WORDS = {"select", "from", "where", "on", "join", "group", "order", "having", "limit", "when", "then",
+                "else", "case", "end", "union", "using"}
+
+
+def mixes_and_or(low):
+    """AND and OR in one condition at the same parenthesis depth (BETWEEN's AND aside), as
+    verdict.rs's mixes_and_or reads the tokens."""
+    stack = [[False, False, False]]
+    for t in low:
+        if t == "(":
+            stack.append([False, False, False])
+            continue
+        if t == ")":
+            if len(stack) > 1:
+                stack.pop()
+            continue
+        top = stack[-1]
+        if t == "between":
+            top[2] = True
+        elif t == "and":
+            if top[2]:
+                top[2] = False
+            else:
+                top[0] = True
+        elif t == "or":
+            top[1] = True
+        elif t in CLAUSE_WORDS:
+            top[:] = [False, False, False]
+        if top[0] and top[1]:
+            return True
+    return False
+
+
 def shape(sql):
-    """(dates, ratio, joins, nested) of a statement: a date word, a `/` operator, JOIN count, a
-    SELECT inside parentheses."""
+    """(dates, ratio, joins, nested, and_or) of a statement: a date word, a `/` operator, JOIN
+    count, a SELECT inside parentheses, AND and OR side by side without parentheses."""
     toks = [t for t in TOKEN.findall(sql or "") if not t.startswith(("--", "/*"))]
-    low = [t.lower() for t in toks]
+    low = [t.lower() if not t.startswith(("'", '"')) else t for t in toks]
     dates = any(t in DATE_WORDS for t in low)
     ratio = "/" in low
     joins = sum(1 for t in low if t == "join")
     nested = any(low[i] == "(" and low[i + 1] == "select" for i in range(len(low) - 1))
-    return dates, ratio, joins, nested
+    return dates, ratio, joins, nested, mixes_and_or(low)
 
 
 def signals(rec):
@@ -122,7 +158,7 @@ def signals(rec):
         lp = chosen.get("mean_logprob")  # the same figure, for builds before answer_logprob
     if lp is not None and not math.isfinite(lp):
         lp = None
-    dates, ratio, joins, nested = shape(sql)
+    dates, ratio, joins, nested, and_or = shape(sql)
     recorded = rec.get("verdict")
     codes = [x.get("code") for x in recorded.get("reasons") or []] if isinstance(recorded, dict) else []
     return dict(
@@ -130,7 +166,7 @@ def signals(rec):
         repeated_rows="repeated_rows" in codes,
         needless_join="needless_join" in codes,
         self_join="self_join" in codes,
-        dates=dates, ratio=ratio, joins=joins, nested=nested,
+        dates=dates, ratio=ratio, joins=joins, nested=nested, and_or=and_or,
         answer_logprob=lp,
         repair_rounds=repair_rounds, rewritten=rewritten, rescued=rescued, doubt=doubt, agreement=agreement,
         matched_words=check.get("matched_words") if check else None,
@@ -177,6 +213,8 @@ def reasons(rule, s, executed):
         out.append("joins")
     if rule["nested"] and s["nested"]:
         out.append("subquery")
+    if rule["and_or"] and s["and_or"]:
+        out.append("and_or")
     return out
 
 
@@ -332,7 +370,7 @@ def rule_str(rule):
         bits.append(f"gap>={rule['min_refusal_gap']}")
     if rule["min_answer_logprob"] != -math.inf:
         bits.append(f"answer_logprob>{rule['min_answer_logprob']}")
-    bits += [k for k in ("dates", "ratio", "nested") if rule[k]]
+    bits += [k for k in ("dates", "ratio", "nested", "and_or") if rule[k]]
     if rule["max_joins"] < 99:
         bits.append(f"joins<={rule['max_joins']}")
     return " ".join(bits)
@@ -342,7 +380,8 @@ def complexity(rule):
     """Fewer signals switched on, and laxer bars, first (a tie on coverage goes to the simpler)."""
     return (rule["repaired"] + rule["rewritten"] + (rule["min_words"] > 0) + (rule["min_opening"] != -math.inf)
             + (rule["min_refusal_gap"] > 0) + (rule["min_answer_logprob"] != -math.inf)
-            + rule["dates"] + rule["ratio"] + rule["nested"] + (rule["max_joins"] < 99), rule["min_words"],
+            + rule["dates"] + rule["ratio"] + rule["nested"] + rule["and_or"] + (rule["max_joins"] < 99),
+            rule["min_words"],
             -rule["min_opening"], rule["min_refusal_gap"], -rule["min_answer_logprob"])
 
 
@@ -353,7 +392,8 @@ def component_masks(recs):
     answered = right = always = 0
     masks = {k: {v: 0 for v in vals} for k, vals in GRID.items()}
     off = dict(repaired=False, rewritten=False, min_words=0, min_opening=-math.inf, min_refusal_gap=0.0,
-               min_answer_logprob=-math.inf, dates=False, ratio=False, max_joins=99, nested=False)
+               min_answer_logprob=-math.inf, dates=False, ratio=False, max_joins=99, nested=False,
+               and_or=False)
     for i, r in enumerate(recs):
         s = r.get("_signals")
         if s is None:

@@ -21,7 +21,8 @@
 //! - a table is joined and none of its columns is used, on a unique key of it: the join only
 //!   drops the rows with no match (the caller asks the catalog), a join nobody asked for;
 //! - a table is joined with itself (`e.manager_id = m.id`, or `a.code = b.code`): the small model
-//!   reverses who refers to whom, or joins a table to itself for nothing (parse analysis).
+//!   reverses who refers to whom, or joins a table to itself for nothing (parse analysis);
+//! - a condition mixes AND and OR without parentheses (`a OR b AND c` is `a OR (b AND c)`).
 //!
 //! Which signals count and their bars ([`Rule`]) were chosen on one side of a split of the
 //! development databases and judged on the other (`benches/sqleval/verdict.py`,
@@ -95,6 +96,9 @@ pub struct Shape {
     pub joins: usize,
     /// A SELECT inside parentheses (a subquery).
     pub nested: bool,
+    /// AND and OR side by side in one condition, without parentheses between them
+    /// ([`mixes_and_or`]).
+    pub and_or: bool,
 }
 
 impl Shape {
@@ -109,8 +113,54 @@ impl Shape {
             ratio: toks.iter().any(|t| t.is("/")),
             joins: toks.iter().filter(|t| word(t, "join")).count(),
             nested: toks.windows(2).any(|p| p[0].is("(") && word(&p[1], "select")),
+            and_or: mixes_and_or(&toks),
         }
     }
+}
+
+/// Words that end one condition and start another clause (or a CASE's branch) at their depth.
+const CLAUSE_WORDS: [&str; 16] = [
+    "select", "from", "where", "on", "join", "group", "order", "having", "limit", "when", "then",
+    "else", "case", "end", "union", "using",
+];
+
+/// Whether one condition of `toks` joins terms with both AND and OR at the same parenthesis
+/// depth: `a OR b AND c` reads `a OR (b AND c)` (AND binds first), which a small model writes
+/// meaning `(a OR b) AND c`; whoever means the first writes the parentheses. BETWEEN's own AND
+/// does not count.
+fn mixes_and_or(toks: &[lexer::Token<'_>]) -> bool {
+    // Per open depth: (an AND seen, an OR seen, a BETWEEN waiting for its AND).
+    let mut open: Vec<(bool, bool, bool)> = vec![(false, false, false)];
+    for t in toks {
+        if t.is("(") {
+            open.push((false, false, false));
+            continue;
+        }
+        if t.is(")") {
+            if open.len() > 1 {
+                open.pop();
+            }
+            continue;
+        }
+        let Some(top) = open.last_mut() else { break };
+        if t.is_word("between") {
+            top.2 = true;
+        } else if t.is_word("and") {
+            if top.2 {
+                top.2 = false;
+            } else {
+                top.0 = true;
+            }
+        } else if t.is_word("or") {
+            top.1 = true;
+        } else if CLAUSE_WORDS.iter().any(|w| t.is_word(w)) {
+            *top = (false, false, false);
+        }
+        if top.0 && top.1 {
+            return true;
+        }
+    }
+    false
 }
 
 /// The figures of an answer the verdict weighs, read off an [`Outcome`] and [`Facts`].
@@ -227,6 +277,8 @@ pub struct Rule {
     pub max_joins: usize,
     /// A statement with a subquery.
     pub nested: bool,
+    /// A condition that mixes AND and OR without parentheses.
+    pub and_or: bool,
 }
 
 /// The rule measured for Qwen2.5-Coder-1.5B-Instruct, the default model, on the development
@@ -242,7 +294,10 @@ pub struct Rule {
 /// Sure answers were right 78 % of the time on each side of the split by database (64 % for all
 /// answers) and were 54 % of the answers; the rules the grid chose on one side were right 70-73 % of
 /// the time judged on the other: short of the 85 % the issue asks, which these signals do not
-/// reach on databases they were not chosen on.
+/// reach on databases they were not chosen on. Added later, with no parameter: a condition that
+/// mixes AND and OR without parentheses (0 right, 1 wrong on both development sets; 0 and 2 on
+/// the no-comments run); with the checks against the database (`Facts`), sure answers are right
+/// 80 % of the time on both development sets (53 % coverage) and on the no-comments run (42 %).
 pub const DEFAULT_RULE: Rule = Rule {
     repaired: true,
     rewritten: false,
@@ -254,6 +309,7 @@ pub const DEFAULT_RULE: Rule = Rule {
     ratio: false,
     max_joins: usize::MAX,
     nested: true,
+    and_or: true,
 };
 
 /// Why an answer is unsure; each says what the user can do about it.
@@ -293,6 +349,8 @@ pub enum Reason {
     Joins(usize),
     /// The statement has a subquery.
     Subquery,
+    /// A condition mixes AND and OR without parentheses.
+    AndOr,
 }
 
 impl Reason {
@@ -316,6 +374,7 @@ impl Reason {
             Reason::Ratio => "ratio",
             Reason::Joins(_) => "joins",
             Reason::Subquery => "subquery",
+            Reason::AndOr => "and_or",
         }
     }
 
@@ -408,6 +467,9 @@ impl Reason {
             Reason::Subquery => "the query has a subquery: check that it returns what the outer \
                 query compares it with (one row, the right column)"
                 .into(),
+            Reason::AndOr => "a condition of the query mixes AND and OR without parentheses: AND \
+                binds first (a OR b AND c is a OR (b AND c)); check that it filters what you meant"
+                .into(),
         }
     }
 }
@@ -486,6 +548,9 @@ impl Rule {
         }
         if self.nested && shape.nested {
             reasons.push(Reason::Subquery);
+        }
+        if self.and_or && shape.and_or {
+            reasons.push(Reason::AndOr);
         }
         Verdict { reasons }
     }
@@ -752,7 +817,7 @@ mod tests {
             "SELECT a / b, EXTRACT(YEAR FROM d) FROM t JOIN u ON t.x = u.x \
              WHERE y IN (SELECT 1) AND z = 'a/b join now'",
         );
-        assert_eq!(s, Shape { dates: true, ratio: true, joins: 1, nested: true });
+        assert_eq!(s, Shape { dates: true, ratio: true, joins: 1, nested: true, and_or: false });
         let s = Shape::of("SELECT \"join\", 'extract' FROM t -- now / interval\n");
         assert_eq!(s, Shape::default());
         // Only the rule's shapes make an answer unsure.
@@ -765,6 +830,30 @@ mod tests {
         let v = rule.judge(&Signals::of(&o, Facts::default()));
         assert_eq!(codes(&v), ["dates", "joins"]);
         assert!(v.summary().contains("joins 2 times"), "{}", v.summary());
+    }
+
+    /// AND and OR in one condition without parentheses between them; not across clauses,
+    /// parentheses, CASE branches or BETWEEN's own AND.
+    #[test]
+    fn and_and_or_side_by_side() {
+        let mixed = |sql: &str| Shape::of(sql).and_or;
+        assert!(mixed("SELECT 1 FROM t WHERE a LIKE 'j%' OR a LIKE '%ez' AND s LIKE '%a'"));
+        assert!(mixed("SELECT 1 FROM t WHERE a = 1 AND b = 2 OR c = 3"));
+        assert!(mixed("SELECT 1 FROM t WHERE (x = 1 AND y = 2 OR z = 3)"));
+        assert!(!mixed("SELECT 1 FROM t WHERE (a LIKE 'j%' OR a LIKE '%ez') AND s LIKE '%a'"));
+        assert!(!mixed("SELECT 1 FROM t WHERE a = 1 OR (b = 2 AND c = 3)"));
+        assert!(!mixed("SELECT 1 FROM t WHERE d BETWEEN 1 AND 5 OR e = 2"));
+        assert!(!mixed("SELECT 1 FROM t JOIN u ON t.a = u.a AND t.b = u.b WHERE t.c = 1 OR t.d = 2"));
+        assert!(!mixed("SELECT CASE WHEN a = 1 OR b = 2 THEN 1 WHEN c AND d THEN 2 END FROM t"));
+        assert!(!mixed("SELECT 1 FROM t WHERE a = 'x AND y' OR b = 2 -- and\n"));
+        let o = outcome(
+            "SELECT 1 FROM t WHERE a = 1 AND b = 2 OR c = 3",
+            vec![attempt("SELECT 1", None)],
+            skipped(3, -0.05),
+        );
+        let v = verdict(&o, Facts::default());
+        assert_eq!(codes(&v), ["and_or"]);
+        assert!(v.summary().contains("AND binds first"), "{}", v.summary());
     }
 
     /// Every reason has a distinct code and a message that tells what to do (a colon, then
@@ -785,6 +874,9 @@ mod tests {
             Reason::Ratio,
             Reason::Joins(3),
             Reason::Subquery,
+            Reason::AndOr,
+            Reason::NeedlessJoin(vec!["t".into()]),
+            Reason::SelfJoin(vec![(ColumnRef::new("s", "t", "a"), ColumnRef::new("s", "t", "b"))]),
         ];
         let mut codes: Vec<_> = all.iter().map(Reason::code).collect();
         codes.sort_unstable();

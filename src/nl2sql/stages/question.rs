@@ -11,16 +11,15 @@
 //!
 //! The check's turn is skipped (`refusal::Skip`) when the question part, prefilled whole as
 //! without the check, gives first logits that open a SQL fence surely and two question words are
-//! in the schema: the answer starts from those logits (with `pending`, from the question part's
-//! last token, fed again with the first draft, as below). Otherwise the cache is cut back to the end
+//! in the schema: the answer starts from those logits. Otherwise the cache is cut back to the end
 //! of the user turn and the check runs as above; its verdict is the same as without the skip rule
 //! (the same rows, batch = sequential). The assistant's opening the probe computed is set aside
 //! over the check's turn (`KvCache::save_rows`) and put back after it: they are what a prefill of
-//! the opening would compute (batch = sequential). With `pending`, all but the opening's last
-//! token are put back and that one rides with the first draft (whose habit opening is drafted
-//! only while nothing of the answer is decoded); without, the answer starts from the probe's
-//! logits. A remote sequence, or a forward pass that is not batch-invariant, prefills the
-//! opening once more.
+//! the opening would compute (batch = sequential), and the answer starts from the probe's logits.
+//! (Leaving the last token pending to ride with the first draft, as below, costs the same number
+//! of passes here, one of them wider: the first token from the probe's logits is free; measured
+//! on sql-eval, 2026-12-07, docs/performance.md.) A remote sequence, or a forward pass that is not
+//! batch-invariant, prefills the opening once more.
 //!
 //! The question's last tokens (the assistant's opening after an unprobed check; the last
 //! prefill chunk without it) are left pending when `pending` is asked: the first decode pass
@@ -151,10 +150,9 @@ fn prefill(
         let row = forward.prefill(kv, question_ids, progress)?;
         opening = refusal::opening_logprob(forward.tok, &row)?;
         if opening.is_some_and(|o| skip.skips(o, matched)) {
-            let (start, again) = pend_last(kv, question_ids, pending, row);
             timings.prefill_ms += ms_since(t);
             let verdict = Verdict { margin: None, opening, matched, threshold: check.threshold };
-            return Ok((start, Some(verdict), question_ids.len() + again));
+            return Ok((Start::Logits(row), Some(verdict), question_ids.len()));
         }
         // Not sure enough: the user turn stays, the check's turn follows it; the opening's
         // rows are set aside (the check's turn takes their positions).
@@ -182,9 +180,7 @@ fn prefill(
     } else if let Some((rows, row)) = kept {
         // The rows and logits a prefill of the opening would compute (batch = sequential).
         kv.restore_rows(&rows)?;
-        let (start, again) = pend_last(kv, question_ids, pending && !rows.is_empty(), row);
-        prefilled += again;
-        start
+        Start::Logits(row)
     } else {
         let rest = if plain.is_some() { question_ids } else { &question_ids[split..] };
         prefilled += rest.len();
@@ -192,23 +188,6 @@ fn prefill(
     };
     timings.prefill_ms += ms_since(t);
     Ok((start, Some(verdict), prefilled))
-}
-
-/// The start of an answer whose question part is all in `kv`, `row` the logits of its last
-/// position: with `pending`, its last token is cut from the cache and fed again with the first
-/// draft, which then rides with it as after an unprobed check (the answer's first draft is the
-/// model's habit only while nothing of it is decoded): that row is computed once more (the
-/// second figure, tokens through the model again), in the pass the draft takes anyway, where
-/// starting from `row` would cost the draft a pass of its own. Same row, same logits (batch =
-/// sequential).
-fn pend_last(kv: &mut Seq, question_ids: &[u32], pending: bool, row: Vec<f32>) -> (Start, usize) {
-    match question_ids.last().filter(|_| pending && !kv.is_empty()) {
-        Some(&last) => {
-            kv.truncate(kv.len() - 1);
-            (Start::Pending(vec![last]), 1)
-        }
-        None => (Start::Logits(row), 0),
-    }
 }
 
 /// The tables of `shown` as the prompt renders them.

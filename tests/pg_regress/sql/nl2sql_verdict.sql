@@ -60,6 +60,12 @@ SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code 
 FROM nl2sql_explain('Which customers live in the same country as Ann?') e;
 SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "needless_join")') AS reason
 FROM nl2sql_explain('List the amounts of the orders of known customers') e;
+-- A condition that mixes AND and OR without parentheses (and_or: AND binds first).
+-- (Here it is even what the question means: the reason asks to check, not that it is wrong.)
+SELECT nl2sql_learn('Names of the customers in France, or in Spain and called Bob',
+  $$SELECT name FROM customers WHERE country = 'France' OR country = 'Spain' AND name = 'Bob'$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "and_or")') AS reason
+FROM nl2sql_explain('Names of the customers in France, or in Spain and called Bob') e;
 SELECT count(nl2sql_forget(id)) AS forgotten FROM nl2sql_examples;
 -- turboinfer.unsure = error: ERROR P0004 instead of the answer, the query in the DETAIL.
 SET turboinfer.unsure = error;
