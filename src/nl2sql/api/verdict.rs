@@ -30,7 +30,7 @@
 
 use crate::nl2sql::api::outcome::Outcome;
 use crate::nl2sql::check::doubt::ColumnRef;
-use crate::nl2sql::ident::quote_ident;
+use crate::nl2sql::sql::ident::quote_ident;
 use crate::nl2sql::sql::lexer::{self, Kind};
 
 /// What the caller knows about the answer beyond the call itself.
@@ -678,7 +678,13 @@ mod tests {
         let facts = Facts { needless_joins: vec!["orders".into()], ..Facts::default() };
         let v = verdict(&o, facts);
         assert_eq!(codes(&v), ["needless_join"]);
-        assert!(v.summary().starts_with("the query joins orders but uses none of its columns: the join only drops"), "{}", v.summary());
+        assert!(
+            v.summary().starts_with(
+                "the query joins orders but uses none of its columns: the join only drops"
+            ),
+            "{}",
+            v.summary()
+        );
 
         let pair = (
             ColumnRef::new("public", "Employee", "EmployeeId"),
@@ -843,7 +849,9 @@ mod tests {
         assert!(!mixed("SELECT 1 FROM t WHERE (a LIKE 'j%' OR a LIKE '%ez') AND s LIKE '%a'"));
         assert!(!mixed("SELECT 1 FROM t WHERE a = 1 OR (b = 2 AND c = 3)"));
         assert!(!mixed("SELECT 1 FROM t WHERE d BETWEEN 1 AND 5 OR e = 2"));
-        assert!(!mixed("SELECT 1 FROM t JOIN u ON t.a = u.a AND t.b = u.b WHERE t.c = 1 OR t.d = 2"));
+        assert!(!mixed(
+            "SELECT 1 FROM t JOIN u ON t.a = u.a AND t.b = u.b WHERE t.c = 1 OR t.d = 2"
+        ));
         assert!(!mixed("SELECT CASE WHEN a = 1 OR b = 2 THEN 1 WHEN c AND d THEN 2 END FROM t"));
         assert!(!mixed("SELECT 1 FROM t WHERE a = 'x AND y' OR b = 2 -- and\n"));
         let o = outcome(
