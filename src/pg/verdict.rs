@@ -33,12 +33,13 @@ pub fn of(outcome: &Outcome, rows: Option<usize>) -> Verdict {
     let facts = match validate::analyze(&outcome.sql) {
         Ok(f) => {
             let (repeating_joins, needless_joins) = unused_joins(&f);
+            let missing_values = missing_values(&f);
             Facts {
                 rows,
-                missing_values: missing_values(&f),
+                missing_values,
                 repeating_joins,
                 needless_joins,
-                self_joins: f.self_joins.clone(),
+                self_joins: f.self_joins,
             }
         }
         Err(_) => Facts { rows, ..Facts::default() },

@@ -395,17 +395,13 @@ impl Reason {
                     .join(", ")
             ),
             Reason::RepeatedRows(tables) => format!(
-                "the query joins {} but uses none of {} columns: each row it joins to is repeated \
-                 once per match, which changes counts, sums, averages and top-N; unless that is \
-                 meant, drop the join (or filter with EXISTS)",
-                tables.join(" and "),
-                if tables.len() == 1 { "its" } else { "their" }
+                "{}: each row it joins to is repeated once per match, which changes counts, sums, \
+                 averages and top-N; unless that is meant, drop the join (or filter with EXISTS)",
+                joined_unused(tables)
             ),
             Reason::NeedlessJoin(tables) => format!(
-                "the query joins {} but uses none of {} columns: the join only drops the rows \
-                 with no match there; unless that is meant, drop it",
-                tables.join(" and "),
-                if tables.len() == 1 { "its" } else { "their" }
+                "{}: the join only drops the rows with no match there; unless that is meant, drop it",
+                joined_unused(tables)
             ),
             Reason::SelfJoin(pairs) => format!(
                 "the query joins a table with itself ({}): check which side is which (who refers \
@@ -472,6 +468,15 @@ impl Reason {
                 .into(),
         }
     }
+}
+
+/// "the query joins `tables` but uses none of its (their) columns".
+fn joined_unused(tables: &[String]) -> String {
+    format!(
+        "the query joins {} but uses none of {} columns",
+        tables.join(" and "),
+        if tables.len() == 1 { "its" } else { "their" }
+    )
 }
 
 /// The verdict of an answer: sure, or the reasons it is not.
@@ -656,50 +661,39 @@ mod tests {
         }
     }
 
-    /// A table joined only to repeat rows: unsure, the reason names it and what to do.
+    /// The checks of the answer's joins, each a reason of its own that names what it saw
+    /// (quoted as the user writes it) and what to do; several at once in the rule's order.
     #[test]
-    fn a_join_that_repeats_rows_is_a_reason() {
+    fn joins_the_catalog_judges_are_reasons() {
         let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
-        let facts = Facts { repeating_joins: vec!["countrylanguage".into()], ..Facts::default() };
-        let v = verdict(&o, facts);
-        assert_eq!(codes(&v), ["repeated_rows"]);
-        assert!(
-            v.summary().starts_with("the query joins countrylanguage but uses none of its columns"),
-            "{}",
-            v.summary()
-        );
-    }
-
-    /// A table joined on its unique key and not used, and a table joined with itself, are
-    /// reasons of their own, each naming what it saw (quoted as the user writes it).
-    #[test]
-    fn a_needless_join_and_a_self_join_are_reasons() {
-        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
-        let facts = Facts { needless_joins: vec!["orders".into()], ..Facts::default() };
-        let v = verdict(&o, facts);
-        assert_eq!(codes(&v), ["needless_join"]);
-        assert!(
-            v.summary().starts_with(
-                "the query joins orders but uses none of its columns: the join only drops"
-            ),
-            "{}",
-            v.summary()
-        );
-
-        let pair = (
+        let manager = (
             ColumnRef::new("public", "Employee", "EmployeeId"),
             ColumnRef::new("public", "Employee", "ReportsTo"),
         );
-        let facts = Facts { self_joins: vec![pair], ..Facts::default() };
-        let v = verdict(&o, facts);
-        assert_eq!(codes(&v), ["self_join"]);
-        assert!(
-            v.summary().contains(r#"("Employee"."EmployeeId" = "Employee"."ReportsTo")"#),
-            "{}",
-            v.summary()
-        );
-        // Both at once, in the order of the rule: the needless join first.
+        let cases = [
+            (
+                Facts { repeating_joins: vec!["countrylanguage".into()], ..Facts::default() },
+                "repeated_rows",
+                "the query joins countrylanguage but uses none of its columns: each row it joins to is repeated",
+            ),
+            (
+                Facts { needless_joins: vec!["orders".into()], ..Facts::default() },
+                "needless_join",
+                "the query joins orders but uses none of its columns: the join only drops",
+            ),
+            (
+                Facts { self_joins: vec![manager], ..Facts::default() },
+                "self_join",
+                r#"the query joins a table with itself ("Employee"."EmployeeId" = "Employee"."ReportsTo"): check"#,
+            ),
+        ];
+        for (facts, code, start) in cases {
+            let v = verdict(&o, facts);
+            assert_eq!(codes(&v), [code]);
+            assert!(v.summary().starts_with(start), "{}", v.summary());
+        }
         let facts = Facts {
+            repeating_joins: vec!["a".into(), "b".into()],
             needless_joins: vec!["orders".into()],
             self_joins: vec![(
                 ColumnRef::new("public", "country", "code"),
@@ -707,7 +701,9 @@ mod tests {
             )],
             ..Facts::default()
         };
-        assert_eq!(codes(&verdict(&o, facts)), ["needless_join", "self_join"]);
+        let v = verdict(&o, facts);
+        assert_eq!(codes(&v), ["repeated_rows", "needless_join", "self_join"]);
+        assert!(v.summary().starts_with("the query joins a and b but uses none of their columns"));
     }
 
     /// A repaired answer is unsure, and says how many rounds; a rewrite by the engine is its own
