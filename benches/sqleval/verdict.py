@@ -126,6 +126,76 @@ def shape(sql):
     return dates, ratio, joins, nested, mixes_and_or(low)
 
 
+def _name_char(c):
+    """A character of a name, as verdict.rs's name_byte reads UTF-8 bytes: an ASCII letter,
+    digit or `_`, or any non-ASCII character."""
+    return c.isascii() and (c.isalnum() or c == "_") or not c.isascii()
+
+
+def _digits_end(t, i):
+    while i < len(t) and t[i] in "0123456789":
+        i += 1
+    return i
+
+
+def _number(whole, fraction):
+    """verdict.rs's Number, as text: no leading zeros, no trailing zeros of the fraction."""
+    w = whole.lstrip("0") or "0"
+    f = fraction.rstrip("0")
+    return w + ("." + f if f else "")
+
+
+def question_numbers(text):
+    """(number, percent) of each number `text` writes in digits, as verdict.rs's question_numbers."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] not in "0123456789" or (i > 0 and _name_char(text[i - 1])):
+            i += 1
+            continue
+        start = i
+        i = _digits_end(text, i)
+        whole = text[start:i]
+        while i < len(text) and text[i] == "," and _digits_end(text, i + 1) == i + 4:
+            whole += text[i + 1:i + 4]
+            i += 4
+        fraction = ""
+        if i + 1 < len(text) and text[i] == "." and text[i + 1] in "0123456789":
+            end = _digits_end(text, i + 1)
+            fraction, i = text[i + 1:end], end
+        if i < len(text) and _name_char(text[i]):
+            while i < len(text) and _name_char(text[i]):
+                i += 1
+            continue
+        rest = text[i:].lstrip()
+        percent = rest.startswith("%") or rest[:7].lower() == "percent"
+        out.append((whole, fraction, percent))
+    return out
+
+
+def unused_numbers(question, sql):
+    """The question's numbers that the SQL writes nowhere (`number_not_used`), as verdict.rs's
+    unused_numbers: every digit run of the SQL and every `digits.digits` count."""
+    in_sql, i = set(), 0
+    while i < len(sql):
+        if sql[i] not in "0123456789":
+            i += 1
+            continue
+        start = i
+        i = _digits_end(sql, i)
+        in_sql.add(_number(sql[start:i], ""))
+        if i + 1 < len(sql) and sql[i] == "." and sql[i + 1] in "0123456789":
+            in_sql.add(_number(sql[start:i], sql[i + 1:_digits_end(sql, i + 1)]))
+    out = []
+    for whole, fraction, percent in question_numbers(question or ""):
+        n = _number(whole, fraction)
+        padded = whole.lstrip("0").rjust(3, "0")
+        hundredth = _number(padded[:-2], padded[-2:] + fraction.rstrip("0"))
+        used = n in in_sql or (percent and hundredth in in_sql)
+        if not used and n not in out:
+            out.append(n)
+    return out
+
+
 def signals(rec):
     """The verdict's signals of an accepted answer's record (None for a refused, invalid or
     failed call: no answer, no verdict), as Signals::of reads them."""
@@ -166,6 +236,8 @@ def signals(rec):
         repeated_rows="repeated_rows" in codes,
         needless_join="needless_join" in codes,
         self_join="self_join" in codes,
+        unused_numbers=unused_numbers(rec.get("text") or rec.get("question") or "", sql),
+        filters_nothing="filters_nothing" in codes,
         dates=dates, ratio=ratio, joins=joins, nested=nested, and_or=and_or,
         answer_logprob=lp,
         repair_rounds=repair_rounds, rewritten=rewritten, rescued=rescued, doubt=doubt, agreement=agreement,
@@ -189,6 +261,10 @@ def reasons(rule, s, executed):
         out.append("needless_join")
     if s["self_join"]:
         out.append("self_join")
+    if s["unused_numbers"]:
+        out.append("number_not_used")
+    if s["filters_nothing"]:
+        out.append("filters_nothing")
     if s["doubt"] is not None:
         out.append("doubt")
     if rule["repaired"] and (s["repair_rounds"] > 0 or s["rescued"]):
@@ -267,12 +343,42 @@ def lookup_values(recs):
             r["_signals"]["needless_join"] = unique is True
         if not r["_signals"]["self_join"] and self_join(r["sql"]):
             r["_signals"]["self_join"] = True
+        if not r["_signals"]["filters_nothing"] and always_true(db, r["sql"]):
+            r["_signals"]["filters_nothing"] = True
 
 
 # `[INNER] JOIN table [AS] alias ON condition` up to the next clause (not a LEFT/RIGHT/FULL join).
 JOIN_CLAUSE = re.compile(r'(?<!LEFT )(?<!RIGHT )(?<!FULL )(?<!OUTER )\bJOIN\s+((?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)'
                          r'(?:\s+(?:AS\s+)?(?!ON\b)("[^"]+"|\w+))?\s+ON\s+(.*?)'
                          r'(?=\b(?:JOIN|INNER|LEFT|RIGHT|FULL|CROSS|WHERE|GROUP|ORDER|HAVING|LIMIT|UNION)\b|\)|;|$)', re.I | re.S)
+
+
+# `FROM table [AS] alias [INNER] JOIN`: the left side of the first join of a statement.
+FIRST_JOIN = re.compile(r'\bFROM\s+((?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)(?:\s+(?:AS\s+)?(?!(?:INNER|JOIN)\b)("[^"]+"|\w+))?'
+                        r'\s+(?:INNER\s+)?JOIN\b', re.I)
+# `[alias.]column IS NOT NULL`.
+NOT_NULL_TEST = re.compile(r'(?:("[^"]+"|\w+)\.)?("[^"]+"|\w+)\s+IS\s+NOT\s+NULL\b', re.I)
+
+
+def always_true(db, sql):
+    """Whether `sql` tests a column declared NOT NULL with IS NOT NULL, in a statement without
+    outer joins (`filters_nothing`; an approximation of src/pg/facts.rs's `not_null_tests` on
+    the SQL text, for records of builds before it): an unqualified column counts when every
+    table of the statement that has it declares it NOT NULL."""
+    if re.search(r'\b(?:LEFT|RIGHT|FULL)\b', sql, re.I):
+        return False
+    name = sql_name
+    table_of = tables_by_alias(sql)
+    for m in NOT_NULL_TEST.finditer(sql):
+        col = name(m.group(2))
+        tables = [table_of[name(m.group(1))]] if m.group(1) and name(m.group(1)) in table_of else sorted(set(table_of.values()))
+        arr = ", ".join("'" + t.replace("'", "''") + "'" for t in tables) or "''"
+        got = psql(db, "SELECT string_agg(a.attnotnull::text, ',') FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                       "WHERE c.relname IN (" + arr + ") AND c.relkind = 'r' AND NOT a.attisdropped "
+                       "AND a.attname = '" + col.replace("'", "''") + "'")
+        if got and all(x == "true" for x in got.split(",")):
+            return True
+    return False
 
 
 def unused_join(db, sql):
@@ -283,13 +389,24 @@ def unused_join(db, sql):
     if re.match(r'\s*SELECT\s+DISTINCT\b', sql, re.I):
         return None
     needless = None
-    for m in JOIN_CLAUSE.finditer(sql):
-        table, alias, on = m.group(1), m.group(2) or m.group(1).split(".")[-1], m.group(3)
+    joins = [(m.group(1), m.group(2) or m.group(1).split(".")[-1], m.group(3)) for m in JOIN_CLAUSE.finditer(sql)]
+    # The left side of the first join too (`FROM a JOIN b ON ...`: a), with that join's ON,
+    # unless a COUNT(*) counts its rows.
+    first = FIRST_JOIN.search(sql)
+    if first and joins and not re.search(r'\bcount\s*\(\s*\*\s*\)', sql, re.I):
+        joins.append((first.group(1), first.group(2) or first.group(1).split(".")[-1], joins[0][2]))
+    for table, alias, on in joins:
         ref = re.compile(r'(?<![\w"])' + re.escape(alias) + r'\.("[^"]+"|\w+)', re.I)
         if not ref.search(on) or len(ref.findall(sql)) != len(ref.findall(on)):
             continue
         cols = sorted({c[1:-1] if c.startswith('"') else c.lower() for c in ref.findall(on)})
         name = ".".join(p if p.startswith('"') else p.lower() for p in table.split("."))
+        # A column of the table written unqualified outside the ON condition uses it.
+        rest = sql.replace(on, " ")
+        own = psql(db, "SELECT string_agg(attname, '|') FROM pg_attribute WHERE attrelid = to_regclass($n$" + name + "$n$) "
+                       "AND attnum > 0 AND NOT attisdropped").split("|")
+        if any(re.search(r'(?<![\w."])' + re.escape(c) + r'(?![\w"])', rest, re.I) for c in own if c):
+            continue
         arr = ", ".join("'" + c.replace("'", "''") + "'" for c in cols)
         q = ("SELECT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = to_regclass($n$" + name + "$n$) AND i.indisunique "
              "AND i.indpred IS NULL AND i.indexprs IS NULL AND (SELECT array_agg(a.attname::text) FROM unnest(i.indkey) k "
@@ -309,14 +426,25 @@ ENTRY = re.compile(r'\b(?:FROM|JOIN)\s+((?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)(?
 COLUMN_EQUALITY = re.compile(r'("[^"]+"|\w+)\.("[^"]+"|\w+)\s*=\s*("[^"]+"|\w+)\.("[^"]+"|\w+)')
 
 
+def sql_name(x):
+    """A name as PostgreSQL reads it: quoted as written, else folded to lower case."""
+    return x[1:-1] if x.startswith('"') else x.lower()
+
+
+def tables_by_alias(sql):
+    """The table of each alias (or unaliased table name) of `sql`'s FROM and JOIN entries."""
+    table_of = {}
+    for m in ENTRY.finditer(sql):
+        table = sql_name(m.group(1).split(".")[-1])
+        table_of[sql_name(m.group(2)) if m.group(2) else table] = table
+    return table_of
+
+
 def self_join(sql):
     """Whether `sql` equates columns of two aliases of one table (`self_join`; an approximation
     of src/pg/facts.rs's `self_joins` on the SQL text, for records of builds before it)."""
-    name = lambda x: x[1:-1] if x.startswith('"') else x.lower()
-    table_of = {}
-    for m in ENTRY.finditer(sql):
-        table = name(m.group(1).split(".")[-1])
-        table_of[name(m.group(2)) if m.group(2) else table] = table
+    name = sql_name
+    table_of = tables_by_alias(sql)
     for m in COLUMN_EQUALITY.finditer(sql):
         a, b = name(m.group(1)), name(m.group(3))
         if a != b and a in table_of and b in table_of and table_of[a] == table_of[b]:

@@ -14,7 +14,11 @@ use std::ffi::{c_void, CStr};
 /// # Safety
 /// `query` is a valid analysed `Query`; called on the backend thread.
 pub(super) unsafe fn query_facts(query: *mut pg_sys::Query) -> QueryFacts {
-    let mut w = FactsWalk { rtables: vec![(*query).rtable], facts: QueryFacts::default() };
+    let mut w = FactsWalk {
+        rtables: vec![(*query).rtable],
+        outer: vec![has_outer_join(query)],
+        facts: QueryFacts::default(),
+    };
     if let Some((groups, at)) = hidden_groups(query) {
         w.facts.hidden_groups = Some(groups);
         w.facts.group_at = at;
@@ -54,12 +58,19 @@ unsafe fn unused_joins(query: *mut pg_sys::Query) -> Vec<UnusedJoin> {
     }
     let rtable = list_ptrs(q.rtable);
     let mut out = Vec::new();
-    for j in joins {
-        let rarg = (*j).rarg;
-        if rarg.is_null() || (*rarg).type_ != pg_sys::NodeTag::T_RangeTblRef {
+    // Either side of an inner join (`FROM a JOIN b ON ...`: a as well as b) when it is a table;
+    // but a left side is what a COUNT(*) of the query counts (`FROM emp JOIN dept ... GROUP BY
+    // dname` counts employees): its rows are used, if by no column.
+    let counts_rows = counts_rows(q);
+    let sides = joins.iter().flat_map(|&j| {
+        let left = (!counts_rows).then_some((j, (*j).larg));
+        left.into_iter().chain([(j, (*j).rarg)])
+    });
+    for (j, side) in sides {
+        if side.is_null() || (*side).type_ != pg_sys::NodeTag::T_RangeTblRef {
             continue;
         }
-        let Ok(index) = usize::try_from((*(rarg as *mut pg_sys::RangeTblRef)).rtindex) else {
+        let Ok(index) = usize::try_from((*(side as *mut pg_sys::RangeTblRef)).rtindex) else {
             continue;
         };
         let Some(&rte) = index.checked_sub(1).and_then(|i| rtable.get(i)) else { continue };
@@ -91,6 +102,34 @@ unsafe fn unused_joins(query: *mut pg_sys::Query) -> Vec<UnusedJoin> {
         out.push(UnusedJoin { schema, table, columns });
     }
     out
+}
+
+/// Whether query `q`'s result or HAVING has a `COUNT(*)` of its own level (not of a sub-query).
+unsafe fn counts_rows(q: &pg_sys::Query) -> bool {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, found: *mut c_void) -> bool {
+        if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+            return false; // a sub-query's count is not this level's
+        }
+        if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+            let a = node as *mut pg_sys::Aggref;
+            if (*a).aggstar && (*a).agglevelsup == 0 {
+                *(found as *mut bool) = true;
+                return true;
+            }
+        }
+        pg_sys::expression_tree_walker(node, Some(walk), found)
+    }
+    if !q.hasAggs {
+        return false;
+    }
+    let mut found = false;
+    let at = &mut found as *mut bool as *mut c_void;
+    walk(q.targetList as *mut pg_sys::Node, at);
+    if !found {
+        walk(q.havingQual, at);
+    }
+    found
 }
 
 /// The inner joins in a FROM item, nested ones included.
@@ -169,10 +208,26 @@ unsafe fn tables_of(rtable: *mut pg_sys::List, out: &mut Vec<(String, String)>) 
     }
 }
 
-/// The walk's state: the range tables of the enclosing query levels (innermost last).
+/// The walk's state: the range tables of the enclosing query levels (innermost last), and
+/// whether each level has an outer join.
 struct FactsWalk {
     rtables: Vec<*mut pg_sys::List>,
+    outer: Vec<bool>,
     facts: QueryFacts,
+}
+
+/// Whether query `q`'s FROM has a LEFT, RIGHT or FULL join anywhere (its columns may be NULL
+/// there whatever their declaration).
+unsafe fn has_outer_join(q: *mut pg_sys::Query) -> bool {
+    unsafe fn outer(node: *mut pg_sys::Node) -> bool {
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_JoinExpr {
+            return false;
+        }
+        let j = node as *mut pg_sys::JoinExpr;
+        (*j).jointype != pg_sys::JoinType::JOIN_INNER || outer((*j).larg) || outer((*j).rarg)
+    }
+    let tree = (*q).jointree;
+    !tree.is_null() && list_ptrs((*tree).fromlist).into_iter().any(|n| outer(n as _))
 }
 
 impl FactsWalk {
@@ -348,9 +403,31 @@ unsafe extern "C-unwind" fn facts_walk(node: *mut pg_sys::Node, ctx: *mut c_void
             let q = node as *mut pg_sys::Query;
             tables_of((*q).rtable, &mut w.facts.tables);
             w.rtables.push((*q).rtable);
+            w.outer.push(has_outer_join(q));
             let stop = pg_sys::query_tree_walker(q, Some(facts_walk), ctx, 0);
             w.rtables.pop();
+            w.outer.pop();
             return stop;
+        }
+        pg_sys::NodeTag::T_NullTest => {
+            let t = node as *mut pg_sys::NullTest;
+            let arg = strip((*t).arg as *mut pg_sys::Node);
+            let is_var = !arg.is_null() && (*arg).type_ == pg_sys::NodeTag::T_Var;
+            if (*t).nulltesttype == pg_sys::NullTestType::IS_NOT_NULL && is_var {
+                let v = arg as *mut pg_sys::Var;
+                // The level the column belongs to must have no outer join.
+                let level = usize::try_from((*v).varlevelsup)
+                    .ok()
+                    .and_then(|up| w.outer.len().checked_sub(1 + up))
+                    .and_then(|i| w.outer.get(i).copied());
+                if level == Some(false) {
+                    if let Some(c) = w.column(v) {
+                        if !w.facts.not_null_tests.contains(&c) {
+                            w.facts.not_null_tests.push(c);
+                        }
+                    }
+                }
+            }
         }
         pg_sys::NodeTag::T_Aggref => {
             let a = node as *mut pg_sys::Aggref;

@@ -339,7 +339,7 @@ fn answer_untracked(
 /// the session's earlier questions (`conversation.rs`). Never executes it.
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker)]
 fn nl2sql(question: Text, follow_up: default!(bool, false)) -> TextOut {
-    accepted(answer(&question.0, None, None, session(follow_up)))
+    accepted(&question.0, answer(&question.0, None, None, session(follow_up)))
 }
 
 /// `nl2sql_converse(question, previous DEFAULT NULL)`: a SQL query answering `question` as
@@ -361,14 +361,14 @@ fn nl2sql_converse(
     let a = answer(&question, None, None, Follow::Carried(previous.map(|p| p.0)));
     let follow_up = follow_up_json(&a);
     let token = a.carried.as_ref().map(conversation::to_token).unwrap_or_default();
-    TableIterator::once((accepted(a), token, Jsonb(follow_up)))
+    TableIterator::once((accepted(&question, a), token, Jsonb(follow_up)))
 }
 
-/// The accepted SQL of an answer (in the database encoding), or the InvalidSql ERROR; an unsure
-/// answer raises what `turboinfer.unsure` asks (`verdict.rs`).
-fn accepted(a: Answer) -> TextOut {
+/// The accepted SQL of an answer to `question` (in the database encoding), or the InvalidSql
+/// ERROR; an unsure answer raises what `turboinfer.unsure` asks (`verdict.rs`).
+fn accepted(question: &str, a: Answer) -> TextOut {
     let o = a.outcome.into_result().unwrap_or_else(|e| report(e));
-    verdict::raise("nl2sql", &o, None);
+    verdict::raise("nl2sql", question, &o, None);
     TextOut(o.sql, "the generated SQL")
 }
 
@@ -386,7 +386,7 @@ pub(super) fn accepted_outcome(question: &str, follow_up: bool) -> Outcome {
 /// written unqualified).
 #[pg_extern(strict, volatile, parallel_unsafe, security_invoker, name = "nl2sql")]
 fn nl2sql_schemas(question: Text, schemas: TextArray) -> TextOut {
-    accepted(answer(&question.0, Some(schemas.0), None, Follow::Fresh))
+    accepted(&question.0, answer(&question.0, Some(schemas.0), None, Follow::Fresh))
 }
 
 /// The explain report of an answer.
@@ -400,7 +400,7 @@ fn explain_json(question: &str, a: &Answer) -> serde_json::Value {
         "refusal": o.refusal.filter(|v| v.refused()).map(|v| v.reason(o.prompt.shown.len())),
         "answer_logprob": o.answer_logprob,
         "verdict": (o.error.is_none() && !o.refused())
-            .then(|| verdict::json(&verdict::of(o, None))),
+            .then(|| verdict::json(&verdict::of(question, o, None))),
         "refusal_check": o.refusal.map(|v| json!({
             "margin": v.margin, "matched_words": v.matched, "bar": v.bar(),
             "opening_logprob": v.opening, "skipped": v.margin.is_none(),

@@ -60,6 +60,6 @@ fn nl2sql_run(
         .report(PgLogLevel::NOTICE);
     }
     // The verdict knows the rows now (none is one reason to be unsure): after the cut's NOTICE.
-    super::verdict::raise("nl2sql_run", &outcome, Some(rows.rows.len()));
+    super::verdict::raise("nl2sql_run", &question.0, &outcome, Some(rows.rows.len()));
     SetOfIterator::new(rows.rows.into_iter().map(JsonbText))
 }

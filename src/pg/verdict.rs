@@ -26,25 +26,53 @@ const MAX_VALUES_PROBED: usize = 3;
 /// well under a millisecond; a lookup that outlasts this (a large table scanned) tells nothing.
 const VALUE_PROBE_MS: i32 = 200;
 
-/// The verdict of an accepted `outcome`; `rows`: what the answer returned when the caller ran it.
-/// Looks up, as the caller, the values the answer compares text columns with, and asks the
-/// catalog whether the tables it joins without using them are joined on unique columns.
-pub fn of(outcome: &Outcome, rows: Option<usize>) -> Verdict {
+/// The verdict of an accepted `outcome` to `question`; `rows`: what the answer returned when the
+/// caller ran it. Looks up, as the caller, the values the answer compares text columns with, and
+/// asks the catalog whether the tables it joins without using them are joined on unique columns
+/// and whether the columns it tests with `IS NOT NULL` are declared NOT NULL.
+pub fn of(question: &str, outcome: &Outcome, rows: Option<usize>) -> Verdict {
+    let question = question.to_string();
     let facts = match validate::analyze(&outcome.sql) {
         Ok(f) => {
             let (repeating_joins, needless_joins) = unused_joins(&f);
-            let missing_values = missing_values(&f);
             Facts {
                 rows,
-                missing_values,
+                missing_values: missing_values(&f),
                 repeating_joins,
                 needless_joins,
+                always_true: declared_not_null(&f),
                 self_joins: f.self_joins,
+                question,
             }
         }
-        Err(_) => Facts { rows, ..Facts::default() },
+        Err(_) => Facts { rows, question, ..Facts::default() },
     };
     verdict::verdict(outcome, facts)
+}
+
+/// Most columns of `IS NOT NULL` tests looked up in the catalog per answer: one query each.
+const MAX_NOT_NULL_PROBED: usize = 3;
+
+/// The columns of `facts.not_null_tests` the catalog declares NOT NULL, as `table.column` the
+/// way the user writes them. A column the catalog does not answer for is left out.
+fn declared_not_null(facts: &QueryFacts) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in facts.not_null_tests.iter().take(MAX_NOT_NULL_PROBED) {
+        let relation =
+            quote_literal(&format!("{}.{}", quote_ident(&c.schema), quote_ident(&c.table)));
+        let query = format!(
+            "SELECT a.attnotnull FROM pg_catalog.pg_attribute a \
+              WHERE a.attrelid OPERATOR(pg_catalog.=) {relation}::pg_catalog.regclass \
+                AND a.attname OPERATOR(pg_catalog.=) {} AND NOT a.attisdropped",
+            quote_literal(&c.column)
+        );
+        // Through the read-only SPI path (`select`), as catalog.rs reads the catalog.
+        let declared = Spi::connect(|s| s.select(&query, Some(1), &[])?.first().get_one::<bool>());
+        if let Ok(Some(true)) = declared {
+            out.push(format!("{}.{}", quote_ident(&c.table), quote_ident(&c.column)));
+        }
+    }
+    out
 }
 
 /// The tables of `facts.unused_joins`, as the user writes their names: those joined on columns
@@ -121,12 +149,12 @@ const HINT: &str = "Act on the reasons (rephrase the question with the schema's 
 /// `who` (`nl2sql` or `nl2sql_run`, which passes the `rows` it returned): a NOTICE with the
 /// reasons, or an ERROR (P0004) with the reasons and the query, which does not return. Nothing
 /// for a sure answer, and nothing computed under `ignore`.
-pub fn raise(who: &str, outcome: &Outcome, rows: Option<usize>) {
+pub fn raise(who: &str, question: &str, outcome: &Outcome, rows: Option<usize>) {
     let setting = gucs::UNSURE.get();
     if matches!(setting, Unsure::Ignore) {
         return; // no verdict needed, no value looked up
     }
-    let v = of(outcome, rows);
+    let v = of(question, outcome, rows);
     if v.sure() {
         return;
     }

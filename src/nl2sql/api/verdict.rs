@@ -22,7 +22,12 @@
 //!   drops the rows with no match (the caller asks the catalog), a join nobody asked for;
 //! - a table is joined with itself (`e.manager_id = m.id`, or `a.code = b.code`): the small model
 //!   reverses who refers to whom, or joins a table to itself for nothing (parse analysis);
-//! - a condition mixes AND and OR without parentheses (`a OR b AND c` is `a OR (b AND c)`).
+//! - a condition mixes AND and OR without parentheses (`a OR b AND c` is `a OR (b AND c)`);
+//! - a number of the question is nowhere in the query ("the top 5" with no `LIMIT 5`, a "2" of
+//!   the question dropped): the model left out a part of the question;
+//! - the query tests a column declared NOT NULL with `IS NOT NULL` (the caller asks the catalog):
+//!   a filter that filters nothing, written where the question meant another condition ("the
+//!   lines that had a discount").
 //!
 //! Which signals count and their bars ([`Rule`]) were chosen on one side of a split of the
 //! development databases and judged on the other (`benches/sqleval/verdict.py`,
@@ -51,6 +56,13 @@ pub struct Facts {
     /// Equalities between columns of two entries of one table at one query level (parse
     /// analysis, `QueryFacts::self_joins`; empty: none, or the caller did not look).
     pub self_joins: Vec<(ColumnRef, ColumnRef)>,
+    /// Columns declared NOT NULL that the answer tests with `IS NOT NULL` where no outer join
+    /// can make them NULL (names as the user writes them, `table.column`; empty: none, or the
+    /// caller did not look).
+    pub always_true: Vec<String>,
+    /// The question as the user asked it (its numbers are looked for in the answer; empty: not
+    /// known).
+    pub question: String,
 }
 
 /// A value compared with a column (`c = 'value'`) that no row of the column holds.
@@ -163,6 +175,128 @@ fn mixes_and_or(toks: &[lexer::Token<'_>]) -> bool {
     false
 }
 
+/// Whether byte `c` belongs to a name: a letter, digit or `_`, or a byte of a non-ASCII
+/// character (a letter of another script, as a name reads it).
+fn name_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
+}
+
+/// The digits of `b` from `i` on: where they end.
+fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
+}
+
+/// The numbers `text` writes in digits: a run of digits with optional thousands separators
+/// (`8,000`) and decimals (`2.5`), not touching a name on either side (`Q1`, `3rd`, `covid19`
+/// are names, not numbers). With each: whether `%` or the word "percent" follows.
+fn question_numbers(text: &str) -> Vec<(Number, bool)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() || (i > 0 && name_byte(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i = digits_end(b, i);
+        let mut whole = text[start..i].to_string();
+        // Thousands: a `,` and three digits that no fourth one follows, as often as written.
+        while b.get(i) == Some(&b',') && digits_end(b, i + 1) == i + 4 {
+            whole.push_str(&text[i + 1..i + 4]);
+            i += 4;
+        }
+        let mut fraction = "";
+        if b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            let end = digits_end(b, i + 1);
+            fraction = &text[i + 1..end];
+            i = end;
+        }
+        if b.get(i).is_some_and(|&c| name_byte(c)) {
+            while i < b.len() && name_byte(b[i]) {
+                i += 1; // a name that starts with digits ("3rd", "10x"): no number
+            }
+            continue;
+        }
+        let rest = text[i..].trim_start();
+        let percent = rest.starts_with('%')
+            || rest.get(..7).is_some_and(|w| w.eq_ignore_ascii_case("percent"));
+        out.push((Number::new(&whole, fraction), percent));
+    }
+    out
+}
+
+/// A number as digits: the integer part without leading zeros ("0" for none), the fraction
+/// without trailing zeros (`04` and `4`, `2.50` and `2.5` are one number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Number {
+    whole: String,
+    fraction: String,
+}
+
+impl Number {
+    fn new(whole: &str, fraction: &str) -> Number {
+        let w = whole.trim_start_matches('0');
+        Number {
+            whole: if w.is_empty() { "0".into() } else { w.into() },
+            fraction: fraction.trim_end_matches('0').into(),
+        }
+    }
+
+    /// The number a hundred times smaller (`50` → `0.5`): a percentage as a fraction.
+    fn hundredth(&self) -> Number {
+        // At least three digits before the point, so that two can move behind it.
+        let whole = format!("{:0>3}", self.whole);
+        let (w, f) = whole.split_at(whole.len() - 2);
+        Number::new(w, &format!("{f}{}", self.fraction))
+    }
+}
+
+impl std::fmt::Display for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fraction.as_str() {
+            "" => write!(f, "{}", self.whole),
+            frac => write!(f, "{}.{frac}", self.whole),
+        }
+    }
+}
+
+/// The numbers `question` writes in digits that `sql` writes nowhere, in the question's order,
+/// each once: "the top 5" answered without `LIMIT 5`, the "2" of "the top 2 states" dropped. The
+/// SQL's numbers are every run of digits in it (string constants, dates and names too:
+/// `'2023-01-04'` holds 2023, 1 and 4) and every `digits.digits`; a percentage of the question
+/// may be written as a fraction (`50 %` as `0.5`).
+pub fn unused_numbers(question: &str, sql: &str) -> Vec<String> {
+    let b = sql.as_bytes();
+    let mut in_sql: Vec<Number> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i = digits_end(b, i);
+        in_sql.push(Number::new(&sql[start..i], ""));
+        if b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            in_sql.push(Number::new(&sql[start..i], &sql[i + 1..digits_end(b, i + 1)]));
+        }
+        // The digits after a point are a run of their own (the loop goes on from the point).
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (n, percent) in question_numbers(question) {
+        let used = in_sql.contains(&n) || (percent && in_sql.contains(&n.hundredth()));
+        let shown = n.to_string();
+        if !used && !out.contains(&shown) {
+            out.push(shown);
+        }
+    }
+    out
+}
+
 /// The figures of an answer the verdict weighs, read off an [`Outcome`] and [`Facts`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signals {
@@ -197,6 +331,10 @@ pub struct Signals {
     pub needless_joins: Vec<String>,
     /// Tables joined with themselves ([`Facts::self_joins`]).
     pub self_joins: Vec<(ColumnRef, ColumnRef)>,
+    /// NOT NULL columns tested with `IS NOT NULL` ([`Facts::always_true`]).
+    pub always_true: Vec<String>,
+    /// The question's numbers that are nowhere in the answer ([`unused_numbers`]).
+    pub unused_numbers: Vec<String>,
     /// The answer's shape.
     pub shape: Shape,
 }
@@ -248,6 +386,8 @@ impl Signals {
             repeating_joins: facts.repeating_joins,
             needless_joins: facts.needless_joins,
             self_joins: facts.self_joins,
+            always_true: facts.always_true,
+            unused_numbers: unused_numbers(&facts.question, &outcome.sql),
             shape: Shape::of(&outcome.sql),
         }
     }
@@ -296,8 +436,9 @@ pub struct Rule {
 /// the time judged on the other: short of the 85 % the issue asks, which these signals do not
 /// reach on databases they were not chosen on. Added later, with no parameter: a condition that
 /// mixes AND and OR without parentheses (0 right, 1 wrong on both development sets; 0 and 2 on
-/// the no-comments run); with the checks against the database (`Facts`), sure answers are right
-/// 80 % of the time on both development sets (53 % coverage) and on the no-comments run (42 %).
+/// the no-comments run); with the checks against the database (`Facts`) and the question's
+/// numbers, sure answers are right 86 % of the time on both development sets (49 % coverage) and
+/// 84 % on the no-comments run (40 %).
 pub const DEFAULT_RULE: Rule = Rule {
     repaired: true,
     rewritten: false,
@@ -325,6 +466,10 @@ pub enum Reason {
     NeedlessJoin(Vec<String>),
     /// A table joined with itself (the equalities that join it).
     SelfJoin(Vec<(ColumnRef, ColumnRef)>),
+    /// Numbers of the question that the query does not write.
+    NumberNotUsed(Vec<String>),
+    /// NOT NULL columns tested with `IS NOT NULL`: a filter that filters nothing.
+    FiltersNothing(Vec<String>),
     /// A doubt remained after repair.
     Doubt(String),
     /// The first answer was rejected; the answer is its repair (rounds) or a rescue branch.
@@ -362,6 +507,8 @@ impl Reason {
             Reason::RepeatedRows(_) => "repeated_rows",
             Reason::NeedlessJoin(_) => "needless_join",
             Reason::SelfJoin(_) => "self_join",
+            Reason::NumberNotUsed(_) => "number_not_used",
+            Reason::FiltersNothing(_) => "filters_nothing",
             Reason::Doubt(_) => "doubt",
             Reason::Repaired { .. } => "repaired",
             Reason::Rewritten(_) => "rewritten",
@@ -406,14 +553,20 @@ impl Reason {
             Reason::SelfJoin(pairs) => format!(
                 "the query joins a table with itself ({}): check which side is which (who refers \
                  to whom) and that the join is needed at all",
-                pairs
-                    .iter()
-                    .map(|(a, b)| {
-                        let t = quote_ident(&a.table);
-                        format!("{t}.{} = {t}.{}", quote_ident(&a.column), quote_ident(&b.column))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                equalities(pairs)
+            ),
+            Reason::NumberNotUsed(numbers) => format!(
+                "the question's {} {} nowhere in the query: check that the query applies {} (a \
+                 LIMIT, a filter, a period), or rephrase the question",
+                numbers.join(" and "),
+                if numbers.len() == 1 { "is" } else { "are" },
+                if numbers.len() == 1 { "it" } else { "them" }
+            ),
+            Reason::FiltersNothing(columns) => format!(
+                "the query tests {} IS NOT NULL, which the column{} NOT NULL constraint makes \
+                 always true: the filter drops nothing; check which condition the question meant",
+                columns.join(" and "),
+                if columns.len() == 1 { "'s" } else { "s'" }
             ),
             Reason::Doubt(d) => format!(
                 "a doubt remained after repair ({d}): read the query before trusting its result"
@@ -470,6 +623,15 @@ impl Reason {
     }
 }
 
+/// The equalities of a self-join as the user writes them: `t.a = t.b, ...`.
+fn equalities(pairs: &[(ColumnRef, ColumnRef)]) -> String {
+    let one = |(a, b): &(ColumnRef, ColumnRef)| {
+        let t = quote_ident(&a.table);
+        format!("{t}.{} = {t}.{}", quote_ident(&a.column), quote_ident(&b.column))
+    };
+    pairs.iter().map(one).collect::<Vec<_>>().join(", ")
+}
+
 /// "the query joins `tables` but uses none of its (their) columns".
 fn joined_unused(tables: &[String]) -> String {
     format!(
@@ -516,6 +678,12 @@ impl Rule {
         }
         if !s.self_joins.is_empty() {
             reasons.push(Reason::SelfJoin(s.self_joins.clone()));
+        }
+        if !s.unused_numbers.is_empty() {
+            reasons.push(Reason::NumberNotUsed(s.unused_numbers.clone()));
+        }
+        if !s.always_true.is_empty() {
+            reasons.push(Reason::FiltersNothing(s.always_true.clone()));
         }
         if let Some(d) = &s.doubt {
             reasons.push(Reason::Doubt(d.clone()));
@@ -881,6 +1049,8 @@ mod tests {
             Reason::AndOr,
             Reason::NeedlessJoin(vec!["t".into()]),
             Reason::SelfJoin(vec![(ColumnRef::new("s", "t", "a"), ColumnRef::new("s", "t", "b"))]),
+            Reason::NumberNotUsed(vec!["5".into()]),
+            Reason::FiltersNothing(vec!["t.c".into()]),
         ];
         let mut codes: Vec<_> = all.iter().map(Reason::code).collect();
         codes.sort_unstable();
@@ -889,5 +1059,57 @@ mod tests {
         for r in &all {
             assert!(r.message().contains(": "), "{}", r.message());
         }
+    }
+
+    /// The question's numbers the query does not write, as a user reads them: dates, leading
+    /// zeros, thousands, decimals and percentages match; names with digits are no numbers.
+    #[test]
+    fn numbers_of_the_question_in_the_query() {
+        let cases: [(&str, &str, &[&str]); 13] = [
+            ("top 5 customers by sales", "SELECT name FROM c ORDER BY s DESC LIMIT 5", &[]),
+            ("top 5 customers by sales", "SELECT name FROM c ORDER BY s DESC", &["5"]),
+            // A date as the question writes it, and as the query does.
+            (
+                "orders between Jan 1, 2023 and Mar 31, 2023",
+                "SELECT * FROM o WHERE d BETWEEN '2023-01-01' AND '2023-03-31'",
+                &[],
+            ),
+            ("orders on 2023-04-04", "SELECT * FROM o WHERE d = '2023-04-04'", &[]),
+            ("orders over 8,000 dollars", "SELECT * FROM o WHERE amount > 8000", &[]),
+            ("orders over 8,000 dollars", "SELECT * FROM o WHERE amount > 8", &["8000"]),
+            ("a rating above 4.50", "SELECT * FROM r WHERE rating > 4.5", &[]),
+            ("a rating above 4.5", "SELECT * FROM r WHERE rating > 4", &["4.5"]),
+            // A percentage as a fraction, or as itself; a fraction is no percentage.
+            ("where more than 50% speak it", "SELECT * FROM l WHERE share > 0.5", &[]),
+            ("more than 12.5 percent", "SELECT * FROM l WHERE share > 0.125 OR share > 12.5", &[]),
+            ("more than 50 people", "SELECT * FROM l WHERE n > 0.5", &["50"]),
+            // Names with digits, the same number twice, several numbers in order.
+            (
+                "Q1 sales of the 3rd region of covid19 in the top 2 of 2 and 7 days",
+                "SELECT 1",
+                &["2", "7"],
+            ),
+            ("2.5x faster v1.5 é1 5é", "SELECT 1", &["5"]),
+        ];
+        for (question, sql, want) in cases {
+            assert_eq!(unused_numbers(question, sql), want, "{question:?} / {sql:?}");
+        }
+        let o = outcome(Q, vec![attempt(Q, None)], skipped(3, -0.05));
+        let v = verdict(
+            &o,
+            Facts { question: "count the 3 newest and 10 oldest t".into(), ..Facts::default() },
+        );
+        assert_eq!(codes(&v), ["number_not_used"]);
+        assert!(
+            v.summary().starts_with("the question's 3 and 10 are nowhere in the query: check"),
+            "{}",
+            v.summary()
+        );
+        let v = verdict(
+            &o,
+            Facts { always_true: vec!["order_details.discount".into()], ..Facts::default() },
+        );
+        assert_eq!(codes(&v), ["filters_nothing"]);
+        assert!(v.summary().starts_with("the query tests order_details.discount IS NOT NULL, which the column's NOT NULL constraint"), "{}", v.summary());
     }
 }

@@ -75,14 +75,18 @@ pub struct QueryFacts {
     /// A text column compared for equality with a string constant (`c = 'value'`), at any
     /// level, each pair once: the values the verdict looks for in their columns.
     pub value_filters: Vec<(ColumnRef, String)>,
-    /// Tables the top query (without DISTINCT) inner-joins and uses nowhere but in the ON
-    /// condition of their own join: each row they join to is repeated once per matching row
+    /// Tables the top query (without DISTINCT) inner-joins, on either side of the join, and uses
+    /// nowhere but in the ON condition of their own join: each row they join to is repeated once per matching row
     /// unless the columns they are joined on are unique (the verdict asks the catalog).
     pub unused_joins: Vec<UnusedJoin>,
     /// Equalities between columns of two entries of one base table at the same query level (a
     /// table joined with itself: `e.manager_id = m.id`, or `a.code = b.code`), at any level.
     /// Correlated subqueries are not counted (their columns are of another level).
     pub self_joins: Vec<(ColumnRef, ColumnRef)>,
+    /// Base-table columns tested with `IS NOT NULL` at a query level without outer joins (no
+    /// join there can make them NULL), at any level, each once: the verdict asks the catalog
+    /// whether they are declared NOT NULL (the test then filters nothing).
+    pub not_null_tests: Vec<ColumnRef>,
 }
 
 /// A table joined and used only in its join's ON condition ([`QueryFacts::unused_joins`]).

@@ -66,6 +66,41 @@ SELECT nl2sql_learn('Names of the customers in France, or in Spain and called Bo
   $$SELECT name FROM customers WHERE country = 'France' OR country = 'Spain' AND name = 'Bob'$$) > 0 AS learned;
 SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "and_or")') AS reason
 FROM nl2sql_explain('Names of the customers in France, or in Spain and called Bob') e;
+-- The same join written the other way round (the unused table on the join's left side).
+SELECT nl2sql_learn('Amounts of the orders placed by customers',
+  $$SELECT o.amount FROM customers c JOIN orders o ON c.id = o.customer_id$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "needless_join")') AS reason
+FROM nl2sql_explain('Amounts of the orders placed by customers') e;
+-- A number of the question nowhere in the query (number_not_used): "the 2 largest" without
+-- LIMIT 2. A date of the question written as the query writes it counts as there.
+SELECT nl2sql_learn('List the 2 largest orders',
+  $$SELECT id, amount FROM orders ORDER BY amount DESC$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "number_not_used")') AS reason
+FROM nl2sql_explain('List the 2 largest orders') e;
+SELECT nl2sql_learn('Orders placed on Feb 11, 2024',
+  $$SELECT id FROM orders WHERE ordered_at = '2024-02-11'$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
+FROM nl2sql_explain('Orders placed on Feb 11, 2024') e;
+-- IS NOT NULL on a column declared NOT NULL filters nothing (filters_nothing: the catalog
+-- answers); on a column that may be NULL, or after an outer join, it is a filter.
+SELECT nl2sql_learn('Which customers have a name?',
+  $$SELECT id FROM customers WHERE name IS NOT NULL$$) > 0 AS learned;
+SELECT nl2sql_learn('Which customers have a country?',
+  $$SELECT id FROM customers WHERE country IS NOT NULL$$) > 0 AS learned;
+SELECT nl2sql_learn('Which customers have placed orders?',
+  $$SELECT DISTINCT c.id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id WHERE o.id IS NOT NULL$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query(e->'verdict', '$.reasons[*] ? (@.code == "filters_nothing")') AS reason
+FROM nl2sql_explain('Which customers have a name?') e;
+SELECT e->>'sql' AS sql, jsonb_path_exists(e->'verdict', '$.reasons[*] ? (@.code == "filters_nothing")') AS filters_nothing
+FROM nl2sql_explain('Which customers have a country?') e;
+SELECT e->>'sql' AS sql, jsonb_path_exists(e->'verdict', '$.reasons[*] ? (@.code == "filters_nothing")') AS filters_nothing
+FROM nl2sql_explain('Which customers have placed orders?') e;
+-- The unused table on a join's left side is no reason when a COUNT(*) counts its rows:
+-- orders per customer.
+SELECT nl2sql_learn('How many orders has each customer placed?',
+  $$SELECT c.name, COUNT(*) FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.name$$) > 0 AS learned;
+SELECT e->>'sql' AS sql, jsonb_path_query_array(e->'verdict', '$.reasons[*].code') AS reasons
+FROM nl2sql_explain('How many orders has each customer placed?') e;
 SELECT count(nl2sql_forget(id)) AS forgotten FROM nl2sql_examples;
 -- turboinfer.unsure = error: ERROR P0004 instead of the answer, the query in the DETAIL.
 SET turboinfer.unsure = error;
