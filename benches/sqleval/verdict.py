@@ -127,7 +127,7 @@ def shape(sql):
 
 
 def _name_char(c):
-    """A character of a name, as verdict.rs's name_byte reads UTF-8 bytes: an ASCII letter,
+    """A character of a name, as check/numbers.rs's name_byte reads UTF-8 bytes: an ASCII letter,
     digit or `_`, or any non-ASCII character."""
     return c.isascii() and (c.isalnum() or c == "_") or not c.isascii()
 
@@ -139,14 +139,14 @@ def _digits_end(t, i):
 
 
 def _number(whole, fraction):
-    """verdict.rs's Number, as text: no leading zeros, no trailing zeros of the fraction."""
+    """check/numbers.rs's Number, as text: no leading zeros, no trailing zeros of the fraction."""
     w = whole.lstrip("0") or "0"
     f = fraction.rstrip("0")
     return w + ("." + f if f else "")
 
 
 def question_numbers(text):
-    """(number, percent) of each number `text` writes in digits, as verdict.rs's question_numbers."""
+    """(number, percent) of each number `text` writes in digits, as check/numbers.rs's question_numbers."""
     out, i = [], 0
     while i < len(text):
         if text[i] not in "0123456789" or (i > 0 and _name_char(text[i - 1])):
@@ -173,7 +173,7 @@ def question_numbers(text):
 
 
 def unused_numbers(question, sql):
-    """The question's numbers that the SQL writes nowhere (`number_not_used`), as verdict.rs's
+    """The question's numbers that the SQL writes nowhere (`number_not_used`), as check/numbers.rs's
     unused_numbers: every digit run of the SQL and every `digits.digits` count."""
     in_sql, i = set(), 0
     while i < len(sql):
@@ -253,18 +253,12 @@ def reasons(rule, s, executed):
     out = []
     if executed and s["rows"] == 0:
         out.append("no_rows")
-    if s["missing_value"]:
-        out.append("value_not_found")
-    if s["repeated_rows"]:
-        out.append("repeated_rows")
-    if s["needless_join"]:
-        out.append("needless_join")
-    if s["self_join"]:
-        out.append("self_join")
-    if s["unused_numbers"]:
-        out.append("number_not_used")
-    if s["filters_nothing"]:
-        out.append("filters_nothing")
+    # The checks without a parameter, in Rule::judge's order: (signal, reason code).
+    for signal, code in (("missing_value", "value_not_found"), ("repeated_rows", "repeated_rows"),
+                         ("needless_join", "needless_join"), ("self_join", "self_join"),
+                         ("unused_numbers", "number_not_used"), ("filters_nothing", "filters_nothing")):
+        if s[signal]:
+            out.append(code)
     if s["doubt"] is not None:
         out.append("doubt")
     if rule["repaired"] and (s["repair_rounds"] > 0 or s["rescued"]):
